@@ -1,0 +1,165 @@
+// Microbenchmarks of the CPU kernels (not built by CMake). From the repository root, after a CMake build
+// into BUILD:
+//   g++ -std=c++20 -O3 -Isrc bench/bench_kernels.cpp BUILD/libtracelm_core.a -lbenchmark -pthread -o bench_kernels
+//   ./bench_kernels --benchmark_repetitions=5 --benchmark_enable_random_interleaving=true
+// Shared or virtual machines vary a lot from run to run; interleaved repetitions compare like with like.
+//
+// Decode-sized weights are laid out as many copies, far larger than the last-level cache, and each
+// iteration streams all of them once, like a decode step streams every layer; `threads` std::threads
+// split the rows of each matrix.
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "backends/cpu/kernels/kernels.h"
+
+namespace {
+
+using tracelm::DType;
+using tracelm::cpu::Isa;
+using tracelm::cpu::KernelTable;
+
+constexpr int64_t kK = 1024, kN = 3072;
+constexpr size_t kCopies = 80;  // 480 MiB: well beyond L3, like a model's weights
+constexpr size_t kStreamBytes = kCopies * kN * kK * 2;
+
+struct Aligned {
+    void* p;
+    explicit Aligned(size_t bytes) : p(std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096)) {
+        std::memset(p, 0, bytes);  // also faults every page in before timing
+    }
+    ~Aligned() { std::free(p); }
+    Aligned(const Aligned&) = delete;
+    Aligned& operator=(const Aligned&) = delete;
+};
+
+// `copies` bf16 [kN, kK] matrices of small random values.
+const Aligned& weights(size_t copies) {
+    static std::vector<std::unique_ptr<Aligned>> cache(2);
+    auto& slot = cache[copies == 1 ? 0 : 1];
+    if (!slot) {
+        const size_t n = copies * kN * kK;
+        slot = std::make_unique<Aligned>(n * 2);
+        auto* h = static_cast<uint16_t*>(slot->p);
+        std::mt19937 rng(1);
+        std::uniform_real_distribution<float> u(-0.05f, 0.05f);
+        for (size_t i = 0; i < n; ++i) h[i] = tracelm::f32_to_bf16(u(rng));
+    }
+    return *slot;
+}
+
+const KernelTable* table_or_skip(benchmark::State& state) {
+    const auto isa = static_cast<Isa>(state.range(0));
+    if (static_cast<int>(isa) > static_cast<int>(tracelm::cpu::best_isa())) {
+        state.SkipWithError("ISA not supported by this CPU");
+        return nullptr;
+    }
+    state.SetLabel(tracelm::cpu::isa_name(isa));
+    return &tracelm::cpu::kernels_for(isa);
+}
+
+// Runs f(i) for i in [0, threads) on that many threads (the caller's thread takes i = 0).
+template <class F>
+void parallel(int threads, F&& f) {
+    std::vector<std::thread> pool;
+    for (int i = 1; i < threads; ++i) pool.emplace_back(f, i);
+    f(0);
+    for (auto& t : pool) t.join();
+}
+
+// Args: isa, threads.
+void BM_ReadSweep(benchmark::State& state) {
+    const KernelTable* kt = table_or_skip(state);
+    if (kt == nullptr) return;
+    const int threads = static_cast<int>(state.range(1));
+    const Aligned& buf = weights(kCopies);
+    const size_t per = kStreamBytes / threads;
+    for (auto _ : state) {
+        double sums[8] = {};
+        parallel(threads, [&](int i) { sums[i] = kt->read_sweep(static_cast<char*>(buf.p) + i * per, per); });
+        benchmark::DoNotOptimize(sums);
+    }
+    state.counters["GB/s"] =
+        benchmark::Counter(static_cast<double>(kStreamBytes) * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+}
+
+// Args: isa, threads, T. Every iteration multiplies T tokens by all copies of the [3072, 1024] bf16 matrix.
+void BM_MatmulStream(benchmark::State& state) {
+    const KernelTable* kt = table_or_skip(state);
+    if (kt == nullptr) return;
+    const int threads = static_cast<int>(state.range(1));
+    const int64_t T = state.range(2);
+    const size_t copies = kCopies;
+    const Aligned& w = weights(copies);
+    std::vector<float> x(static_cast<size_t>(T * kK), 0.01f), y(static_cast<size_t>(T * kN));
+    for (auto _ : state) {
+        parallel(threads, [&](int i) {
+            const int64_t n0 = kN * i / threads, n1 = kN * (i + 1) / threads;
+            for (size_t c = 0; c < copies; ++c)
+                kt->matmul(x.data(), T, kK, static_cast<const uint16_t*>(w.p) + c * kN * kK, DType::BF16, nullptr,
+                           y.data(), kN, n0, n1);
+        });
+        benchmark::DoNotOptimize(y.data());
+    }
+    const double bytes = static_cast<double>(copies * kN * kK * 2);
+    state.counters["GB/s"] = benchmark::Counter(bytes * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+}
+
+// Args: isa, threads, T. One cache-resident [3072, 1024] bf16 matrix (prefill-sized T).
+void BM_MatmulCompute(benchmark::State& state) {
+    const KernelTable* kt = table_or_skip(state);
+    if (kt == nullptr) return;
+    const int threads = static_cast<int>(state.range(1));
+    const int64_t T = state.range(2);
+    const Aligned& w = weights(1);
+    std::vector<float> x(static_cast<size_t>(T * kK)), y(static_cast<size_t>(T * kN));
+    std::mt19937 rng(2);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    for (float& v : x) v = u(rng);
+    for (auto _ : state) {
+        parallel(threads, [&](int i) {
+            kt->matmul(x.data(), T, kK, w.p, DType::BF16, nullptr, y.data(), kN, kN * i / threads,
+                       kN * (i + 1) / threads);
+        });
+        benchmark::DoNotOptimize(y.data());
+    }
+    state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(T * kK * kN) * state.iterations() / 1e9,
+                                                   benchmark::Counter::kIsRate);
+}
+
+void isa_threads(benchmark::internal::Benchmark* b) {
+    for (int isa : {0, 1, 2})
+        for (int threads : {1, 2}) b->Args({isa, threads});
+}
+
+void isa_threads_tokens(benchmark::internal::Benchmark* b, std::initializer_list<int64_t> tokens) {
+    for (int isa : {0, 1, 2})
+        for (int threads : {1, 2})
+            for (int64_t T : tokens) b->Args({isa, threads, T});
+}
+
+BENCHMARK(BM_ReadSweep)->Apply(isa_threads)->ArgNames({"isa", "threads"})->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_MatmulStream)
+    ->Apply([](benchmark::internal::Benchmark* b) {
+        isa_threads_tokens(b, {1, 4, 8, 16});
+    })
+    ->ArgNames({"isa", "threads", "T"})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_MatmulCompute)
+    ->Apply([](benchmark::internal::Benchmark* b) {
+        isa_threads_tokens(b, {128, 512});
+    })
+    ->ArgNames({"isa", "threads", "T"})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Configures and builds tracelm into ${BUILD_DIR:-build} (Release, warnings as errors).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install_deps.sh
+BUILD_DIR=${BUILD_DIR:-build}
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=${BUILD_TYPE:-Release} -DTRACELM_WERROR=ON ${CMAKE_ARGS:-} >/dev/null
+cmake --build "$BUILD_DIR" -j"$(nproc)"

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs the Debian packages tracelm builds against (skipped when all are present).
+set -euo pipefail
+PKGS=(g++ cmake make pkg-config libpcre2-dev libutf8proc-dev nlohmann-json3-dev libcli11-dev libgtest-dev)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
+fi

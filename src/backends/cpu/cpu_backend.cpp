@@ -1,0 +1,460 @@
+#include "backends/cpu/cpu_backend.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <type_traits>
+
+#include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/paged_attention.h"
+
+namespace tracelm::cpu {
+
+namespace {
+
+void require(bool ok, const char* op, const std::string& what) {
+    if (!ok) throw std::invalid_argument(std::string(op) + ": " + what);
+}
+
+void require_dtype(const Tensor& t, DType dt, const char* op) {
+    require(t.dtype == dt, op,
+            "tensor '" + t.name() + "' has dtype " + std::string(dtype_name(t.dtype)) + ", expected " +
+                std::string(dtype_name(dt)));
+}
+
+bool is_float_weight(DType dt) { return dt == DType::F32 || dt == DType::BF16 || dt == DType::F16; }
+
+// ---- packed op arguments and their entry points (each runs items [b, e)) ----
+
+struct CopyArgs {
+    const char* src;
+    char* dst;
+    int64_t row_bytes;
+};
+void run_copy(const CopyArgs& a, int64_t b, int64_t e) {
+    std::memcpy(a.dst + b * a.row_bytes, a.src + b * a.row_bytes, static_cast<size_t>((e - b) * a.row_bytes));
+}
+
+struct EmbeddingArgs {
+    const int32_t* ids;
+    const char* table;
+    float* out;
+    int64_t vocab, dim, row_bytes;
+    DType dt;
+};
+void run_embedding(const EmbeddingArgs& a, int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+        const int32_t id = a.ids[t];
+        float* out = a.out + t * a.dim;
+        if (id < 0 || id >= a.vocab) {
+            std::fill(out, out + a.dim, 0.0f);
+        } else {
+            row_to_f32(a.table + static_cast<int64_t>(id) * a.row_bytes, a.dt, a.dim, out);
+        }
+    }
+}
+
+struct RmsNormArgs {
+    const float* x;
+    const void* w;
+    float* out;
+    int64_t cols;
+    float eps;
+    DType wt;
+};
+void run_rms_norm(const RmsNormArgs& a, int64_t b, int64_t e) { rms_norm(a.x, a.w, a.wt, a.eps, a.out, a.cols, b, e); }
+
+struct MatmulArgs {
+    const float* x;
+    const void* w;
+    const float* bias;
+    float* y;
+    int64_t T, K, N;
+    DType wt;
+};
+void run_matmul(const MatmulArgs& a, int64_t b, int64_t e) { matmul(a.x, a.T, a.K, a.w, a.wt, a.bias, a.y, a.N, b, e); }
+
+struct RopeArgs {
+    float* x;
+    const int32_t* positions;
+    const float* inv_freq;
+    int heads, head_dim;
+};
+void run_rope(const RopeArgs& a, int64_t b, int64_t e) {
+    const int half = a.head_dim / 2;
+    float cs[kMaxHeadDim];  // cos in [0, half), sin in [half, 2*half)
+    for (int64_t t = b; t < e; ++t) {
+        const float pos = static_cast<float>(a.positions[t]);
+        for (int i = 0; i < half; ++i) {
+            const float angle = pos * a.inv_freq[i];
+            cs[i] = std::cos(angle);
+            cs[half + i] = std::sin(angle);
+        }
+        float* row = a.x + t * static_cast<int64_t>(a.heads) * a.head_dim;
+        for (int h = 0; h < a.heads; ++h) {
+            float* v = row + static_cast<int64_t>(h) * a.head_dim;
+            for (int i = 0; i < half; ++i) {
+                const float x1 = v[i];
+                const float x2 = v[half + i];
+                v[i] = x1 * cs[i] - x2 * cs[half + i];
+                v[half + i] = x2 * cs[i] + x1 * cs[half + i];
+            }
+        }
+    }
+}
+
+struct KvWriteArgs {
+    const float* k;
+    const float* v;
+    const int32_t* slots;
+    float* k_cache;
+    float* v_cache;
+    int64_t dim, num_slots;
+};
+void run_kv_write(const KvWriteArgs& a, int64_t b, int64_t e) {
+    const size_t row = sizeof(float) * static_cast<size_t>(a.dim);
+    for (int64_t t = b; t < e; ++t) {
+        const int64_t slot = a.slots[t];
+        if (slot < 0 || slot >= a.num_slots) continue;
+        std::memcpy(a.k_cache + slot * a.dim, a.k + t * a.dim, row);
+        std::memcpy(a.v_cache + slot * a.dim, a.v + t * a.dim, row);
+    }
+}
+
+struct BinaryArgs {
+    const float* a;
+    const float* b;
+    float* out;
+};
+void run_add(const BinaryArgs& a, int64_t b, int64_t e) { add(a.a, a.b, a.out, b, e); }
+void run_silu_mul(const BinaryArgs& a, int64_t b, int64_t e) { silu_mul(a.a, a.b, a.out, b, e); }
+
+struct GatherArgs {
+    const float* x;
+    const int32_t* query_start;
+    float* out;
+    int64_t rows, cols;
+};
+void run_gather_last(const GatherArgs& a, int64_t b, int64_t e) {
+    for (int64_t s = b; s < e; ++s) {
+        const int64_t r = static_cast<int64_t>(a.query_start[s + 1]) - 1;
+        float* out = a.out + s * a.cols;
+        if (r < 0 || r >= a.rows) {
+            std::fill(out, out + a.cols, 0.0f);
+        } else {
+            std::memcpy(out, a.x + r * a.cols, sizeof(float) * static_cast<size_t>(a.cols));
+        }
+    }
+}
+
+struct ArgmaxArgs {
+    const float* logits;
+    int32_t* ids;
+    int64_t cols;
+};
+void run_argmax(const ArgmaxArgs& a, int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+        const float* row = a.logits + r * a.cols;
+        int64_t best = 0;
+        float best_v = -std::numeric_limits<float>::infinity();
+        bool found = false;
+        for (int64_t i = 0; i < a.cols; ++i) {
+            // Strictly greater keeps the lowest index on ties; NaN compares false and never wins.
+            if (row[i] > best_v || (!found && row[i] == best_v)) {
+                best_v = row[i];
+                best = i;
+                found = true;
+            }
+        }
+        a.ids[r] = static_cast<int32_t>(best);
+    }
+}
+
+struct AdvanceArgs {
+    const int32_t* sampled;
+    int32_t* token_ids;
+    int32_t* positions;
+    int32_t* slots;
+    int32_t* seq_lens;
+    const int32_t* block_tables;
+    int32_t* step;
+    int32_t* history;
+    int64_t history_rows;
+    int num_seqs, max_blocks, block_size;
+};
+void run_advance(const AdvanceArgs& a, int64_t, int64_t) {
+    const int32_t step = *a.step;
+    for (int s = 0; s < a.num_seqs; ++s) {
+        const int32_t id = a.sampled[s];
+        if (step >= 0 && step < a.history_rows) a.history[static_cast<int64_t>(step) * a.num_seqs + s] = id;
+        a.token_ids[s] = id;
+        const int32_t pos = a.positions[s] + 1;
+        a.positions[s] = pos;
+        a.seq_lens[s] += 1;
+        const int32_t blk = pos / a.block_size;
+        const int32_t page = blk < a.max_blocks ? a.block_tables[static_cast<int64_t>(s) * a.max_blocks + blk] : -1;
+        a.slots[s] = page < 0 ? -1 : page * a.block_size + pos % a.block_size;
+    }
+    *a.step = step + 1;
+}
+
+}  // namespace
+
+CpuBackend::CpuBackend(int threads) : pool_(threads) {}
+
+CpuBackend::~CpuBackend() {
+    for (auto& b : buffers_) {
+        if (!b->external && b->data != nullptr) munmap(b->data, b->bytes);
+    }
+}
+
+template <typename Args>
+void CpuBackend::submit(void (*fn)(const Args&, int64_t, int64_t), const Args& args, int64_t items, int64_t grain) {
+    static_assert(sizeof(Args) + sizeof(fn) <= CpuOp::kArgBytes, "op arguments too large");
+    static_assert(std::is_trivially_copyable_v<Args>);
+    CpuOp op;
+    // Type erasure without casting function types: the packed bytes hold the typed entry point
+    // followed by its arguments, and one trampoline per Args type unpacks them.
+    op.fn = [](const void* packed, int64_t b, int64_t e) {
+        void (*typed)(const Args&, int64_t, int64_t);
+        Args a;
+        std::memcpy(&typed, packed, sizeof(typed));
+        std::memcpy(&a, static_cast<const unsigned char*>(packed) + sizeof(typed), sizeof(Args));
+        typed(a, b, e);
+    };
+    op.items = items;
+    op.grain = grain < 1 ? 1 : grain;
+    std::memcpy(op.args, &fn, sizeof(fn));
+    std::memcpy(op.args + sizeof(fn), &args, sizeof(Args));
+    if (capturing()) {
+        recording_.push_back(op);
+    } else {
+        dispatch(&op, 1);
+    }
+}
+
+void CpuBackend::dispatch(const CpuOp* ops, size_t n) {
+    const auto t0 = std::chrono::steady_clock::now();
+    pool_.run(ops, n);
+    busy_ns_ += static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+    ops_executed_ += n;
+}
+
+// ---- memory ----
+
+Buffer* CpuBackend::do_alloc(size_t bytes, const std::string& name) {
+    const size_t mapped = bytes == 0 ? 1 : bytes;
+    void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        throw std::runtime_error("cpu backend: cannot allocate " + std::to_string(bytes) + " bytes for '" + name + "'");
+    }
+    auto b = std::make_unique<Buffer>();
+    b->data = p;
+    b->bytes = mapped;
+    b->name = name;
+    buffers_.push_back(std::move(b));
+    return buffers_.back().get();
+}
+
+Buffer* CpuBackend::do_import_host(const void* data, size_t bytes, const std::string& name) {
+    auto b = std::make_unique<Buffer>();
+    b->data = const_cast<void*>(data);  // weights are only ever read by the kernels
+    b->bytes = bytes;
+    b->name = name;
+    b->external = true;
+    buffers_.push_back(std::move(b));
+    return buffers_.back().get();
+}
+
+void CpuBackend::do_free(Buffer* b) {
+    auto it = std::find_if(buffers_.begin(), buffers_.end(), [&](const auto& p) { return p.get() == b; });
+    if (it == buffers_.end()) throw std::invalid_argument("cpu backend: free of unknown buffer");
+    if (!b->external) munmap(b->data, b->bytes);
+    buffers_.erase(it);
+}
+
+void CpuBackend::do_upload(const Tensor& dst, const void* src) { std::memcpy(dst.raw(), src, dst.nbytes()); }
+
+void CpuBackend::do_download(const Tensor& src, void* dst) { std::memcpy(dst, src.raw(), src.nbytes()); }
+
+// ---- graphs ----
+
+void CpuBackend::do_begin_capture() { recording_.clear(); }
+
+GraphId CpuBackend::do_end_capture() {
+    graphs_.push_back(std::move(recording_));
+    recording_ = {};
+    return static_cast<GraphId>(graphs_.size() - 1);
+}
+
+void CpuBackend::do_replay(GraphId g) {
+    if (g < 0 || static_cast<size_t>(g) >= graphs_.size()) throw std::invalid_argument("replay of unknown graph");
+    const auto& ops = graphs_[static_cast<size_t>(g)];
+    dispatch(ops.data(), ops.size());
+}
+
+void CpuBackend::do_destroy_graph(GraphId g) {
+    if (g < 0 || static_cast<size_t>(g) >= graphs_.size()) throw std::invalid_argument("destroy of unknown graph");
+    graphs_[static_cast<size_t>(g)] = {};
+}
+
+// ---- ops ----
+
+void CpuBackend::copy(const Tensor& dst, const Tensor& src) {
+    require(dst.nbytes() == src.nbytes() && dst.rows == src.rows, "copy", "size mismatch '" + src.name() + "' -> '" + dst.name() + "'");
+    if (dst.rows == 0) return;
+    submit(run_copy, CopyArgs{static_cast<const char*>(src.raw()), static_cast<char*>(dst.raw()),
+                              static_cast<int64_t>(dst.nbytes()) / dst.rows},
+           dst.rows);
+}
+
+void CpuBackend::embedding(const Tensor& ids, const Tensor& table, const Tensor& out) {
+    require_dtype(ids, DType::I32, "embedding");
+    require_dtype(out, DType::F32, "embedding");
+    require(is_float_weight(table.dtype), "embedding", "table must be f32/bf16/f16");
+    require(out.rows == ids.numel() && out.cols == table.cols, "embedding", "shape mismatch");
+    submit(run_embedding,
+           EmbeddingArgs{ids.ptr<int32_t>(), static_cast<const char*>(table.raw()), out.ptr<float>(), table.rows,
+                         table.cols, table.cols * static_cast<int64_t>(dtype_size(table.dtype)), table.dtype},
+           out.rows);
+}
+
+void CpuBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) {
+    require_dtype(x, DType::F32, "rms_norm");
+    require_dtype(out, DType::F32, "rms_norm");
+    require(is_float_weight(w.dtype) && w.numel() == x.cols, "rms_norm", "weight '" + w.name() + "' length mismatch");
+    require(out.rows == x.rows && out.cols == x.cols, "rms_norm", "shape mismatch");
+    submit(run_rms_norm, RmsNormArgs{x.ptr<float>(), w.raw(), out.ptr<float>(), x.cols, eps, w.dtype}, x.rows);
+}
+
+void CpuBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) {
+    require_dtype(x, DType::F32, "matmul");
+    require_dtype(out, DType::F32, "matmul");
+    require(is_float_weight(w.dtype), "matmul", "weight '" + w.name() + "' must be f32/bf16/f16");
+    require(x.cols == w.cols && out.rows == x.rows && out.cols == w.rows, "matmul",
+            "shape mismatch for weight '" + w.name() + "'");
+    if (bias != nullptr) {
+        require_dtype(*bias, DType::F32, "matmul");
+        require(bias->numel() == w.rows, "matmul", "bias length mismatch");
+    }
+    submit(run_matmul,
+           MatmulArgs{x.ptr<float>(), w.raw(), bias ? bias->ptr<float>() : nullptr, out.ptr<float>(), x.rows, x.cols,
+                      w.rows, w.dtype},
+           w.rows, 16);
+}
+
+const float* CpuBackend::rope_inv_freq(int head_dim, float theta) {
+    auto& table = rope_tables_[{head_dim, theta}];
+    if (table.empty()) {
+        // Same recipe as the reference implementations: theta^(-2i/d) evaluated in f32.
+        for (int i = 0; i < head_dim / 2; ++i) {
+            const float exponent = static_cast<float>(2 * i) / static_cast<float>(head_dim);
+            table.push_back(1.0f / std::pow(theta, exponent));
+        }
+    }
+    return table.data();
+}
+
+void CpuBackend::rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, float theta) {
+    require_dtype(x, DType::F32, "rope_neox");
+    require_dtype(positions, DType::I32, "rope_neox");
+    require(head_dim > 0 && head_dim % 2 == 0 && head_dim <= kMaxHeadDim, "rope_neox", "bad head_dim");
+    require(x.cols == static_cast<int64_t>(heads) * head_dim && positions.numel() == x.rows, "rope_neox",
+            "shape mismatch on '" + x.name() + "'");
+    submit(run_rope, RopeArgs{x.ptr<float>(), positions.ptr<int32_t>(), rope_inv_freq(head_dim, theta), heads, head_dim},
+           x.rows);
+}
+
+void CpuBackend::kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
+                          const Tensor& v_cache) {
+    for (const Tensor* t : {&k, &v, &k_cache, &v_cache}) require_dtype(*t, DType::F32, "kv_write");
+    require_dtype(slot_mapping, DType::I32, "kv_write");
+    require(k.cols == k_cache.cols && v.cols == v_cache.cols && k.cols == v.cols && k.rows == v.rows &&
+                slot_mapping.numel() == k.rows && k_cache.rows == v_cache.rows,
+            "kv_write", "shape mismatch");
+    submit(run_kv_write,
+           KvWriteArgs{k.ptr<float>(), v.ptr<float>(), slot_mapping.ptr<int32_t>(), k_cache.ptr<float>(),
+                       v_cache.ptr<float>(), k.cols, k_cache.rows},
+           k.rows);
+}
+
+void CpuBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta,
+                           int heads, int kv_heads, int head_dim, float scale, const Tensor& out) {
+    for (const Tensor* t : {&q, &k_cache, &v_cache, &out}) require_dtype(*t, DType::F32, "attention");
+    require(heads > 0 && kv_heads > 0 && heads % kv_heads == 0 && head_dim > 0 && head_dim <= kMaxHeadDim,
+            "attention", "bad head geometry");
+    require(q.cols == static_cast<int64_t>(heads) * head_dim && out.rows == q.rows && out.cols == q.cols &&
+                k_cache.cols == static_cast<int64_t>(kv_heads) * head_dim && v_cache.cols == k_cache.cols,
+            "attention", "shape mismatch");
+    require(meta.num_seqs > 0 && meta.block_size > 0 && meta.block_tables.rows >= meta.num_seqs &&
+                meta.seq_lens.numel() >= meta.num_seqs && meta.query_start_loc.numel() >= meta.num_seqs + 1,
+            "attention", "bad metadata");
+    PagedAttentionArgs a{q.ptr<float>(),
+                         k_cache.ptr<float>(),
+                         v_cache.ptr<float>(),
+                         meta.block_tables.ptr<int32_t>(),
+                         meta.seq_lens.ptr<int32_t>(),
+                         meta.query_start_loc.ptr<int32_t>(),
+                         out.ptr<float>(),
+                         k_cache.rows,
+                         meta.num_seqs,
+                         static_cast<int>(meta.block_tables.cols),
+                         meta.block_size,
+                         heads,
+                         kv_heads,
+                         head_dim,
+                         scale};
+    submit(paged_attention_range, a, q.rows * heads);
+}
+
+void CpuBackend::add(const Tensor& a, const Tensor& b, const Tensor& out) {
+    for (const Tensor* t : {&a, &b, &out}) require_dtype(*t, DType::F32, "add");
+    require(a.numel() == b.numel() && a.numel() == out.numel(), "add", "shape mismatch");
+    submit(run_add, BinaryArgs{a.ptr<float>(), b.ptr<float>(), out.ptr<float>()}, out.numel(), 1024);
+}
+
+void CpuBackend::silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) {
+    for (const Tensor* t : {&gate, &up, &out}) require_dtype(*t, DType::F32, "silu_mul");
+    require(gate.numel() == up.numel() && gate.numel() == out.numel(), "silu_mul", "shape mismatch");
+    submit(run_silu_mul, BinaryArgs{gate.ptr<float>(), up.ptr<float>(), out.ptr<float>()}, out.numel(), 1024);
+}
+
+void CpuBackend::gather_last(const Tensor& x, const Tensor& query_start_loc, const Tensor& out) {
+    require_dtype(x, DType::F32, "gather_last");
+    require_dtype(out, DType::F32, "gather_last");
+    require_dtype(query_start_loc, DType::I32, "gather_last");
+    require(out.cols == x.cols && query_start_loc.numel() >= out.rows + 1, "gather_last", "shape mismatch");
+    submit(run_gather_last, GatherArgs{x.ptr<float>(), query_start_loc.ptr<int32_t>(), out.ptr<float>(), x.rows, x.cols},
+           out.rows);
+}
+
+void CpuBackend::argmax(const Tensor& logits, const Tensor& ids) {
+    require_dtype(logits, DType::F32, "argmax");
+    require_dtype(ids, DType::I32, "argmax");
+    require(ids.numel() == logits.rows && logits.cols > 0, "argmax", "shape mismatch");
+    submit(run_argmax, ArgmaxArgs{logits.ptr<float>(), ids.ptr<int32_t>(), logits.cols}, logits.rows);
+}
+
+void CpuBackend::advance_decode(const Tensor& sampled, const DecodeState& st) {
+    for (const Tensor* t : {&sampled, &st.token_ids, &st.positions, &st.slot_mapping, &st.seq_lens, &st.block_tables,
+                            &st.step, &st.history})
+        require_dtype(*t, DType::I32, "advance_decode");
+    const int64_t S = st.token_ids.numel();
+    require(sampled.numel() == S && st.positions.numel() == S && st.slot_mapping.numel() == S &&
+                st.seq_lens.numel() == S && st.block_tables.rows == S && st.history.cols == S && st.block_size > 0,
+            "advance_decode", "shape mismatch");
+    submit(run_advance,
+           AdvanceArgs{sampled.ptr<int32_t>(), st.token_ids.ptr<int32_t>(), st.positions.ptr<int32_t>(),
+                       st.slot_mapping.ptr<int32_t>(), st.seq_lens.ptr<int32_t>(), st.block_tables.ptr<int32_t>(),
+                       st.step.ptr<int32_t>(), st.history.ptr<int32_t>(), st.history.rows, static_cast<int>(S),
+                       static_cast<int>(st.block_tables.cols), st.block_size},
+           1);
+}
+
+}  // namespace tracelm::cpu

@@ -1,0 +1,76 @@
+// The CPU backend: the reference implementation of the Backend interface.
+//
+// "Device" memory is page-mapped apart from the host heap. Each op call resolves its pointers,
+// sizes and work split into a CpuOp; eagerly the op is dispatched at once, under capture it is
+// appended to the graph being recorded. Replay hands the recorded list to the pool in one dispatch.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "backends/cpu/thread_pool.h"
+#include "runtime/backend.h"
+
+namespace tracelm::cpu {
+
+class CpuBackend final : public Backend {
+   public:
+    explicit CpuBackend(int threads = ThreadPool::default_threads());
+    ~CpuBackend() override;
+
+    std::string name() const override { return "cpu"; }
+    bool supports_capture() const override { return true; }
+    int threads() const { return pool_.size(); }
+    size_t graph_nodes(GraphId g) const override { return graphs_.at(static_cast<size_t>(g)).size(); }
+    // Ops executed (eagerly or in replays) since construction.
+    uint64_t ops_executed() const { return ops_executed_; }
+    // Wall time spent inside pool dispatches (kernels plus their barriers) since construction.
+    double busy_seconds() const { return static_cast<double>(busy_ns_) * 1e-9; }
+
+    void copy(const Tensor& dst, const Tensor& src) override;
+    void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) override;
+    void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) override;
+    void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) override;
+    void rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, float theta) override;
+    void kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
+                  const Tensor& v_cache) override;
+    void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta, int heads,
+                   int kv_heads, int head_dim, float scale, const Tensor& out) override;
+    void add(const Tensor& a, const Tensor& b, const Tensor& out) override;
+    void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) override;
+    void gather_last(const Tensor& x, const Tensor& query_start_loc, const Tensor& out) override;
+    void argmax(const Tensor& logits, const Tensor& ids) override;
+    void advance_decode(const Tensor& sampled, const DecodeState& st) override;
+
+   protected:
+    Buffer* do_alloc(size_t bytes, const std::string& name) override;
+    Buffer* do_import_host(const void* data, size_t bytes, const std::string& name) override;
+    void do_free(Buffer* b) override;
+    void do_upload(const Tensor& dst, const void* src) override;
+    void do_download(const Tensor& src, void* dst) override;
+    void do_synchronize() override {}
+    void do_begin_capture() override;
+    GraphId do_end_capture() override;
+    void do_replay(GraphId g) override;
+    void do_destroy_graph(GraphId g) override;
+
+   private:
+    template <typename Args>
+    void submit(void (*fn)(const Args&, int64_t, int64_t), const Args& args, int64_t items, int64_t grain = 1);
+    const float* rope_inv_freq(int head_dim, float theta);
+
+    ThreadPool pool_;
+    std::vector<std::unique_ptr<Buffer>> buffers_;
+    std::vector<CpuOp> recording_;
+    std::vector<std::vector<CpuOp>> graphs_;
+    // Inverse RoPE frequencies, kept for the backend's life because recorded ops point into them.
+    std::map<std::pair<int, float>, std::vector<float>> rope_tables_;
+    void dispatch(const CpuOp* ops, size_t n);
+
+    uint64_t ops_executed_ = 0;
+    uint64_t busy_ns_ = 0;
+};
+
+}  // namespace tracelm::cpu

@@ -1,0 +1,86 @@
+#include <cstdlib>
+#include <new>
+#include <stdexcept>
+#include <string>
+
+#include "backends/cpu/kernels/kernels_internal.h"
+
+namespace tracelm::cpu {
+namespace {
+
+void check_float_dtype(DType dt, const char* what) {
+    if (dt != DType::F32 && dt != DType::BF16 && dt != DType::F16)
+        throw std::invalid_argument(std::string(what) + ": unsupported dtype " + std::string(dtype_name(dt)));
+}
+
+struct ScratchBlock {
+    void* data = nullptr;
+    size_t bytes = 0;
+    ScratchBlock() = default;
+    ScratchBlock(const ScratchBlock&) = delete;
+    ScratchBlock& operator=(const ScratchBlock&) = delete;
+    ~ScratchBlock() { std::free(data); }
+};
+
+}  // namespace
+
+void* detail::scratch(size_t bytes) {
+    thread_local ScratchBlock block;
+    if (bytes > block.bytes) {
+        const size_t want = (bytes + 63) / 64 * 64;
+        void* p = std::aligned_alloc(64, want);
+        if (p == nullptr) throw std::bad_alloc();
+        std::free(block.data);
+        block.data = p;
+        block.bytes = want;
+    }
+    return block.data;
+}
+
+const KernelTable& kernels_for(Isa isa) {
+    if (static_cast<int>(isa) > static_cast<int>(best_isa()))
+        throw std::invalid_argument(std::string("this CPU cannot run the ") + isa_name(isa) + " kernels");
+    switch (isa) {
+        case Isa::Portable: return detail::portable_kernels;
+        case Isa::Avx2: return detail::avx2_kernels;
+        case Isa::Avx512: return detail::avx512_kernels;
+    }
+    throw std::invalid_argument("unknown Isa");
+}
+
+const KernelTable& active_kernels() {
+    static const KernelTable& table = kernels_for(active_isa());
+    return table;
+}
+
+void matmul(const float* x, int64_t T, int64_t K, const void* w, DType wt, const float* bias, float* y, int64_t N,
+            int64_t n0, int64_t n1) {
+    check_float_dtype(wt, "matmul");
+    active_kernels().matmul(x, T, K, w, wt, bias, y, N, n0, n1);
+}
+
+void rms_norm(const float* x, const void* w, DType wt, float eps, float* out, int64_t cols, int64_t r0, int64_t r1) {
+    check_float_dtype(wt, "rms_norm");
+    active_kernels().rms_norm(x, w, wt, eps, out, cols, r0, r1);
+}
+
+void add(const float* a, const float* b, float* out, int64_t i0, int64_t i1) {
+    active_kernels().add(a, b, out, i0, i1);
+}
+
+void silu_mul(const float* gate, const float* up, float* out, int64_t i0, int64_t i1) {
+    active_kernels().silu_mul(gate, up, out, i0, i1);
+}
+
+float dot_f32(const float* a, const float* b, int64_t n) { return active_kernels().dot_f32(a, b, n); }
+
+void axpy_f32(float a, const float* x, float* y, int64_t n) { active_kernels().axpy_f32(a, x, y, n); }
+
+void row_to_f32(const void* src, DType dt, int64_t cols, float* out) {
+    check_float_dtype(dt, "row_to_f32");
+    active_kernels().row_to_f32(src, dt, cols, out);
+}
+
+double read_sweep(const void* data, size_t bytes) { return active_kernels().read_sweep(data, bytes); }
+
+}  // namespace tracelm::cpu

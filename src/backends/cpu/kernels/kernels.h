@@ -1,0 +1,55 @@
+// Hot CPU kernels. Each exists once per instruction set (portable C++, AVX2+FMA+F16C, AVX-512); the free
+// functions below go through the table of active_isa(), chosen once.
+//
+// Kernels that take a range [n0, n1) / [r0, r1) / [i0, i1) compute only that part, so callers can split
+// work between threads. For a given Isa every matmul output element is bit-identical whatever range or
+// batch size T it was computed in.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backends/cpu/kernels/cpu_features.h"
+#include "runtime/dtype.h"
+
+namespace tracelm::cpu {
+
+// y[t, n] = sum_k x[t, k] * w[n, k] (+ bias[n]) for t in [0,T), n in [n0, n1). x: f32 [T,K] (row stride K);
+// w: [N,K] row-major with dtype wt in {F32, BF16, F16}; y: f32 [T,N] (row stride N). bias may be null.
+void matmul(const float* x, int64_t T, int64_t K, const void* w, DType wt, const float* bias, float* y, int64_t N,
+            int64_t n0, int64_t n1);
+// Rows [r0, r1) of out = x / sqrt(mean(x^2) + eps) * w (w dtype F32/BF16/F16, length cols); out may alias x.
+void rms_norm(const float* x, const void* w, DType wt, float eps, float* out, int64_t cols, int64_t r0, int64_t r1);
+// Elementwise over [i0, i1).
+void add(const float* a, const float* b, float* out, int64_t i0, int64_t i1);
+void silu_mul(const float* gate, const float* up, float* out, int64_t i0, int64_t i1);
+float dot_f32(const float* a, const float* b, int64_t n);
+void axpy_f32(float a, const float* x, float* y, int64_t n);  // y += a * x
+// One row of `cols` f32/bf16/f16 elements at src, converted to f32 (embedding lookup).
+void row_to_f32(const void* src, DType dt, int64_t cols, float* out);
+// Reads `bytes` of `data` and returns a checksum-like value so the read is not optimised away (measures
+// memory bandwidth).
+double read_sweep(const void* data, size_t bytes);
+
+// One implementation of every kernel. Entries taking a DType expect F32, BF16 or F16 (the free functions
+// check this and throw std::invalid_argument otherwise).
+struct KernelTable {
+    Isa isa;
+    void (*matmul)(const float* x, int64_t T, int64_t K, const void* w, DType wt, const float* bias, float* y,
+                   int64_t N, int64_t n0, int64_t n1);
+    void (*rms_norm)(const float* x, const void* w, DType wt, float eps, float* out, int64_t cols, int64_t r0,
+                     int64_t r1);
+    void (*add)(const float* a, const float* b, float* out, int64_t i0, int64_t i1);
+    void (*silu_mul)(const float* gate, const float* up, float* out, int64_t i0, int64_t i1);
+    float (*dot_f32)(const float* a, const float* b, int64_t n);
+    void (*axpy_f32)(float a, const float* x, float* y, int64_t n);
+    void (*row_to_f32)(const void* src, DType dt, int64_t cols, float* out);
+    double (*read_sweep)(const void* data, size_t bytes);
+};
+
+// The table of one Isa, for tests and benchmarks; throws std::invalid_argument if this CPU cannot run it.
+const KernelTable& kernels_for(Isa isa);
+// The table the free functions use: kernels_for(active_isa()).
+const KernelTable& active_kernels();
+
+}  // namespace tracelm::cpu

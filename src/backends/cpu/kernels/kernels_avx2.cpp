@@ -1,0 +1,433 @@
+// AVX2 + FMA + F16C kernels, compiled with those flags and reached only through the dispatch table on CPUs
+// that have them. Everything here is internal and self-contained (see kernels_internal.h for why).
+//
+// matmul sums in one fixed order on every code path, which makes each output independent of the row
+// range and batch size it was computed in: K is cut into blocks of kBlock; within a block, lane j of an
+// 8-wide f32 accumulator collects x[k]*w[k] for k = j (mod 8) in increasing k by fused multiply-add (a
+// partial last chunk is zero padded); the lanes of a block are summed as ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7));
+// block sums are added in order to 0.0f; the bias comes last.
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backends/cpu/kernels/kernels_internal.h"
+
+namespace tracelm::cpu::avx2 {
+namespace {
+
+constexpr int64_t kBlock = 512;
+// Up to this many tokens, converting weights in registers for every 4-token group beats converting them
+// once into a panel (measured: 50-55 vs 25-45 GFLOP/s at T = 5..32; 45 vs 60 at T = 128).
+constexpr int64_t kStreamedMaxT = 48;
+// Prefill tiling: a panel of kPanelRows weight rows x kBlock columns is converted to f32 once and reused
+// from L2 for up to kTokenTile tokens.
+constexpr int64_t kPanelRows = 48;
+constexpr int64_t kTokenTile = 128;
+// Panel rows are one cache line longer than kBlock so that they do not all map to the same L1 sets.
+constexpr int64_t kPanelStride = kBlock + 16;
+
+int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+alignas(32) constexpr int32_t kMaskTable[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+// Lanes [0, n) set, 0 <= n <= 8.
+__m256i lane_mask(int64_t n) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kMaskTable + 8 - n)); }
+
+__m256 bf16x8_to_f32(__m128i h) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)); }
+
+__m128i load8x16(const uint16_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+
+// n < 8 halfwords, zero padded; only reached for the last chunk of a row.
+__m128i load8x16_part(const uint16_t* p, int64_t n) {
+    alignas(16) uint16_t tmp[8] = {};
+    for (int64_t i = 0; i < n; ++i) tmp[i] = p[i];
+    return _mm_load_si128(reinterpret_cast<const __m128i*>(tmp));
+}
+
+// Weight loaders: 8 consecutive weights as f32 (load_part: the first n, rest zero).
+struct F32W {
+    using Elem = float;
+    static __m256 load(const float* p) { return _mm256_loadu_ps(p); }
+    static __m256 load_part(const float* p, int64_t n) { return _mm256_maskload_ps(p, lane_mask(n)); }
+};
+struct BF16W {
+    using Elem = uint16_t;
+    static __m256 load(const uint16_t* p) { return bf16x8_to_f32(load8x16(p)); }
+    static __m256 load_part(const uint16_t* p, int64_t n) { return bf16x8_to_f32(load8x16_part(p, n)); }
+};
+struct F16W {
+    using Elem = uint16_t;
+    static __m256 load(const uint16_t* p) { return _mm256_cvtph_ps(load8x16(p)); }
+    static __m256 load_part(const uint16_t* p, int64_t n) { return _mm256_cvtph_ps(load8x16_part(p, n)); }
+};
+
+// Lane sums of a, b, c, d, each as ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)).
+__m128 hsum4(__m256 a, __m256 b, __m256 c, __m256 d) {
+    const __m256 abcd = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
+    return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
+}
+
+float hsum(__m256 a) { return _mm_cvtss_f32(hsum4(a, a, a, a)); }
+
+// out[(i / NR) * ldo + i % NR] += lane sum of acc[i], for the TR * NR accumulators of a register tile.
+template <int TR, int NR>
+[[gnu::always_inline]] inline void add_hsums(const __m256 (&acc)[TR * NR], float* out, int64_t ldo) {
+    constexpr int M = TR * NR;
+#pragma GCC unroll 16
+    for (int i = 0; i < M; i += 4) {
+        const __m256 a = acc[i];
+        const __m256 b = acc[i + 1 < M ? i + 1 : M - 1];
+        const __m256 c = acc[i + 2 < M ? i + 2 : M - 1];
+        const __m256 d = acc[i + 3 < M ? i + 3 : M - 1];
+        alignas(16) float s[4];
+        _mm_store_ps(s, hsum4(a, b, c, d));
+        for (int j = 0; j < 4 && i + j < M; ++j) out[(i + j) / NR * ldo + (i + j) % NR] += s[j];
+    }
+}
+
+// For TR token rows of x (stride ldx) and NR weight rows (stride ldw), adds one block's sum over `len`
+// (<= kBlock) columns to out[t * ldo + r]. With kPrefetch, also prefetches the bytes from `pf` on at the rate
+// the NR rows are consumed (NR * sizeof(Elem) bytes per column).
+template <int TR, int NR, class W, bool kPrefetch = false>
+[[gnu::always_inline]] inline void dot_block(const float* x, int64_t ldx, const typename W::Elem* w, int64_t ldw,
+                                             int64_t len, float* out, int64_t ldo, const char* pf = nullptr) {
+    constexpr int64_t kStep = NR * static_cast<int64_t>(sizeof(typename W::Elem));
+    __m256 acc[TR * NR];
+#pragma GCC unroll 32
+    for (int i = 0; i < TR * NR; ++i) acc[i] = _mm256_setzero_ps();
+    int64_t k = 0;
+    for (; k + 8 <= len; k += 8) {
+        if constexpr (kPrefetch) {
+#pragma GCC unroll 8
+            for (int64_t l = 0; l < 8 * kStep; l += 64) _mm_prefetch(pf + k * kStep + l, _MM_HINT_T0);
+        }
+        // Hold the smaller of the two operand sets in registers; the other is streamed one vector at a time.
+        if constexpr (TR < NR) {
+            __m256 xv[TR];
+#pragma GCC unroll 16
+            for (int t = 0; t < TR; ++t) xv[t] = _mm256_loadu_ps(x + t * ldx + k);
+#pragma GCC unroll 16
+            for (int r = 0; r < NR; ++r) {
+                const __m256 wv = W::load(w + r * ldw + k);
+#pragma GCC unroll 16
+                for (int t = 0; t < TR; ++t) acc[t * NR + r] = _mm256_fmadd_ps(xv[t], wv, acc[t * NR + r]);
+            }
+        } else {
+            __m256 wv[NR];
+#pragma GCC unroll 16
+            for (int r = 0; r < NR; ++r) wv[r] = W::load(w + r * ldw + k);
+#pragma GCC unroll 16
+            for (int t = 0; t < TR; ++t) {
+                const __m256 xv = _mm256_loadu_ps(x + t * ldx + k);
+#pragma GCC unroll 16
+                for (int r = 0; r < NR; ++r) acc[t * NR + r] = _mm256_fmadd_ps(xv, wv[r], acc[t * NR + r]);
+            }
+        }
+    }
+    if (k < len) {
+        const int64_t rem = len - k;
+        const __m256i mask = lane_mask(rem);
+        __m256 wv[NR];
+#pragma GCC unroll 16
+        for (int r = 0; r < NR; ++r) wv[r] = W::load_part(w + r * ldw + k, rem);
+#pragma GCC unroll 16
+        for (int t = 0; t < TR; ++t) {
+            const __m256 xv = _mm256_maskload_ps(x + t * ldx + k, mask);
+#pragma GCC unroll 16
+            for (int r = 0; r < NR; ++r) acc[t * NR + r] = _mm256_fmadd_ps(xv, wv[r], acc[t * NR + r]);
+        }
+    }
+    add_hsums<TR, NR>(acc, out, ldo);
+}
+
+// Up to TR tokens (tr of them) against NR weight rows; see dot_block.
+template <int TR, int NR, class W, bool kPrefetch = false>
+void token_group(int64_t tr, const float* x, int64_t ldx, const typename W::Elem* w, int64_t ldw, int64_t len, float* y,
+                 int64_t N, const char* pf = nullptr) {
+    if constexpr (TR > 1) {
+        if (tr < TR) return token_group<TR - 1, NR, W, kPrefetch>(tr, x, ldx, w, ldw, len, y, N, pf);
+    }
+    dot_block<TR, NR, W, kPrefetch>(x, ldx, w, ldw, len, y, N, pf);
+}
+
+// Small and medium T (decode, short prompts): the weights are read from memory once, NR rows at a time,
+// and converted in registers; every group of TR tokens uses a block of those rows while it is in L1.
+// Rows are short streams (2 KiB for K = 1024 bf16) that the hardware prefetchers pick up too late, so the
+// next NR rows (contiguous after these) are prefetched linearly while the first token group runs: that
+// lifts a 1-token matvec from ~60% to ~85% of read bandwidth.
+template <int TR, int NR, class W>
+void streamed_rows(const float* x, int64_t T, int64_t K, const typename W::Elem* w, float* y, int64_t N) {
+    constexpr int64_t kEsize = sizeof(typename W::Elem);
+    const char* next = reinterpret_cast<const char*>(w + NR * K);
+    for (int64_t k0 = 0; k0 < K; k0 += kBlock) {
+        const int64_t len = min64(kBlock, K - k0);
+        token_group<TR, NR, W, true>(min64(TR, T), x + k0, K, w + k0, K, len, y, N, next + k0 * NR * kEsize);
+        for (int64_t t = TR; t < T; t += TR)
+            token_group<TR, NR, W>(min64(TR, T - t), x + t * K + k0, K, w + k0, K, len, y + t * N, N);
+    }
+}
+
+template <int TR, int NR, class W>
+void matmul_streamed(const float* x, int64_t T, int64_t K, const typename W::Elem* w, float* y, int64_t N, int64_t n0,
+                     int64_t n1) {
+    int64_t n = n0;
+    for (; n + NR <= n1; n += NR) streamed_rows<TR, NR, W>(x, T, K, w + n * K, y + n, N);
+    for (; n < n1; ++n) streamed_rows<TR, 1, W>(x, T, K, w + n * K, y + n, N);
+}
+
+// TR tokens against `rows` rows of an f32 panel (stride ldp).
+template <int TR>
+void panel_tile(const float* x, int64_t K, const float* panel, int64_t ldp, int64_t rows, int64_t len, float* y,
+                int64_t N) {
+    int64_t n = 0;
+    for (; n + 3 <= rows; n += 3) dot_block<TR, 3, F32W>(x, K, panel + n * ldp, ldp, len, y + n, N);
+    if (rows - n == 2) dot_block<TR, 2, F32W>(x, K, panel + n * ldp, ldp, len, y + n, N);
+    if (rows - n == 1) dot_block<TR, 1, F32W>(x, K, panel + n * ldp, ldp, len, y + n, N);
+}
+
+// Converts `rows` weight rows x `len` columns to f32 rows kPanelStride apart.
+template <class W>
+void pack_panel(const typename W::Elem* w, int64_t K, int64_t rows, int64_t len, float* panel) {
+    for (int64_t r = 0; r < rows; ++r) {
+        const typename W::Elem* src = w + r * K;
+        float* dst = panel + r * kPanelStride;
+        int64_t k = 0;
+        for (; k + 8 <= len; k += 8) _mm256_store_ps(dst + k, W::load(src + k));
+        if (k < len) _mm256_store_ps(dst + k, W::load_part(src + k, len - k));
+    }
+}
+
+// Large T (prefill): for each kTokenTile tokens, panels of kPanelRows weight rows x kBlock columns are
+// converted to f32 once and stay in L2 while every 4-token group of the tile passes over them, each group
+// in L1 for a whole panel; converting once per panel rather than once per group is what pays off here.
+template <class W>
+void matmul_blocked(const float* x, int64_t T, int64_t K, const typename W::Elem* w, float* y, int64_t N, int64_t n0,
+                    int64_t n1) {
+    auto* panel = static_cast<float*>(detail::scratch(kPanelRows * kPanelStride * sizeof(float)));
+    for (int64_t t0 = 0; t0 < T; t0 += kTokenTile) {
+        const int64_t t1 = min64(T, t0 + kTokenTile);
+        for (int64_t nb = n0; nb < n1; nb += kPanelRows) {
+            const int64_t rows = min64(kPanelRows, n1 - nb);
+            for (int64_t k0 = 0; k0 < K; k0 += kBlock) {
+                const int64_t len = min64(kBlock, K - k0);
+                pack_panel<W>(w + nb * K + k0, K, rows, len, panel);
+                for (int64_t t = t0; t < t1; t += 4) {
+                    const float* xt = x + t * K + k0;
+                    float* yt = y + t * N + nb;
+                    switch (min64(4, t1 - t)) {
+                        case 4: panel_tile<4>(xt, K, panel, kPanelStride, rows, len, yt, N); break;
+                        case 3: panel_tile<3>(xt, K, panel, kPanelStride, rows, len, yt, N); break;
+                        case 2: panel_tile<2>(xt, K, panel, kPanelStride, rows, len, yt, N); break;
+                        default: panel_tile<1>(xt, K, panel, kPanelStride, rows, len, yt, N); break;
+                    }
+                }
+            }
+        }
+    }
+}
+
+// Every path accumulates block sums into y, so y starts at zero and the bias is added last.
+template <class W>
+void matmul_typed(const float* x, int64_t T, int64_t K, const void* wv, const float* bias, float* y, int64_t N,
+                  int64_t n0, int64_t n1) {
+    const auto* w = static_cast<const typename W::Elem*>(wv);
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t n = n0; n < n1; ++n) y[t * N + n] = 0.0f;
+    // Register tiles: up to 4 tokens x NR rows, 12 or fewer accumulators plus operands in 16 YMM registers.
+    switch (T) {
+        case 1: matmul_streamed<1, 8, W>(x, T, K, w, y, N, n0, n1); break;
+        case 2: matmul_streamed<2, 6, W>(x, T, K, w, y, N, n0, n1); break;
+        case 3: matmul_streamed<3, 4, W>(x, T, K, w, y, N, n0, n1); break;
+        default:
+            if (T <= kStreamedMaxT)
+                matmul_streamed<4, 3, W>(x, T, K, w, y, N, n0, n1);
+            else
+                matmul_blocked<W>(x, T, K, w, y, N, n0, n1);
+            break;
+    }
+    if (bias != nullptr)
+        for (int64_t t = 0; t < T; ++t)
+            for (int64_t n = n0; n < n1; ++n) y[t * N + n] += bias[n];
+}
+
+void matmul(const float* x, int64_t T, int64_t K, const void* w, DType wt, const float* bias, float* y, int64_t N,
+            int64_t n0, int64_t n1) {
+    if (T <= 0 || n1 <= n0) return;
+    switch (wt) {
+        case DType::BF16: matmul_typed<BF16W>(x, T, K, w, bias, y, N, n0, n1); break;
+        case DType::F16: matmul_typed<F16W>(x, T, K, w, bias, y, N, n0, n1); break;
+        default: matmul_typed<F32W>(x, T, K, w, bias, y, N, n0, n1); break;
+    }
+}
+
+float inv_sqrt(float v) { return 1.0f / _mm_cvtss_f32(_mm_sqrt_ss(_mm_set_ss(v))); }
+
+template <class W>
+void rms_norm_typed(const float* x, const typename W::Elem* w, float eps, float* out, int64_t cols, int64_t r0,
+                    int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+        const float* xr = x + r * cols;
+        float* o = out + r * cols;
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        int64_t c = 0;
+        for (; c + 32 <= cols; c += 32) {
+            const __m256 v0 = _mm256_loadu_ps(xr + c), v1 = _mm256_loadu_ps(xr + c + 8);
+            const __m256 v2 = _mm256_loadu_ps(xr + c + 16), v3 = _mm256_loadu_ps(xr + c + 24);
+            a0 = _mm256_fmadd_ps(v0, v0, a0);
+            a1 = _mm256_fmadd_ps(v1, v1, a1);
+            a2 = _mm256_fmadd_ps(v2, v2, a2);
+            a3 = _mm256_fmadd_ps(v3, v3, a3);
+        }
+        for (; c + 8 <= cols; c += 8) {
+            const __m256 v = _mm256_loadu_ps(xr + c);
+            a0 = _mm256_fmadd_ps(v, v, a0);
+        }
+        if (c < cols) {
+            const __m256 v = _mm256_maskload_ps(xr + c, lane_mask(cols - c));
+            a0 = _mm256_fmadd_ps(v, v, a0);
+        }
+        const float ss = hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+        const __m256 scale = _mm256_set1_ps(inv_sqrt(ss / static_cast<float>(cols) + eps));
+        for (c = 0; c + 8 <= cols; c += 8)
+            _mm256_storeu_ps(o + c, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(xr + c), scale), W::load(w + c)));
+        if (c < cols) {
+            const __m256i mask = lane_mask(cols - c);
+            const __m256 v = _mm256_mul_ps(_mm256_maskload_ps(xr + c, mask), scale);
+            _mm256_maskstore_ps(o + c, mask, _mm256_mul_ps(v, W::load_part(w + c, cols - c)));
+        }
+    }
+}
+
+void rms_norm(const float* x, const void* w, DType wt, float eps, float* out, int64_t cols, int64_t r0, int64_t r1) {
+    switch (wt) {
+        case DType::BF16: rms_norm_typed<BF16W>(x, static_cast<const uint16_t*>(w), eps, out, cols, r0, r1); break;
+        case DType::F16: rms_norm_typed<F16W>(x, static_cast<const uint16_t*>(w), eps, out, cols, r0, r1); break;
+        default: rms_norm_typed<F32W>(x, static_cast<const float*>(w), eps, out, cols, r0, r1); break;
+    }
+}
+
+void add(const float* a, const float* b, float* out, int64_t i0, int64_t i1) {
+    int64_t i = i0;
+    for (; i + 8 <= i1; i += 8)
+        _mm256_storeu_ps(out + i, _mm256_add_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
+    if (i < i1) {
+        const __m256i m = lane_mask(i1 - i);
+        _mm256_maskstore_ps(out + i, m, _mm256_add_ps(_mm256_maskload_ps(a + i, m), _mm256_maskload_ps(b + i, m)));
+    }
+}
+
+// 2^n for n in [-126, 127].
+__m256 pow2i(__m256i n) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23));
+}
+
+// e^x with ~1 ulp error (Cephes expf), overflowing to inf and underflowing through subnormals to 0. The clamp
+// only bounds n; min/max are ordered so that NaN passes through.
+__m256 exp8(__m256 x) {
+    x = _mm256_max_ps(_mm256_set1_ps(-104.0f), _mm256_min_ps(_mm256_set1_ps(89.0f), x));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    const __m256 e = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
+    // n is in [-150, 128]: scaling by 2^n in two halves keeps each factor a normal float.
+    const __m256i ni = _mm256_cvtps_epi32(n);
+    const __m256i half = _mm256_srai_epi32(ni, 1);
+    return _mm256_mul_ps(_mm256_mul_ps(e, pow2i(half)), pow2i(_mm256_sub_epi32(ni, half)));
+}
+
+__m256 silu_mul8(__m256 g, __m256 u) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    const __m256 sig_den = _mm256_add_ps(one, exp8(_mm256_sub_ps(_mm256_setzero_ps(), g)));
+    return _mm256_mul_ps(_mm256_div_ps(g, sig_den), u);
+}
+
+void silu_mul(const float* gate, const float* up, float* out, int64_t i0, int64_t i1) {
+    int64_t i = i0;
+    for (; i + 8 <= i1; i += 8)
+        _mm256_storeu_ps(out + i, silu_mul8(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
+    if (i < i1) {
+        const __m256i m = lane_mask(i1 - i);
+        _mm256_maskstore_ps(out + i, m, silu_mul8(_mm256_maskload_ps(gate + i, m), _mm256_maskload_ps(up + i, m)));
+    }
+}
+
+float dot_f32(const float* a, const float* b, int64_t n) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), a0);
+        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), a1);
+        a2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), _mm256_loadu_ps(b + i + 16), a2);
+        a3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(b + i + 24), a3);
+    }
+    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), a0);
+    if (i < n) {
+        const __m256i m = lane_mask(n - i);
+        a0 = _mm256_fmadd_ps(_mm256_maskload_ps(a + i, m), _mm256_maskload_ps(b + i, m), a0);
+    }
+    return hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+}
+
+void axpy_f32(float a, const float* x, float* y, int64_t n) {
+    const __m256 av = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    if (i < n) {
+        const __m256i m = lane_mask(n - i);
+        _mm256_maskstore_ps(y + i, m, _mm256_fmadd_ps(av, _mm256_maskload_ps(x + i, m), _mm256_maskload_ps(y + i, m)));
+    }
+}
+
+template <class W>
+void convert_row(const typename W::Elem* src, int64_t cols, float* out) {
+    int64_t i = 0;
+    for (; i + 8 <= cols; i += 8) _mm256_storeu_ps(out + i, W::load(src + i));
+    if (i < cols) _mm256_maskstore_ps(out + i, lane_mask(cols - i), W::load_part(src + i, cols - i));
+}
+
+void row_to_f32(const void* src, DType dt, int64_t cols, float* out) {
+    switch (dt) {
+        case DType::BF16: convert_row<BF16W>(static_cast<const uint16_t*>(src), cols, out); break;
+        case DType::F16: convert_row<F16W>(static_cast<const uint16_t*>(src), cols, out); break;
+        default: convert_row<F32W>(static_cast<const float*>(src), cols, out); break;
+    }
+}
+
+double read_sweep(const void* data, size_t bytes) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+    size_t i = 0;
+    for (; i + 128 <= bytes; i += 128) {
+        a0 = _mm256_add_epi64(a0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i)));
+        a1 = _mm256_add_epi64(a1, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
+        a2 = _mm256_add_epi64(a2, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 64)));
+        a3 = _mm256_add_epi64(a3, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 96)));
+    }
+    alignas(32) uint64_t lanes[4];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes),
+                       _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3)));
+    uint64_t s = lanes[0] + lanes[1] + lanes[2] + lanes[3];
+    for (; i < bytes; ++i) s += p[i];
+    return static_cast<double>(s);
+}
+
+}  // namespace
+}  // namespace tracelm::cpu::avx2
+
+namespace tracelm::cpu {
+
+// Declared extern in kernels_internal.h, so this const keeps external linkage.
+const KernelTable detail::avx2_kernels = {
+    Isa::Avx2,     avx2::matmul,   avx2::rms_norm,   avx2::add,        avx2::silu_mul,
+    avx2::dot_f32, avx2::axpy_f32, avx2::row_to_f32, avx2::read_sweep,
+};
+
+}  // namespace tracelm::cpu

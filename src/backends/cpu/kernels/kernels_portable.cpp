@@ -1,0 +1,132 @@
+// Plain C++ kernels: the fallback for CPUs without AVX2, and the baseline the SIMD versions are tested
+// beside. Loops are written over 8 independent lanes so the compiler can vectorise them without
+// reassociating floating-point sums (which it may not do, and which would break determinism).
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "backends/cpu/kernels/kernels_internal.h"
+
+namespace tracelm::cpu::portable {
+namespace {
+
+// Canonical K block: a matmul output is the in-order sum of 8-lane partial dot products over blocks of
+// this many k, so it never depends on how rows or tokens were grouped.
+constexpr int64_t kBlock = 256;
+
+void to_f32(const void* src, DType dt, int64_t n, float* out) {
+    if (dt == DType::F32) {
+        std::memcpy(out, src, static_cast<size_t>(n) * 4);
+        return;
+    }
+    const auto* h = static_cast<const uint16_t*>(src);
+    if (dt == DType::BF16) {
+        for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(h[i]);
+    } else {
+        for (int64_t i = 0; i < n; ++i) out[i] = f16_to_f32(h[i]);
+    }
+}
+
+float sum8(const float* a) { return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7])); }
+
+float block_dot(const float* x, const float* w, int64_t len) {
+    float acc[8] = {};
+    int64_t k = 0;
+    for (; k + 8 <= len; k += 8)
+        for (int j = 0; j < 8; ++j) acc[j] += x[k + j] * w[k + j];
+    for (int j = 0; k + j < len; ++j) acc[j] += x[k + j] * w[k + j];
+    return sum8(acc);
+}
+
+void matmul(const float* x, int64_t T, int64_t K, const void* w, DType wt, const float* bias, float* y, int64_t N,
+            int64_t n0, int64_t n1) {
+    const size_t esize = dtype_size(wt);
+    // Each weight row is converted once and used for every token, so the weights stream once per call.
+    float* row = wt == DType::F32 ? nullptr : static_cast<float*>(detail::scratch(static_cast<size_t>(K) * 4));
+    for (int64_t n = n0; n < n1; ++n) {
+        const void* src = static_cast<const char*>(w) + static_cast<size_t>(n * K) * esize;
+        const float* wr = static_cast<const float*>(src);
+        if (row != nullptr) {
+            to_f32(src, wt, K, row);
+            wr = row;
+        }
+        for (int64_t t = 0; t < T; ++t) {
+            const float* xr = x + t * K;
+            float s = 0.0f;
+            for (int64_t k0 = 0; k0 < K; k0 += kBlock)
+                s += block_dot(xr + k0, wr + k0, K - k0 < kBlock ? K - k0 : kBlock);
+            y[t * N + n] = bias != nullptr ? s + bias[n] : s;
+        }
+    }
+}
+
+float weight_at(const void* w, DType wt, int64_t i) {
+    switch (wt) {
+        case DType::BF16: return bf16_to_f32(static_cast<const uint16_t*>(w)[i]);
+        case DType::F16: return f16_to_f32(static_cast<const uint16_t*>(w)[i]);
+        default: return static_cast<const float*>(w)[i];
+    }
+}
+
+void rms_norm(const float* x, const void* w, DType wt, float eps, float* out, int64_t cols, int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+        const float* xr = x + r * cols;
+        float* o = out + r * cols;
+        float acc[8] = {};
+        int64_t c = 0;
+        for (; c + 8 <= cols; c += 8)
+            for (int j = 0; j < 8; ++j) acc[j] += xr[c + j] * xr[c + j];
+        for (int j = 0; c + j < cols; ++j) acc[j] += xr[c + j] * xr[c + j];
+        const float scale = 1.0f / std::sqrt(sum8(acc) / static_cast<float>(cols) + eps);
+        for (int64_t i = 0; i < cols; ++i) o[i] = xr[i] * scale * weight_at(w, wt, i);
+    }
+}
+
+void add(const float* a, const float* b, float* out, int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) out[i] = a[i] + b[i];
+}
+
+void silu_mul(const float* gate, const float* up, float* out, int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+float dot_f32(const float* a, const float* b, int64_t n) {
+    float acc[8] = {};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
+    for (int j = 0; i + j < n; ++j) acc[j] += a[i + j] * b[i + j];
+    return sum8(acc);
+}
+
+void axpy_f32(float a, const float* x, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+double read_sweep(const void* data, size_t bytes) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    uint64_t acc[4] = {};
+    size_t i = 0;
+    for (; i + 32 <= bytes; i += 32) {
+        for (int j = 0; j < 4; ++j) {
+            uint64_t v;
+            std::memcpy(&v, p + i + 8 * j, 8);
+            acc[j] += v;
+        }
+    }
+    for (; i < bytes; ++i) acc[0] += p[i];
+    return static_cast<double>(acc[0] + acc[1] + acc[2] + acc[3]);
+}
+
+}  // namespace
+}  // namespace tracelm::cpu::portable
+
+namespace tracelm::cpu {
+
+// Declared extern in kernels_internal.h, so this const keeps external linkage.
+const KernelTable detail::portable_kernels = {
+    Isa::Portable,     portable::matmul,   portable::rms_norm, portable::add,        portable::silu_mul,
+    portable::dot_f32, portable::axpy_f32, portable::to_f32,   portable::read_sweep,
+};
+
+}  // namespace tracelm::cpu

@@ -1,0 +1,66 @@
+// Persistent worker pool for the CPU backend.
+//
+// One dispatch runs a whole list of ops: every thread takes its share of op i, meets the others at
+// a barrier, then moves to op i+1. Eager execution dispatches one op at a time; a replayed graph
+// dispatches the entire recorded step at once, so its threads wake up once per step, not per op.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+namespace tracelm::cpu {
+
+// A fully resolved op: a kernel entry point, its packed arguments and how many work items it has.
+// Thread `tid` of `n` runs items [items*tid/n, items*(tid+1)/n), rounded to multiples of `grain`.
+struct CpuOp {
+    static constexpr size_t kArgBytes = 192;
+    using Fn = void (*)(const void* args, int64_t begin, int64_t end);
+    Fn fn = nullptr;
+    int64_t items = 0;
+    int64_t grain = 1;
+    alignas(16) unsigned char args[kArgBytes] = {};
+};
+
+// Sense-reversing barrier: spins briefly (threads are usually a few microseconds apart), then
+// sleeps on a futex so an oversubscribed machine is not burnt by spinning.
+class Barrier {
+   public:
+    explicit Barrier(int n) : n_(n) {}
+    void arrive_and_wait();
+
+   private:
+    const int n_;
+    std::atomic<int> count_{0};
+    std::atomic<uint32_t> phase_{0};
+};
+
+class ThreadPool {
+   public:
+    explicit ThreadPool(int threads);
+    ~ThreadPool();
+    ThreadPool(const ThreadPool&) = delete;
+    ThreadPool& operator=(const ThreadPool&) = delete;
+
+    int size() const { return threads_; }
+    // Runs ops[0..n) in order with a barrier between them; the caller is thread 0. Not re-entrant.
+    void run(const CpuOp* ops, size_t n);
+
+    // Default thread count: $TRACELM_THREADS, else the hardware concurrency.
+    static int default_threads();
+
+   private:
+    void worker_main(int tid);
+    void execute(int tid);
+
+    const int threads_;
+    std::vector<std::thread> workers_;
+    Barrier barrier_;
+    const CpuOp* ops_ = nullptr;
+    size_t n_ops_ = 0;
+    std::atomic<uint32_t> generation_{0};
+    std::atomic<bool> stop_{false};
+};
+
+}  // namespace tracelm::cpu

@@ -1,0 +1,230 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+
+namespace tracelm {
+
+Tensor Engine::i32(const std::string& name, int64_t n, int64_t cols) {
+    Buffer* b = backend_.alloc(static_cast<size_t>(n * cols) * sizeof(int32_t), name);
+    buffers_.push_back(b);
+    return whole(b, DType::I32, n, cols);
+}
+
+Engine::Engine(const Model& model, Backend& backend, EngineOptions options)
+    : model_(model), backend_(backend), opt_(options) {
+    const ModelConfig& c = model.config();
+    if (opt_.block_size <= 0 || opt_.max_seqs <= 0 || opt_.prefill_chunk <= 0 || opt_.context <= 0) {
+        throw std::invalid_argument("engine: block size, sequences, prefill chunk and context must be positive");
+    }
+    context_ = std::min<int64_t>(opt_.context, c.max_position_embeddings);
+    max_blocks_ = static_cast<int>((context_ + opt_.block_size - 1) / opt_.block_size);
+    const int64_t kv_dim = static_cast<int64_t>(c.num_key_value_heads) * c.head_dim;
+    kv_ = std::make_unique<PagedKvCache>(backend, c.num_hidden_layers, kv_dim, max_blocks_ * opt_.max_seqs,
+                                         opt_.block_size);
+    decoder_ = std::make_unique<Decoder>(model, backend, *kv_, std::max(opt_.prefill_chunk, opt_.max_seqs),
+                                         opt_.max_seqs);
+
+    pf_ids_ = i32("prefill.token_ids", opt_.prefill_chunk);
+    pf_pos_ = i32("prefill.positions", opt_.prefill_chunk);
+    pf_slots_ = i32("prefill.slot_mapping", opt_.prefill_chunk);
+    pf_qsl_ = i32("prefill.query_start_loc", 2);
+    pf_seq_len_ = i32("prefill.seq_lens", 1);
+
+    const int S = opt_.max_seqs;
+    block_tables_ = i32("block_tables", S, max_blocks_);
+    state_.token_ids = i32("decode.token_ids", S);
+    state_.positions = i32("decode.positions", S);
+    state_.slot_mapping = i32("decode.slot_mapping", S);
+    state_.seq_lens = i32("decode.seq_lens", S);
+    state_.step = i32("decode.step", 1);
+    state_.history = i32("decode.history", context_ * S);
+    history_buf_ = state_.history.buf;
+    state_.block_size = opt_.block_size;
+    decode_qsl_ = i32("decode.query_start_loc", S + 1);
+    sampled_ = i32("sampled", S);
+    std::vector<int32_t> qsl(static_cast<size_t>(S) + 1);
+    std::iota(qsl.begin(), qsl.end(), 0);
+    backend_.upload(decode_qsl_, qsl.data());
+}
+
+Engine::~Engine() {
+    release_graph();
+    for (Buffer* b : buffers_) backend_.free(b);
+}
+
+void Engine::release_graph() {
+    if (graph_ >= 0) backend_.destroy_graph(graph_);
+    graph_ = -1;
+    warmed_ = false;
+}
+
+size_t Engine::graph_ops() const { return graph_ >= 0 ? backend_.graph_nodes(graph_) : 0; }
+
+std::vector<int32_t> Engine::start(const std::vector<std::vector<int32_t>>& prompts, int max_new_tokens) {
+    const ModelConfig& c = model_.config();
+    const int S = static_cast<int>(prompts.size());
+    if (S == 0) throw std::runtime_error("no prompts given");
+    if (S > opt_.max_seqs) {
+        throw std::runtime_error(std::to_string(S) + " sequences requested, the engine was built for " +
+                                 std::to_string(opt_.max_seqs));
+    }
+    if (max_new_tokens < 1) throw std::runtime_error("max new tokens must be at least 1");
+    for (const auto& p : prompts) {
+        if (p.empty()) throw std::runtime_error("empty prompt");
+        for (int32_t id : p) {
+            if (id < 0 || id >= c.vocab_size) {
+                throw std::runtime_error("invalid token id " + std::to_string(id) + " (vocabulary size " +
+                                         std::to_string(c.vocab_size) + ")");
+            }
+        }
+        const int64_t need = static_cast<int64_t>(p.size()) + max_new_tokens;
+        if (need > context_) {
+            throw std::runtime_error("prompt of " + std::to_string(p.size()) + " tokens plus " +
+                                     std::to_string(max_new_tokens) + " new tokens exceeds the context of " +
+                                     std::to_string(context_) + " tokens");
+        }
+    }
+    finish();
+    if (S != graph_seqs_) release_graph();  // the graph's shapes are fixed to the batch size
+
+    // Reserve every block the request can touch up front, so decode never allocates.
+    std::vector<int32_t> table(static_cast<size_t>(opt_.max_seqs) * max_blocks_, -1);
+    for (int s = 0; s < S; ++s) {
+        blocks_.push_back(kv_->allocate(kv_->blocks_for(static_cast<int64_t>(prompts[s].size()) + max_new_tokens)));
+        std::copy(blocks_.back().begin(), blocks_.back().end(), table.begin() + static_cast<int64_t>(s) * max_blocks_);
+    }
+    backend_.upload(block_tables_, table.data());
+    num_seqs_ = S;
+
+    const int bs = opt_.block_size;
+    auto slot_of = [&](int s, int64_t pos) {
+        return blocks_[static_cast<size_t>(s)][static_cast<size_t>(pos / bs)] * bs + static_cast<int32_t>(pos % bs);
+    };
+
+    std::vector<int32_t> first(static_cast<size_t>(S));
+    for (int s = 0; s < S; ++s) {
+        const auto& p = prompts[static_cast<size_t>(s)];
+        const int64_t n = static_cast<int64_t>(p.size());
+        for (int64_t c0 = 0; c0 < n; c0 += opt_.prefill_chunk) {
+            const int T = static_cast<int>(std::min<int64_t>(opt_.prefill_chunk, n - c0));
+            std::vector<int32_t> pos(static_cast<size_t>(T)), slots(static_cast<size_t>(T));
+            for (int i = 0; i < T; ++i) {
+                pos[static_cast<size_t>(i)] = static_cast<int32_t>(c0 + i);
+                slots[static_cast<size_t>(i)] = slot_of(s, c0 + i);
+            }
+            const int32_t qsl[2] = {0, T};
+            const int32_t seq_len = static_cast<int32_t>(c0 + T);
+            StepInputs in;
+            in.token_ids = pf_ids_.slice_rows(0, T);
+            in.positions = pf_pos_.slice_rows(0, T);
+            in.slot_mapping = pf_slots_.slice_rows(0, T);
+            backend_.upload(in.token_ids, p.data() + c0);
+            backend_.upload(in.positions, pos.data());
+            backend_.upload(in.slot_mapping, slots.data());
+            backend_.upload(pf_qsl_, qsl);
+            backend_.upload(pf_seq_len_, &seq_len);
+            in.meta = AttentionMeta{block_tables_.slice_rows(s, 1), pf_seq_len_, pf_qsl_, 1, bs};
+            decoder_->forward(in, T);
+        }
+        backend_.argmax(decoder_->logits(1), sampled_.slice_rows(s, 1));
+    }
+    backend_.download(sampled_.slice_rows(0, S), first.data());
+
+    // Seed the device-side decode state: the first sampled token is fed at position = prompt length.
+    std::vector<int32_t> pos(static_cast<size_t>(S)), slots(static_cast<size_t>(S)), lens(static_cast<size_t>(S));
+    for (int s = 0; s < S; ++s) {
+        const int64_t n = static_cast<int64_t>(prompts[static_cast<size_t>(s)].size());
+        pos[static_cast<size_t>(s)] = static_cast<int32_t>(n);
+        slots[static_cast<size_t>(s)] = slot_of(s, n);
+        lens[static_cast<size_t>(s)] = static_cast<int32_t>(n + 1);
+    }
+    const int32_t zero = 0;
+    backend_.upload(state_.token_ids.slice_rows(0, S), first.data());
+    backend_.upload(state_.positions.slice_rows(0, S), pos.data());
+    backend_.upload(state_.slot_mapping.slice_rows(0, S), slots.data());
+    backend_.upload(state_.seq_lens.slice_rows(0, S), lens.data());
+    backend_.upload(state_.step, &zero);
+    steps_ = 0;
+    return first;
+}
+
+void Engine::issue_decode_step() {
+    const int S = num_seqs_;
+    DecodeState st = state_;
+    st.token_ids = state_.token_ids.slice_rows(0, S);
+    st.positions = state_.positions.slice_rows(0, S);
+    st.slot_mapping = state_.slot_mapping.slice_rows(0, S);
+    st.seq_lens = state_.seq_lens.slice_rows(0, S);
+    st.block_tables = block_tables_.slice_rows(0, S);
+    st.history = history_view(S);
+    StepInputs in;
+    in.token_ids = st.token_ids;
+    in.positions = st.positions;
+    in.slot_mapping = st.slot_mapping;
+    in.meta = AttentionMeta{st.block_tables, st.seq_lens, decode_qsl_.slice_rows(0, S + 1), S, opt_.block_size};
+    decoder_->forward(in, S);
+    const Tensor sampled = sampled_.slice_rows(0, S);
+    backend_.argmax(decoder_->logits(S), sampled);
+    backend_.advance_decode(sampled, st);
+}
+
+void Engine::step() {
+    if (num_seqs_ == 0) throw std::logic_error("step() before start()");
+    const bool use_graph = opt_.capture && backend_.supports_capture();
+    if (!use_graph || !warmed_) {
+        // Eager decode, which also serves as the warm-up that exercises the exact ops to capture.
+        issue_decode_step();
+        warmed_ = true;
+    } else {
+        if (graph_ < 0) {
+            backend_.begin_capture();
+            try {
+                issue_decode_step();
+            } catch (...) {
+                backend_.end_capture();
+                throw;
+            }
+            graph_ = backend_.end_capture();
+            graph_seqs_ = num_seqs_;
+        }
+        // Capturing records without executing; the replay produces this step's result.
+        backend_.replay(graph_);
+        ++replays_;
+    }
+    ++steps_;
+}
+
+std::vector<int32_t> Engine::sampled() {
+    std::vector<int32_t> out(static_cast<size_t>(num_seqs_));
+    backend_.download(sampled_.slice_rows(0, num_seqs_), out.data());
+    return out;
+}
+
+Tensor Engine::history_view(int S) const { return whole(history_buf_, DType::I32, context_, S); }
+
+std::vector<int32_t> Engine::history(int n) {
+    const int S = num_seqs_;
+    const Tensor h = history_view(S);
+    if (n < 0 || n > h.rows) throw std::out_of_range("history beyond capacity");
+    std::vector<int32_t> out(static_cast<size_t>(n) * S);
+    if (n > 0) backend_.download(h.slice_rows(0, n), out.data());
+    return out;
+}
+
+std::vector<float> Engine::logits() {
+    const Tensor l = decoder_->logits(num_seqs_);
+    std::vector<float> out(static_cast<size_t>(l.numel()));
+    backend_.download(l, out.data());
+    return out;
+}
+
+void Engine::finish() {
+    for (const auto& b : blocks_) kv_->release(b);
+    blocks_.clear();
+    num_seqs_ = 0;
+}
+
+}  // namespace tracelm

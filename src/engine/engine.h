@@ -1,0 +1,87 @@
+// Generation driver: eager prefill, then decode steps that are replayed from a captured graph.
+//
+// Decode state (next token id, position, slot, sequence length, step counter, sampled history)
+// lives in persistent device buffers and is advanced by the graph itself, so consecutive replays
+// need no host write. The host reads sampled ids only between replays.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "kv/paged_kv_cache.h"
+#include "model/decoder.h"
+#include "model/model.h"
+
+namespace tracelm {
+
+struct EngineOptions {
+    bool capture = true;     // replay decode steps from a captured graph (when the backend can)
+    int block_size = 16;     // tokens per KV block
+    int max_seqs = 1;        // sequences decoded together
+    int64_t context = 4096;  // tokens per sequence (prompt + generated); capped by the model
+    int prefill_chunk = 256; // prompt tokens per eager prefill forward
+};
+
+class Engine {
+   public:
+    Engine(const Model& model, Backend& backend, EngineOptions options);
+    ~Engine();
+    Engine(const Engine&) = delete;
+    Engine& operator=(const Engine&) = delete;
+
+    // Validates the prompts, reserves KV blocks for prompt + max_new_tokens, prefills every prompt
+    // and returns each sequence's first sampled token. Throws std::runtime_error on bad requests.
+    std::vector<int32_t> start(const std::vector<std::vector<int32_t>>& prompts, int max_new_tokens);
+    // One decode step for every sequence: eager ops, or a replay of the captured step (captured
+    // after one eager warm-up step).
+    void step();
+    // Ids sampled by the last step / the last `n` steps, read from the device.
+    std::vector<int32_t> sampled();
+    std::vector<int32_t> history(int n);
+    // Logits [S, vocab] of the last forward, read from the device.
+    std::vector<float> logits();
+    // Returns the blocks of the current batch to the cache.
+    void finish();
+
+    int64_t context() const { return context_; }
+    bool captured() const { return graph_ >= 0; }
+    int replays() const { return replays_; }
+    int decode_steps() const { return steps_; }
+    size_t kv_bytes() const { return kv_->bytes(); }
+    // Ops recorded in the decode graph (0 before capture).
+    size_t graph_ops() const;
+
+   private:
+    Tensor i32(const std::string& name, int64_t n, int64_t cols = 1);
+    void issue_decode_step();
+    void release_graph();
+    Tensor history_view(int S) const;  // [context, S] view of the sampled-id history
+
+    const Model& model_;
+    Backend& backend_;
+    EngineOptions opt_;
+    int64_t context_;
+    int max_blocks_;
+    std::unique_ptr<PagedKvCache> kv_;
+    std::unique_ptr<Decoder> decoder_;
+    std::vector<Buffer*> buffers_;
+
+    // Prefill inputs.
+    Tensor pf_ids_, pf_pos_, pf_slots_, pf_qsl_, pf_seq_len_;
+    // Decode state, advanced on the device.
+    DecodeState state_;
+    Tensor block_tables_, decode_qsl_, sampled_;
+    Buffer* history_buf_ = nullptr;
+
+    int num_seqs_ = 0;
+    std::vector<std::vector<int32_t>> blocks_;
+    GraphId graph_ = -1;
+    int graph_seqs_ = 0;
+    bool warmed_ = false;
+    int steps_ = 0;
+    int replays_ = 0;
+};
+
+}  // namespace tracelm

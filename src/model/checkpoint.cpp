@@ -1,0 +1,360 @@
+#include "model/checkpoint.h"
+
+#include <bit>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
+
+#include "model/rng.h"
+
+namespace tracelm {
+
+// safetensors data is little-endian and handed out (or written) as raw host memory.
+static_assert(std::endian::native == std::endian::little);
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+namespace {
+
+std::string safetensors_dtype(DType t) {
+    switch (t) {
+        case DType::F32: return "F32";
+        case DType::BF16: return "BF16";
+        case DType::F16: return "F16";
+        case DType::I32: return "I32";
+        case DType::I64: return "I64";
+    }
+    throw std::logic_error("bad DType");
+}
+
+struct TensorSpec {
+    std::string name;
+    DType dtype = DType::F32;
+    std::vector<int64_t> shape;
+
+    // Null when a dimension is negative or the size does not fit in 64 bits.
+    std::optional<uint64_t> byte_size() const {
+        uint64_t n = dtype_size(dtype);
+        for (int64_t d : shape)
+            if (d < 0 || __builtin_mul_overflow(n, static_cast<uint64_t>(d), &n)) return std::nullopt;
+        return n;
+    }
+    // For specs known to be valid (our own geometries).
+    uint64_t bytes() const { return byte_size().value(); }
+};
+
+// Buffered output that throws, naming the file, on any error.
+class OutFile {
+   public:
+    explicit OutFile(const std::string& path) : path_(path), f_(std::fopen(path.c_str(), "wb")) {
+        if (f_ == nullptr) throw std::runtime_error(path + ": cannot create: " + std::strerror(errno));
+    }
+    ~OutFile() {
+        if (f_ != nullptr) std::fclose(f_);
+    }
+    OutFile(const OutFile&) = delete;
+    OutFile& operator=(const OutFile&) = delete;
+
+    void write(const void* p, size_t n) {
+        if (n != 0 && std::fwrite(p, 1, n, f_) != n)
+            throw std::runtime_error(path_ + ": write failed: " + std::strerror(errno));
+        written_ += n;
+    }
+    uint64_t written() const { return written_; }
+    void close() {
+        const int rc = std::fclose(f_);
+        f_ = nullptr;
+        if (rc != 0) throw std::runtime_error(path_ + ": close failed: " + std::strerror(errno));
+    }
+
+   private:
+    std::string path_;
+    std::FILE* f_;
+    uint64_t written_ = 0;
+};
+
+// Writes a safetensors file whose tensor data is produced on demand: produce(i, out) must write
+// exactly specs[i].bytes() bytes. Goes through a temporary name so that a failed write never
+// leaves a plausible-looking file behind.
+void write_streamed(const std::string& path, const std::vector<TensorSpec>& specs,
+                    const std::map<std::string, std::string>& metadata,
+                    const std::function<void(size_t, OutFile&)>& produce) {
+    ordered_json header = ordered_json::object();
+    if (!metadata.empty()) header["__metadata__"] = metadata;
+    uint64_t offset = 0;
+    for (const TensorSpec& s : specs) {
+        if (s.name.empty() || s.name == "__metadata__")
+            throw std::runtime_error(path + ": invalid tensor name '" + s.name + "'");
+        if (header.contains(s.name)) throw std::runtime_error(path + ": duplicate tensor '" + s.name + "'");
+        const auto bytes = s.byte_size();
+        if (!bytes) throw std::runtime_error(path + ": tensor '" + s.name + "' has an invalid shape");
+        uint64_t end;
+        if (__builtin_add_overflow(offset, *bytes, &end)) throw std::runtime_error(path + ": tensors too large");
+        header[s.name] = {{"dtype", safetensors_dtype(s.dtype)}, {"shape", s.shape}, {"data_offsets", {offset, end}}};
+        offset = end;
+    }
+    std::string text = header.dump();
+    text.append((8 - text.size() % 8) % 8, ' ');
+    uint8_t len[8];
+    for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(static_cast<uint64_t>(text.size()) >> (8 * i));
+
+    const std::string tmp = path + ".tmp";
+    try {
+        OutFile out(tmp);
+        out.write(len, 8);
+        out.write(text.data(), text.size());
+        for (size_t i = 0; i < specs.size(); ++i) produce(i, out);
+        if (out.written() != 8 + text.size() + offset)
+            throw std::logic_error(path + ": tensor data does not match the header");
+        out.close();
+        fs::rename(tmp, path);
+    } catch (...) {
+        std::error_code ec;
+        fs::remove(tmp, ec);
+        throw;
+    }
+}
+
+// ---- random Qwen3 checkpoints ----
+
+struct Geometry {
+    int hidden, intermediate, layers, heads, kv_heads, head_dim, max_positions;
+};
+constexpr int kQwen3Vocab = 151936;
+
+Geometry geometry_by_name(const std::string& name) {
+    if (name == "tiny") return {64, 192, 2, 4, 2, 32, 4096};
+    if (name == "qwen3-0.6b") return {1024, 3072, 28, 16, 8, 128, 40960};
+    throw std::runtime_error("unknown checkpoint geometry '" + name + "' (supported: tiny, qwen3-0.6b)");
+}
+
+// How a tensor's values are drawn: fan_in > 0: uniform in +-sqrt(3 / fan_in) (unit-variance
+// outputs for unit-variance inputs); fan_in == 0: a norm weight, 1 + uniform(+-0.1).
+struct RandomTensor {
+    TensorSpec spec;
+    int64_t fan_in;
+};
+
+// In HF's state-dict order, which also decides how shards are cut.
+std::vector<RandomTensor> qwen3_tensors(const Geometry& g, DType dt) {
+    const int64_t H = g.hidden, I = g.intermediate, q = int64_t{g.heads} * g.head_dim,
+                  kv = int64_t{g.kv_heads} * g.head_dim, hd = g.head_dim;
+    std::vector<RandomTensor> out;
+    auto add = [&](std::string name, std::vector<int64_t> shape, int64_t fan_in) {
+        out.push_back({{std::move(name), dt, std::move(shape)}, fan_in});
+    };
+    add("model.embed_tokens.weight", {kQwen3Vocab, H}, 3);  // fan_in 3: uniform +-1
+    for (int l = 0; l < g.layers; ++l) {
+        const std::string p = "model.layers." + std::to_string(l) + ".";
+        add(p + "self_attn.q_proj.weight", {q, H}, H);
+        add(p + "self_attn.k_proj.weight", {kv, H}, H);
+        add(p + "self_attn.v_proj.weight", {kv, H}, H);
+        add(p + "self_attn.o_proj.weight", {H, q}, q);
+        add(p + "self_attn.q_norm.weight", {hd}, 0);
+        add(p + "self_attn.k_norm.weight", {hd}, 0);
+        add(p + "mlp.gate_proj.weight", {I, H}, H);
+        add(p + "mlp.up_proj.weight", {I, H}, H);
+        add(p + "mlp.down_proj.weight", {H, I}, I);
+        add(p + "input_layernorm.weight", {H}, 0);
+        add(p + "post_attention_layernorm.weight", {H}, 0);
+    }
+    add("model.norm.weight", {H}, 0);
+    return out;
+}
+
+void write_random_tensor(const RandomTensor& t, uint64_t seed, OutFile& out) {
+    Xoshiro256 rng(SplitMix64(seed).next() ^ fnv1a64(t.spec.name));
+    // sqrt and division are exactly rounded, so the scale is the same everywhere.
+    const float scale = t.fan_in > 0 ? static_cast<float>(std::sqrt(3.0 / static_cast<double>(t.fan_in))) : 0.0f;
+    constexpr int32_t kTenth = 838860;  // 0.1 * 2^23
+
+    constexpr size_t kChunk = size_t{1} << 20;  // elements per write
+    std::vector<float> vals(kChunk);
+    std::vector<uint16_t> bf16(t.spec.dtype == DType::BF16 ? kChunk : 0);
+    uint64_t left = t.spec.bytes() / dtype_size(t.spec.dtype);
+    while (left > 0) {
+        const size_t n = left < kChunk ? static_cast<size_t>(left) : kChunk;
+        if (t.fan_in > 0) {
+            for (size_t i = 0; i < n; ++i) vals[i] = rng.uniform_pm1() * scale;
+        } else {
+            // 1 + k * 2^-23 as one exact conversion, so no rounding (or FMA contraction) can differ.
+            for (size_t i = 0; i < n; ++i) {
+                const int32_t k = static_cast<int32_t>(rng.below(2 * kTenth + 1)) - kTenth;
+                vals[i] = static_cast<float>((1 << 23) + k) * (1.0f / 8388608.0f);
+            }
+        }
+        if (bf16.empty()) {
+            out.write(vals.data(), n * sizeof(float));
+        } else {
+            for (size_t i = 0; i < n; ++i) bf16[i] = f32_to_bf16(vals[i]);
+            out.write(bf16.data(), n * sizeof(uint16_t));
+        }
+        left -= n;
+    }
+}
+
+json qwen3_config_json(const Geometry& g, DType dt) {
+    return json{
+        {"architectures", {"Qwen3ForCausalLM"}},
+        {"attention_bias", false},
+        {"attention_dropout", 0.0},
+        {"bos_token_id", 151643},
+        {"eos_token_id", 151645},
+        {"head_dim", g.head_dim},
+        {"hidden_act", "silu"},
+        {"hidden_size", g.hidden},
+        {"initializer_range", 0.02},
+        {"intermediate_size", g.intermediate},
+        {"max_position_embeddings", g.max_positions},
+        {"max_window_layers", g.layers},
+        {"model_type", "qwen3"},
+        {"num_attention_heads", g.heads},
+        {"num_hidden_layers", g.layers},
+        {"num_key_value_heads", g.kv_heads},
+        {"rms_norm_eps", 1e-6},
+        {"rope_scaling", nullptr},
+        {"rope_theta", 1000000},
+        {"sliding_window", nullptr},
+        {"tie_word_embeddings", true},
+        {"torch_dtype", dt == DType::BF16 ? "bfloat16" : "float32"},
+        {"use_cache", true},
+        {"use_sliding_window", false},
+        {"vocab_size", kQwen3Vocab},
+    };
+}
+
+void write_text(const fs::path& path, const std::string& text) {
+    OutFile out(path.string());
+    out.write(text.data(), text.size());
+    out.close();
+}
+
+// Splits like huggingface_hub's split_state_dict_into_shards: a tensor larger than the limit gets
+// a shard of its own (emitted at once), otherwise a shard is closed when the next tensor would
+// push it over the limit.
+std::vector<std::vector<size_t>> plan_shards(const std::vector<RandomTensor>& tensors, uint64_t max_bytes) {
+    std::vector<std::vector<size_t>> shards;
+    std::vector<size_t> current;
+    uint64_t current_bytes = 0;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+        const uint64_t b = tensors[i].spec.bytes();
+        if (max_bytes == 0) {
+            current.push_back(i);
+            continue;
+        }
+        if (b > max_bytes) {
+            shards.push_back({i});
+            continue;
+        }
+        if (current_bytes + b > max_bytes && !current.empty()) {
+            shards.push_back(std::move(current));
+            current.clear();
+            current_bytes = 0;
+        }
+        current.push_back(i);
+        current_bytes += b;
+    }
+    if (!current.empty()) shards.push_back(std::move(current));
+    return shards;
+}
+
+// Removes weight files an earlier run may have left, which would otherwise shadow or mix with ours.
+void remove_old_weights(const fs::path& dir) {
+    for (const auto& entry : fs::directory_iterator(dir)) {
+        const std::string n = entry.path().filename().string();
+        const bool shard = n.rfind("model-", 0) == 0 && n.find("-of-") != std::string::npos &&
+                           n.size() > 12 && n.compare(n.size() - 12, 12, ".safetensors") == 0;
+        if (shard || n == "model.safetensors" || n == "model.safetensors.index.json") fs::remove(entry.path());
+    }
+}
+
+std::string shard_name(size_t i, size_t n) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "model-%05zu-of-%05zu.safetensors", i + 1, n);
+    return buf;
+}
+
+}  // namespace
+
+void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+    std::vector<TensorSpec> specs;
+    for (const TensorToWrite& t : tensors) {
+        TensorSpec s{t.name, t.dtype, t.shape};
+        const auto need = s.byte_size();
+        if (!need) throw std::runtime_error(path + ": tensor '" + t.name + "' has an invalid shape");
+        if (*need != t.bytes.size())
+            throw std::runtime_error(path + ": tensor '" + t.name + "' has " + std::to_string(t.bytes.size()) +
+                                     " bytes, its shape needs " + std::to_string(*need));
+        specs.push_back(std::move(s));
+    }
+    write_streamed(path, specs, metadata,
+                   [&](size_t i, OutFile& out) { out.write(tensors[i].bytes.data(), tensors[i].bytes.size()); });
+}
+
+std::string default_tokenizer_dir() { return std::string(TRACELM_SOURCE_DIR) + "/models/qwen3-tokenizer"; }
+
+void make_random_checkpoint(const MakeCheckpointOptions& opts) {
+    const Geometry g = geometry_by_name(opts.geometry);
+    if (opts.dtype != DType::F32 && opts.dtype != DType::BF16)
+        throw std::runtime_error("random checkpoints are f32 or bf16, not " + std::string(dtype_name(opts.dtype)));
+    if (opts.out_dir.empty()) throw std::runtime_error("random checkpoint: no output directory given");
+    const fs::path dir(opts.out_dir);
+    const fs::path tok(opts.tokenizer_dir);
+    for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+        if (!fs::is_regular_file(tok / f))
+            throw std::runtime_error((tok / f).string() + ": missing (the random checkpoint copies it)");
+
+    fs::create_directories(dir);
+    remove_old_weights(dir);
+
+    const std::vector<RandomTensor> tensors = qwen3_tensors(g, opts.dtype);
+    const auto shards = plan_shards(tensors, opts.max_shard_bytes);
+    const std::map<std::string, std::string> metadata{{"format", "pt"}};
+    json weight_map = json::object();
+    uint64_t total_bytes = 0;
+    for (size_t s = 0; s < shards.size(); ++s) {
+        const std::string file = shards.size() == 1 ? "model.safetensors" : shard_name(s, shards.size());
+        std::vector<TensorSpec> specs;
+        for (size_t i : shards[s]) {
+            specs.push_back(tensors[i].spec);
+            weight_map[tensors[i].spec.name] = file;
+            total_bytes += tensors[i].spec.bytes();
+        }
+        write_streamed((dir / file).string(), specs, metadata, [&](size_t k, OutFile& out) {
+            write_random_tensor(tensors[shards[s][k]], opts.seed, out);
+        });
+    }
+    if (shards.size() > 1) {
+        // As transformers writes it: json.dumps(index, indent=2, sort_keys=True) + "\n".
+        const json index{{"metadata", {{"total_size", total_bytes}}}, {"weight_map", weight_map}};
+        write_text(dir / "model.safetensors.index.json", index.dump(2) + "\n");
+    }
+    write_text(dir / "config.json", qwen3_config_json(g, opts.dtype).dump(2) + "\n");
+    for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+        fs::copy_file(tok / f, dir / f, fs::copy_options::overwrite_existing);
+}
+
+uint64_t fnv1a64_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw std::runtime_error(path + ": cannot open");
+    std::vector<char> buf(size_t{1} << 20);
+    uint64_t h = kFnv1a64Offset;
+    while (in) {
+        in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+        h = fnv1a64(std::string_view(buf.data(), static_cast<size_t>(in.gcount())), h);
+    }
+    if (in.bad()) throw std::runtime_error(path + ": read error");
+    return h;
+}
+
+}  // namespace tracelm

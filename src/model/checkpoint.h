@@ -1,0 +1,48 @@
+// Writing safetensors files, and deterministic random Qwen3 checkpoints for tests and benchmarks.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "runtime/dtype.h"
+
+namespace tracelm {
+
+struct TensorToWrite {
+    std::string name;
+    DType dtype = DType::F32;
+    std::vector<int64_t> shape;
+    std::vector<uint8_t> bytes;  // row-major, exactly numel * dtype_size bytes
+};
+
+// Writes the tensors, in the given order, as one safetensors file (header padded with spaces to a
+// multiple of 8 bytes, like the reference writer). The default metadata is what transformers
+// expects of a PyTorch checkpoint. Throws std::runtime_error naming the path.
+void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                       const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
+
+// <TRACELM_SOURCE_DIR>/models/qwen3-tokenizer.
+std::string default_tokenizer_dir();
+
+struct MakeCheckpointOptions {
+    std::string geometry = "tiny";  // "tiny" or "qwen3-0.6b"
+    uint64_t seed = 0;
+    std::string out_dir;
+    DType dtype = DType::F32;  // F32 or BF16
+    std::string tokenizer_dir = default_tokenizer_dir();  // tokenizer.json, tokenizer_config.json come from here
+    uint64_t max_shard_bytes = 0;  // 0: one model.safetensors; else HF-style shards plus index
+};
+
+// Writes config.json, the weights and the tokenizer files of a random Qwen3ForCausalLM into
+// out_dir (created if needed; earlier weight files there are removed). Every tensor is a pure
+// function of (seed, its name, geometry, dtype), computed with integer arithmetic and exactly
+// rounded float ops, so the bytes are identical on every machine and compiler, and sharded and
+// unsharded checkpoints hold the same values. Tensors are streamed to disk in bounded memory.
+void make_random_checkpoint(const MakeCheckpointOptions& opts);
+
+// FNV-1a 64-bit over the file's bytes.
+uint64_t fnv1a64_file(const std::string& path);
+
+}  // namespace tracelm

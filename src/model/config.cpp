@@ -1,0 +1,247 @@
+#include "model/config.h"
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <stdexcept>
+#include <utility>
+
+namespace tracelm {
+
+using nlohmann::json;
+
+std::string_view arch_name(Arch a) {
+    switch (a) {
+        case Arch::Qwen3: return "qwen3";
+        case Arch::Qwen2: return "qwen2";
+        case Arch::Llama: return "llama";
+    }
+    return "?";
+}
+
+namespace {
+
+// Typed, range-checked access to the fields of one config object; every error names the source
+// file and the field.
+class Fields {
+   public:
+    // prefix names the enclosing object in messages, e.g. "rope_parameters.".
+    Fields(const json& j, const std::string& source, std::string prefix = "")
+        : j_(j), source_(source), prefix_(std::move(prefix)) {}
+
+    [[noreturn]] void fail(std::string_view field, const std::string& msg) const {
+        throw std::runtime_error(source_ + ": field '" + prefix_ + std::string(field) + "': " + msg);
+    }
+
+    // Present and not null: HF writes null for "use the default".
+    bool has(const char* field) const { return j_.contains(field) && !j_.at(field).is_null(); }
+    const json& at(const char* field) const { return j_.at(field); }
+
+    int64_t integer(const char* field, int64_t lo, int64_t hi, std::optional<int64_t> dflt = std::nullopt) const {
+        if (!has(field)) {
+            if (dflt) return *dflt;
+            fail(field, "missing");
+        }
+        return integer_value(field, at(field), lo, hi);
+    }
+
+    int64_t integer_value(const char* field, const json& v, int64_t lo, int64_t hi) const {
+        if (!v.is_number_integer()) fail(field, "must be an integer, got " + v.dump());
+        // Unsigned values above INT64_MAX would wrap in get<int64_t>().
+        if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi))
+            fail(field, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + v.dump());
+        const auto x = v.get<int64_t>();
+        if (x < lo || x > hi)
+            fail(field, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + v.dump());
+        return x;
+    }
+
+    // A finite number in the open interval (lo, hi).
+    double number(const char* field, double lo, double hi, std::optional<double> dflt = std::nullopt) const {
+        if (!has(field)) {
+            if (dflt) return *dflt;
+            fail(field, "missing");
+        }
+        const json& v = at(field);
+        if (!v.is_number()) fail(field, "must be a number, got " + v.dump());
+        const auto x = v.get<double>();
+        if (!std::isfinite(x) || !(x > lo) || !(x < hi)) {
+            std::ostringstream os;
+            os << "must be in (" << lo << ", " << hi << "), got " << v.dump();
+            fail(field, os.str());
+        }
+        return x;
+    }
+
+    bool boolean(const char* field, bool dflt) const {
+        if (!has(field)) return dflt;
+        if (!at(field).is_boolean()) fail(field, "must be true or false, got " + at(field).dump());
+        return at(field).get<bool>();
+    }
+
+    std::optional<std::string> string(const char* field) const {
+        if (!has(field)) return std::nullopt;
+        if (!at(field).is_string()) fail(field, "must be a string, got " + at(field).dump());
+        return at(field).get<std::string>();
+    }
+
+   private:
+    const json& j_;
+    const std::string& source_;
+    std::string prefix_;
+};
+
+constexpr int64_t kMaxHidden = 65536;
+constexpr int64_t kMaxIntermediate = 1 << 20;
+constexpr int64_t kMaxLayers = 1024;
+constexpr int64_t kMaxHeads = 1024;
+constexpr int64_t kMaxHeadDim = 1024;
+constexpr int64_t kMaxVocab = 1 << 24;
+constexpr int64_t kMaxPositions = 1 << 24;
+
+Arch parse_arch(const Fields& f) {
+    if (!f.has("architectures")) f.fail("architectures", "missing");
+    const json& a = f.at("architectures");
+    if (!a.is_array() || a.empty() || !a[0].is_string())
+        f.fail("architectures", "must be a non-empty list of strings, got " + a.dump());
+    const auto name = a[0].get<std::string>();
+    if (name == "Qwen3ForCausalLM") return Arch::Qwen3;
+    if (name == "Qwen2ForCausalLM") return Arch::Qwen2;
+    // Mistral is Llama plus an optional sliding window, rejected below when it matters.
+    if (name == "LlamaForCausalLM" || name == "MistralForCausalLM") return Arch::Llama;
+    f.fail("architectures",
+           "unsupported architecture '" + name +
+               "' (supported: Qwen3ForCausalLM, Qwen2ForCausalLM, LlamaForCausalLM, MistralForCausalLM)");
+}
+
+// Older files have rope_theta and rope_scaling; transformers v5 writes rope_parameters
+// {rope_type, rope_theta, ...}. As in v5, a non-null rope_scaling takes the place of
+// rope_parameters, and a rope_theta inside it wins over the top-level one.
+void parse_rope(const Fields& f, const std::string& source, ModelConfig& c) {
+    c.rope_theta = f.number("rope_theta", 0.0, std::numeric_limits<double>::infinity(), 10000.0);
+    const char* field = f.has("rope_scaling") ? "rope_scaling" : f.has("rope_parameters") ? "rope_parameters" : nullptr;
+    if (field == nullptr) return;
+    const json& rope = f.at(field);
+    if (!rope.is_object()) f.fail(field, "must be null or an object, got " + rope.dump());
+    const Fields r(rope, source, std::string(field) + ".");
+    // Newer files say "rope_type", older ones "type"; v4 required one of them in rope_scaling.
+    std::optional<std::string> type = r.string(rope.contains("rope_type") ? "rope_type" : "type");
+    if (!type && field == std::string_view("rope_scaling")) f.fail(field, "has no rope_type, got " + rope.dump());
+    if (type && *type != "default")
+        f.fail(field, "rope type '" + *type + "' is not supported (supported: none, default)");
+    for (const auto& [key, value] : rope.items())
+        if (value.is_object()) f.fail(field, "per-layer-type RoPE parameters ('" + key + "') are not supported");
+    c.rope_theta = r.number("rope_theta", 0.0, std::numeric_limits<double>::infinity(), c.rope_theta);
+    if (r.has("partial_rotary_factor") && r.number("partial_rotary_factor", 0.0, 2.0) != 1.0)
+        r.fail("partial_rotary_factor", "partial rotary embeddings are not supported");
+}
+
+void check_unsupported_features(const Fields& f, const ModelConfig& c) {
+    if (f.has("partial_rotary_factor") && f.number("partial_rotary_factor", 0.0, 2.0) != 1.0)
+        f.fail("partial_rotary_factor", "partial rotary embeddings are not supported");
+    if (auto act = f.string("hidden_act"); act && *act != "silu")
+        f.fail("hidden_act", "activation '" + *act + "' is not supported (supported: silu)");
+    if (f.boolean("mlp_bias", false)) f.fail("mlp_bias", "MLP biases are not supported");
+    if (c.arch == Arch::Llama) {
+        // Mistral v0.1 style: a window shorter than the context changes attention.
+        if (f.has("sliding_window") &&
+            f.integer("sliding_window", 1, std::numeric_limits<int64_t>::max()) < c.max_position_embeddings)
+            f.fail("sliding_window", "sliding-window attention is not supported");
+    } else if (f.boolean("use_sliding_window", false)) {
+        f.fail("use_sliding_window", "sliding-window attention is not supported");
+    }
+    if (f.has("layer_types")) {
+        const json& lt = f.at("layer_types");
+        if (!lt.is_array()) f.fail("layer_types", "must be a list, got " + lt.dump());
+        for (const json& t : lt)
+            if (t != "full_attention")
+                f.fail("layer_types", "layer type " + t.dump() + " is not supported (supported: full_attention)");
+    }
+}
+
+ModelConfig parse(const json& j, const std::string& source) {
+    if (!j.is_object()) throw std::runtime_error(source + ": expected a JSON object at top level");
+    const Fields f(j, source);
+    ModelConfig c;
+    c.arch = parse_arch(f);
+    c.architecture = j.at("architectures")[0].get<std::string>();
+
+    c.hidden_size = static_cast<int>(f.integer("hidden_size", 1, kMaxHidden));
+    c.intermediate_size = static_cast<int>(f.integer("intermediate_size", 1, kMaxIntermediate));
+    c.num_hidden_layers = static_cast<int>(f.integer("num_hidden_layers", 1, kMaxLayers));
+    c.num_attention_heads = static_cast<int>(f.integer("num_attention_heads", 1, kMaxHeads));
+    c.num_key_value_heads =
+        static_cast<int>(f.integer("num_key_value_heads", 1, c.num_attention_heads, c.num_attention_heads));
+    if (c.num_attention_heads % c.num_key_value_heads != 0)
+        f.fail("num_key_value_heads", std::to_string(c.num_key_value_heads) + " does not divide num_attention_heads " +
+                                          std::to_string(c.num_attention_heads));
+    if (f.has("head_dim")) {
+        c.head_dim = static_cast<int>(f.integer("head_dim", 1, kMaxHeadDim));
+    } else if (c.arch == Arch::Qwen3) {
+        c.head_dim = 128;  // Qwen3Config's default, which is not hidden/heads
+    } else {
+        if (c.hidden_size % c.num_attention_heads != 0)
+            f.fail("num_attention_heads", std::to_string(c.num_attention_heads) +
+                                              " does not divide hidden_size " + std::to_string(c.hidden_size) +
+                                              " (and head_dim is not given)");
+        c.head_dim = c.hidden_size / c.num_attention_heads;
+    }
+    if (c.head_dim % 2 != 0 || c.head_dim > kMaxHeadDim)  // RoPE rotates pairs
+        f.fail("head_dim", "must be even and at most " + std::to_string(kMaxHeadDim) + ", got " +
+                               std::to_string(c.head_dim));
+
+    c.rms_norm_eps = static_cast<float>(f.number("rms_norm_eps", 0.0, 1.0));
+    parse_rope(f, source, c);
+    c.vocab_size = static_cast<int>(f.integer("vocab_size", 1, kMaxVocab));
+    c.max_position_embeddings = static_cast<int>(f.integer("max_position_embeddings", 1, kMaxPositions));
+    c.tie_word_embeddings = f.boolean("tie_word_embeddings", false);
+    // HF's Qwen2 gives q/k/v a bias whatever the config says.
+    c.attention_bias = f.boolean("attention_bias", false) || c.arch == Arch::Qwen2;
+    c.qk_norm = c.arch == Arch::Qwen3;
+
+    if (f.has("bos_token_id")) c.bos_token_id = static_cast<int>(f.integer("bos_token_id", 0, c.vocab_size - 1));
+    if (f.has("eos_token_id")) {
+        const json& e = f.at("eos_token_id");
+        if (e.is_array()) {
+            for (const json& v : e)
+                c.eos_token_ids.push_back(static_cast<int>(f.integer_value("eos_token_id", v, 0, c.vocab_size - 1)));
+        } else {
+            c.eos_token_ids.push_back(static_cast<int>(f.integer_value("eos_token_id", e, 0, c.vocab_size - 1)));
+        }
+    }
+
+    const char* dtype_field = f.has("torch_dtype") ? "torch_dtype" : "dtype";
+    if (auto dt = f.string(dtype_field)) {
+        if (*dt != "float32" && *dt != "bfloat16" && *dt != "float16")
+            f.fail(dtype_field, "unknown dtype '" + *dt + "' (expected float32, bfloat16 or float16)");
+        c.torch_dtype = *dt;
+    }
+
+    check_unsupported_features(f, c);
+    return c;
+}
+
+}  // namespace
+
+ModelConfig ModelConfig::from_json_text(const std::string& text, const std::string& source) {
+    json j;
+    try {
+        j = json::parse(text);
+    } catch (const json::exception& e) {
+        throw std::runtime_error(source + ": invalid JSON: " + e.what());
+    }
+    return parse(j, source);
+}
+
+ModelConfig ModelConfig::from_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw std::runtime_error(path + ": cannot open model config");
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    if (in.bad()) throw std::runtime_error(path + ": read error");
+    return from_json_text(ss.str(), path);
+}
+
+}  // namespace tracelm

@@ -1,0 +1,43 @@
+// Model hyper-parameters, read from a Hugging Face config.json.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tracelm {
+
+enum class Arch { Qwen3, Qwen2, Llama };
+
+std::string_view arch_name(Arch a);
+
+struct ModelConfig {
+    Arch arch = Arch::Qwen3;
+    std::string architecture;  // architectures[0] as written, e.g. "MistralForCausalLM"
+    int hidden_size = 0;
+    int intermediate_size = 0;
+    int num_hidden_layers = 0;
+    int num_attention_heads = 0;
+    int num_key_value_heads = 0;
+    int head_dim = 0;
+    float rms_norm_eps = 0.0f;
+    double rope_theta = 10000.0;
+    int vocab_size = 0;
+    int max_position_embeddings = 0;
+    bool tie_word_embeddings = false;
+    bool attention_bias = false;  // q/k/v projections carry a bias
+    bool qk_norm = false;         // per-head RMSNorm on q and k (Qwen3)
+    std::optional<int> bos_token_id;
+    std::vector<int> eos_token_ids;
+    std::string torch_dtype;  // "torch_dtype" or, in newer files, "dtype"; empty if absent
+
+    int q_dim() const { return num_attention_heads * head_dim; }
+    int kv_dim() const { return num_key_value_heads * head_dim; }
+
+    // Both throw std::runtime_error naming the source and the offending field.
+    static ModelConfig from_file(const std::string& path);
+    static ModelConfig from_json_text(const std::string& text, const std::string& source = "config.json");
+};
+
+}  // namespace tracelm

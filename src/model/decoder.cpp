@@ -1,0 +1,80 @@
+#include "model/decoder.h"
+
+#include <cmath>
+
+namespace tracelm {
+
+Tensor Decoder::activation(const std::string& name, int64_t rows, int64_t cols) {
+    Buffer* b = backend_.alloc(static_cast<size_t>(rows * cols) * sizeof(float), name);
+    buffers_.push_back(b);
+    return whole(b, DType::F32, rows, cols);
+}
+
+Decoder::Decoder(const Model& model, Backend& backend, PagedKvCache& kv, int max_rows, int max_seqs)
+    : model_(model), backend_(backend), kv_(kv), max_rows_(max_rows) {
+    const ModelConfig& c = model.config();
+    const int64_t q_dim = static_cast<int64_t>(c.num_attention_heads) * c.head_dim;
+    const int64_t kv_dim = static_cast<int64_t>(c.num_key_value_heads) * c.head_dim;
+    x_ = activation("hidden", max_rows, c.hidden_size);
+    h_ = activation("normed", max_rows, c.hidden_size);
+    q_ = activation("q", max_rows, q_dim);
+    k_ = activation("k", max_rows, kv_dim);
+    v_ = activation("v", max_rows, kv_dim);
+    attn_ = activation("attn_out", max_rows, q_dim);
+    proj_ = activation("proj", max_rows, c.hidden_size);
+    gate_ = activation("mlp_gate", max_rows, c.intermediate_size);
+    up_ = activation("mlp_up", max_rows, c.intermediate_size);
+    last_ = activation("last_hidden", max_seqs, c.hidden_size);
+    logits_ = activation("logits", max_seqs, c.vocab_size);
+}
+
+Decoder::~Decoder() {
+    for (Buffer* b : buffers_) backend_.free(b);
+}
+
+void Decoder::forward(const StepInputs& in, int T) {
+    const ModelConfig& c = model_.config();
+    const ModelWeights& w = model_.weights();
+    const int H = c.num_attention_heads, KV = c.num_key_value_heads, hd = c.head_dim;
+    const float eps = static_cast<float>(c.rms_norm_eps);
+    const float theta = static_cast<float>(c.rope_theta);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    const int S = in.meta.num_seqs;
+
+    const Tensor x = x_.slice_rows(0, T), h = h_.slice_rows(0, T), q = q_.slice_rows(0, T), k = k_.slice_rows(0, T),
+                 v = v_.slice_rows(0, T), attn = attn_.slice_rows(0, T), proj = proj_.slice_rows(0, T),
+                 gate = gate_.slice_rows(0, T), up = up_.slice_rows(0, T);
+
+    backend_.embedding(in.token_ids, w.embed, x);
+    for (size_t l = 0; l < w.layers.size(); ++l) {
+        const LayerWeights& L = w.layers[l];
+        backend_.rms_norm(x, L.input_norm, eps, h);
+        backend_.matmul(h, L.q_proj, L.q_bias ? &*L.q_bias : nullptr, q);
+        backend_.matmul(h, L.k_proj, L.k_bias ? &*L.k_bias : nullptr, k);
+        backend_.matmul(h, L.v_proj, L.v_bias ? &*L.v_bias : nullptr, v);
+        if (L.q_norm) {
+            const Tensor qh = q.view(static_cast<int64_t>(T) * H, hd), kh = k.view(static_cast<int64_t>(T) * KV, hd);
+            backend_.rms_norm(qh, *L.q_norm, eps, qh);
+            backend_.rms_norm(kh, *L.k_norm, eps, kh);
+        }
+        backend_.rope_neox(q, in.positions, H, hd, theta);
+        backend_.rope_neox(k, in.positions, KV, hd, theta);
+        const int layer = static_cast<int>(l);
+        backend_.kv_write(k, v, in.slot_mapping, kv_.k(layer), kv_.v(layer));
+        backend_.attention(q, kv_.k(layer), kv_.v(layer), in.meta, H, KV, hd, scale, attn);
+        backend_.matmul(attn, L.o_proj, nullptr, proj);
+        backend_.add(x, proj, x);
+        backend_.rms_norm(x, L.post_norm, eps, h);
+        backend_.matmul(h, L.gate_proj, nullptr, gate);
+        backend_.matmul(h, L.up_proj, nullptr, up);
+        backend_.silu_mul(gate, up, gate);
+        backend_.matmul(gate, L.down_proj, nullptr, proj);
+        backend_.add(x, proj, x);
+    }
+    const Tensor last = last_.slice_rows(0, S);
+    backend_.gather_last(x, in.meta.query_start_loc, last);
+    backend_.rms_norm(last, w.final_norm, eps, last);
+    backend_.matmul(last, w.lm_head, nullptr, logits_.slice_rows(0, S));
+}
+
+}  // namespace tracelm

@@ -1,0 +1,44 @@
+// The forward pass of the dense decoder, expressed as backend ops over persistent activation
+// buffers. The same code issues the eager prefill, the eager decode step and the captured one.
+#pragma once
+
+#include <vector>
+
+#include "kv/paged_kv_cache.h"
+#include "model/model.h"
+
+namespace tracelm {
+
+// Device inputs of one forward over T tokens of S sequences (i32 tensors).
+struct StepInputs {
+    Tensor token_ids;     // [1, T]
+    Tensor positions;     // [1, T]
+    Tensor slot_mapping;  // [1, T]
+    AttentionMeta meta;   // S = meta.num_seqs
+};
+
+class Decoder {
+   public:
+    // Activations are sized for up to `max_rows` tokens per forward and `max_seqs` sequences.
+    Decoder(const Model& model, Backend& backend, PagedKvCache& kv, int max_rows, int max_seqs);
+    ~Decoder();
+    Decoder(const Decoder&) = delete;
+    Decoder& operator=(const Decoder&) = delete;
+
+    // Enqueues the forward of T tokens; logits() then holds [S, vocab] for each sequence's last token.
+    void forward(const StepInputs& in, int T);
+    Tensor logits(int S) const { return logits_.slice_rows(0, S); }
+    int max_rows() const { return max_rows_; }
+
+   private:
+    Tensor activation(const std::string& name, int64_t rows, int64_t cols);
+
+    const Model& model_;
+    Backend& backend_;
+    PagedKvCache& kv_;
+    int max_rows_;
+    std::vector<Buffer*> buffers_;
+    Tensor x_, h_, q_, k_, v_, attn_, proj_, gate_, up_, last_, logits_;
+};
+
+}  // namespace tracelm

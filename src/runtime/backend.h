@@ -1,0 +1,121 @@
+// The device interface every backend implements (CPU reference, CUDA, and the shape a ttnn trace
+// backend would take).
+//
+// Memory: buffers are allocated once and keep their address; a captured graph may refer to any of
+// them. Step inputs are refreshed with upload() *before* a replay, never inside one.
+//
+// Capture: between begin_capture() and end_capture() only device ops may be issued. Host<->device
+// transfers, allocation, free and synchronisation throw CaptureViolation naming the op and buffer.
+// The checks live here, in the non-virtual entry points, so no backend can forget them.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "runtime/tensor.h"
+
+namespace tracelm {
+
+class CaptureViolation : public std::runtime_error {
+   public:
+    using std::runtime_error::runtime_error;
+};
+
+using GraphId = int;
+
+// Paged-attention metadata for one step (all device tensors, i32).
+struct AttentionMeta {
+    Tensor block_tables;     // [num_seqs, max_blocks_per_seq]
+    Tensor seq_lens;         // [1, num_seqs]: cached tokens of each sequence including this step's
+    Tensor query_start_loc;  // [1, num_seqs + 1]: prefix sums of query lengths
+    int num_seqs = 0;
+    int block_size = 0;
+};
+
+// Decode-step state that the graph advances on the device (all i32 device tensors, one entry per
+// sequence unless said otherwise).
+struct DecodeState {
+    Tensor token_ids;     // [1, S] input ids of the next step
+    Tensor positions;     // [1, S] position of that token
+    Tensor slot_mapping;  // [1, S] KV slot that token is written to (-1: none)
+    Tensor seq_lens;      // [1, S]
+    Tensor block_tables;  // [S, max_blocks_per_seq]
+    Tensor step;          // [1, 1] number of steps taken since seeding
+    Tensor history;       // [max_steps, S] sampled ids, row `step` is written each step
+    int block_size = 0;
+};
+
+class Backend {
+   public:
+    virtual ~Backend() = default;
+    virtual std::string name() const = 0;
+
+    // ---- memory (all forbidden inside capture) ----
+    Buffer* alloc(size_t bytes, const std::string& name);
+    // Makes host memory that outlives the backend usable as a device buffer (zero-copy on CPU,
+    // copied on discrete devices). Used for memory-mapped weights.
+    Buffer* import_host(const void* data, size_t bytes, const std::string& name);
+    void free(Buffer* b);
+    void upload(const Tensor& dst, const void* src);
+    void download(const Tensor& src, void* dst);
+    void synchronize();
+
+    // ---- graphs ----
+    virtual bool supports_capture() const = 0;
+    void begin_capture();
+    GraphId end_capture();
+    void replay(GraphId g);
+    void destroy_graph(GraphId g);
+    bool capturing() const { return capturing_; }
+    // Device ops (kernels) one replay of g runs.
+    virtual size_t graph_nodes(GraphId g) const = 0;
+
+    // ---- device ops (allowed everywhere; recorded when capturing) ----
+    // out[r,:] = src[r,:] (same shape, dtype); also used to seed device state.
+    virtual void copy(const Tensor& dst, const Tensor& src) = 0;
+    // out[t,:] = table[ids[t],:] as f32; ids outside [0, rows) give a zero row.
+    virtual void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) = 0;
+    // out[r,:] = x[r,:] / sqrt(mean(x[r,:]^2) + eps) * w (w: f32/bf16/f16 of length cols).
+    virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) = 0;
+    // out[t,n] = sum_k x[t,k] * w[n,k] (+ bias[n]); w is [N,K] in f32/bf16/f16, bias may be null.
+    virtual void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) = 0;
+    // In place NeoX rotary embedding of x [T, heads*head_dim] at positions[t].
+    virtual void rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, float theta) = 0;
+    // k_cache/v_cache [slots, kv_dim]; row t of k/v goes to slot_mapping[t] (skipped when < 0).
+    virtual void kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
+                          const Tensor& v_cache) = 0;
+    // Causal paged attention. q/out [T, heads*head_dim]. Query i of a sequence with q_len new tokens
+    // and seq_len cached tokens sees keys [0, seq_len - q_len + i].
+    virtual void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta,
+                           int heads, int kv_heads, int head_dim, float scale, const Tensor& out) = 0;
+    virtual void add(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+    // out = silu(gate) * up
+    virtual void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) = 0;
+    // out[s,:] = x[query_start_loc[s+1]-1, :]: the last token of each sequence.
+    virtual void gather_last(const Tensor& x, const Tensor& query_start_loc, const Tensor& out) = 0;
+    // ids[r] = argmax(logits[r,:]); the lowest index wins ties; NaN never wins.
+    virtual void argmax(const Tensor& logits, const Tensor& ids) = 0;
+    // Feeds sampled ids into the next step: history[step] = sampled, token_ids = sampled, positions,
+    // seq_lens += 1, slot from the block table (-1 past the reserved blocks), step += 1.
+    virtual void advance_decode(const Tensor& sampled, const DecodeState& st) = 0;
+
+   protected:
+    virtual Buffer* do_alloc(size_t bytes, const std::string& name) = 0;
+    virtual Buffer* do_import_host(const void* data, size_t bytes, const std::string& name) = 0;
+    virtual void do_free(Buffer* b) = 0;
+    virtual void do_upload(const Tensor& dst, const void* src) = 0;
+    virtual void do_download(const Tensor& src, void* dst) = 0;
+    virtual void do_synchronize() = 0;
+    virtual void do_begin_capture() = 0;
+    virtual GraphId do_end_capture() = 0;
+    virtual void do_replay(GraphId g) = 0;
+    virtual void do_destroy_graph(GraphId g) = 0;
+
+   private:
+    [[noreturn]] void violation(const std::string& what, const std::string& buffer) const;
+    bool capturing_ = false;
+};
+
+}  // namespace tracelm

@@ -1,0 +1,157 @@
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/kernels/kernels.h"
+#include "engine/engine.h"
+#include "tools/commands.h"
+
+namespace tracelm::tools {
+
+namespace {
+struct BenchArgs {
+    std::string model;
+    int prompt_tokens = 128;
+    int gen_tokens = 128;
+    bool json = false;
+    int threads = 0;
+};
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Best-of-5 read bandwidth over a 1 GiB buffer with `threads` threads, each sweeping its share.
+double measure_read_bandwidth(int threads) {
+    const size_t bytes = size_t{1} << 30;
+    std::vector<unsigned char> buf(bytes, 1);
+    double best = 0.0;
+    std::vector<double> sink(static_cast<size_t>(threads));
+    for (int rep = 0; rep < 5; ++rep) {
+        const auto t0 = Clock::now();
+        std::vector<std::thread> pool;
+        for (int t = 0; t < threads; ++t) {
+            pool.emplace_back([&, t] {
+                const size_t b = bytes * static_cast<size_t>(t) / static_cast<size_t>(threads);
+                const size_t e = bytes * static_cast<size_t>(t + 1) / static_cast<size_t>(threads);
+                sink[static_cast<size_t>(t)] += cpu::read_sweep(buf.data() + b, e - b);
+            });
+        }
+        for (auto& th : pool) th.join();
+        best = std::max(best, static_cast<double>(bytes) / since(t0));
+    }
+    if (sink[0] < 0) std::puts("");  // keeps the sweeps observable
+    return best;
+}
+
+struct DecodeRun {
+    double prefill_tok_s = 0, decode_tok_s = 0, host_us_per_step = 0, step_us = 0;
+    std::vector<int32_t> tokens;
+    size_t graph_ops = 0;
+};
+
+DecodeRun run_decode(const Model& model, cpu::CpuBackend& backend, const std::vector<int32_t>& prompt, int gen,
+                     bool capture) {
+    EngineOptions opt;
+    opt.capture = capture;
+    opt.context = static_cast<int64_t>(prompt.size()) + gen;
+    Engine engine(model, backend, opt);
+    DecodeRun r;
+    auto t0 = Clock::now();
+    r.tokens.push_back(engine.start({prompt}, gen).at(0));
+    r.prefill_tok_s = static_cast<double>(prompt.size()) / since(t0);
+    // Untimed warm-up: the eager warm step and, when capturing, the capture with its first replay.
+    const int warm = capture ? 2 : 1;
+    for (int i = 0; i < warm && i < gen - 1; ++i) engine.step();
+    const int timed = gen - 1 - warm;
+    const double busy0 = backend.busy_seconds();
+    t0 = Clock::now();
+    for (int i = 0; i < timed; ++i) engine.step();
+    const double wall = since(t0);
+    const double busy = backend.busy_seconds() - busy0;
+    if (timed > 0) {
+        r.decode_tok_s = timed / wall;
+        r.step_us = wall / timed * 1e6;
+        r.host_us_per_step = (wall - busy) / timed * 1e6;
+    }
+    const auto hist = engine.history(gen - 1);
+    r.tokens.insert(r.tokens.end(), hist.begin(), hist.end());
+    r.graph_ops = engine.graph_ops();
+    return r;
+}
+
+int run_bench(const BenchArgs& a) {
+    if (a.gen_tokens < 8) throw std::runtime_error("--gen-tokens must be at least 8");
+    cpu::CpuBackend backend(a.threads > 0 ? a.threads : cpu::ThreadPool::default_threads());
+    const auto model = Model::load(a.model, backend);
+    const ModelConfig& c = model->config();
+    // A fixed pseudo-random prompt of ordinary token ids.
+    std::vector<int32_t> prompt(static_cast<size_t>(a.prompt_tokens));
+    uint32_t x = 12345;
+    for (auto& id : prompt) {
+        x = x * 1664525u + 1013904223u;
+        id = static_cast<int32_t>((x >> 8) % static_cast<uint32_t>(std::min(c.vocab_size, 150000)));
+    }
+
+    const DecodeRun eager = run_decode(*model, backend, prompt, a.gen_tokens, false);
+    const DecodeRun replay = run_decode(*model, backend, prompt, a.gen_tokens, true);
+    const double bw = measure_read_bandwidth(backend.threads());
+    // Bytes one decode token reads: every weight once plus K and V of the average context.
+    const double avg_ctx = a.prompt_tokens + a.gen_tokens / 2.0;
+    const double kv_bytes = 2.0 * c.num_hidden_layers * c.num_key_value_heads * c.head_dim * sizeof(float) * avg_ctx;
+    const double bytes_per_token = static_cast<double>(model->decode_weight_bytes()) + kv_bytes;
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+
+    nlohmann::json j;
+    j["model"] = a.model;
+    j["backend"] = "cpu";
+    j["isa"] = cpu::isa_name(cpu::active_isa());
+    j["threads"] = backend.threads();
+    j["weight_dtype"] = std::string(dtype_name(model->weight_dtype()));
+    j["prompt_tokens"] = a.prompt_tokens;
+    j["gen_tokens"] = a.gen_tokens;
+    j["prefill_tokens_per_s"] = eager.prefill_tok_s;
+    j["decode_eager_tokens_per_s"] = eager.decode_tok_s;
+    j["decode_replay_tokens_per_s"] = replay.decode_tok_s;
+    j["replay_over_eager"] = replay.decode_tok_s / eager.decode_tok_s;
+    j["graph_ops"] = replay.graph_ops;
+    j["replay_step_us"] = replay.step_us;
+    j["replay_host_us_per_step"] = replay.host_us_per_step;
+    j["replay_host_share"] = replay.host_us_per_step / replay.step_us;
+    j["eager_host_us_per_step"] = eager.host_us_per_step;
+    j["tokens_match"] = eager.tokens == replay.tokens;
+    j["read_bandwidth_gb_s"] = bw / 1e9;
+    j["decode_bytes_per_token"] = bytes_per_token;
+    j["decode_bandwidth_share"] = bytes_per_token * replay.decode_tok_s / bw;
+    j["peak_rss_mib"] = static_cast<double>(ru.ru_maxrss) / 1024.0;
+    if (a.json) {
+        std::cout << j.dump(2) << "\n";
+    } else {
+        std::printf("%-34s %14s\n", "metric", "value");
+        for (auto it = j.begin(); it != j.end(); ++it) {
+            std::printf("%-34s %14s\n", it.key().c_str(), it.value().is_string() ? it.value().get<std::string>().c_str()
+                                                                                : it.value().dump().c_str());
+        }
+        std::cout << "json: " << j.dump() << "\n";
+    }
+    return eager.tokens == replay.tokens ? 0 : 2;
+}
+}  // namespace
+
+Action add_bench(CLI::App& app) {
+    auto a = std::make_shared<BenchArgs>();
+    app.add_option("--model", a->model, "model folder")->required()->check(CLI::ExistingDirectory);
+    app.add_option("--prompt-tokens", a->prompt_tokens, "prompt length")->check(CLI::Range(1, 1 << 16));
+    app.add_option("--gen-tokens", a->gen_tokens, "tokens to generate")->check(CLI::Range(8, 1 << 16));
+    app.add_flag("--json", a->json, "print JSON only");
+    app.add_option("--threads", a->threads, "worker threads (default: all cores)")->check(CLI::Range(1, 1024));
+    return [a] { return run_bench(*a); };
+}
+
+}  // namespace tracelm::tools

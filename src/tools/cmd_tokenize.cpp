@@ -1,0 +1,51 @@
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "tokenizer/tokenizer.h"
+#include "tools/commands.h"
+
+namespace tracelm::tools {
+
+namespace {
+struct TokenizeArgs {
+    std::string model, text, jsonl;
+};
+
+int run_tokenize(const TokenizeArgs& a) {
+    const Tokenizer tok = Tokenizer::from_file((std::filesystem::path(a.model) / "tokenizer.json").string());
+    if (a.jsonl.empty()) {
+        std::cout << nlohmann::json(tok.encode(a.text)).dump() << "\n";
+        return 0;
+    }
+    std::ifstream in(a.jsonl);
+    if (!in) throw std::runtime_error("cannot open '" + a.jsonl + "'");
+    std::string line;
+    int line_no = 0;
+    while (std::getline(in, line)) {
+        ++line_no;
+        if (line.empty()) continue;
+        const auto j = nlohmann::json::parse(line, nullptr, false);
+        if (j.is_discarded() || !j.is_object() || !j.contains("text") || !j["text"].is_string()) {
+            throw std::runtime_error(a.jsonl + ":" + std::to_string(line_no) + ": expected a JSON object with a \"text\" string");
+        }
+        std::cout << nlohmann::json(tok.encode(j["text"].get<std::string>())).dump() << "\n";
+    }
+    return 0;
+}
+}  // namespace
+
+Action add_tokenize(CLI::App& app) {
+    auto a = std::make_shared<TokenizeArgs>();
+    app.add_option("--model", a->model, "model folder holding tokenizer.json")->required()->check(CLI::ExistingDirectory);
+    auto* text = app.add_option("--text", a->text, "text to tokenize");
+    auto* jsonl = app.add_option("--jsonl", a->jsonl, "file with one {\"text\": ...} object per line")->check(CLI::ExistingFile);
+    text->excludes(jsonl);
+    app.callback([text, jsonl] {
+        if (text->count() == 0 && jsonl->count() == 0) throw CLI::RequiredError("--text or --jsonl");
+    });
+    return [a] { return run_tokenize(*a); };
+}
+
+}  // namespace tracelm::tools

@@ -1,0 +1,29 @@
+#include <cstdio>
+#include <exception>
+#include <vector>
+
+#include "tools/commands.h"
+
+int main(int argc, char** argv) {
+    CLI::App app{"tracelm: LLM inference with a host-free captured decode step"};
+    app.require_subcommand(1);
+    std::vector<std::pair<CLI::App*, tracelm::tools::Action>> commands;
+    auto reg = [&](const char* name, const char* help, tracelm::tools::Action (*add)(CLI::App&)) {
+        CLI::App* sub = app.add_subcommand(name, help);
+        commands.emplace_back(sub, add(*sub));
+    };
+    reg("generate", "generate text from a prompt", tracelm::tools::add_generate);
+    reg("tokenize", "print the token ids of a text", tracelm::tools::add_tokenize);
+    reg("make-checkpoint", "write a random-weight Qwen3 model folder", tracelm::tools::add_make_checkpoint);
+    reg("bench", "measure prefill and decode speed, eager and replayed", tracelm::tools::add_bench);
+    CLI11_PARSE(app, argc, argv);
+    try {
+        for (auto& [sub, action] : commands) {
+            if (sub->parsed()) return action();
+        }
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "error: %s\n", e.what());
+        return 1;
+    }
+    return 1;
+}

@@ -1,0 +1,392 @@
+// ModelConfig parsing: real-world configs and every kind of invalid field.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+
+#include "model/config.h"
+
+namespace tracelm {
+namespace {
+
+using nlohmann::json;
+
+// Qwen/Qwen3-0.6B's config.json as published.
+const char* kQwen3_06B = R"({
+  "architectures": ["Qwen3ForCausalLM"],
+  "attention_bias": false,
+  "attention_dropout": 0.0,
+  "bos_token_id": 151643,
+  "eos_token_id": 151645,
+  "head_dim": 128,
+  "hidden_act": "silu",
+  "hidden_size": 1024,
+  "initializer_range": 0.02,
+  "intermediate_size": 3072,
+  "max_position_embeddings": 40960,
+  "max_window_layers": 28,
+  "model_type": "qwen3",
+  "num_attention_heads": 16,
+  "num_hidden_layers": 28,
+  "num_key_value_heads": 8,
+  "rms_norm_eps": 1e-06,
+  "rope_scaling": null,
+  "rope_theta": 1000000,
+  "sliding_window": null,
+  "tie_word_embeddings": true,
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.51.0",
+  "use_cache": true,
+  "use_sliding_window": false,
+  "vocab_size": 151936
+})";
+
+// Our tiny random checkpoint's config after a round trip through transformers 5.24's
+// AutoConfig.from_pretrained + save_pretrained.
+const char* kTinyResavedByTransformersV5 = R"({
+  "architectures": ["Qwen3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+  "bos_token_id": 151643, "dtype": "float32", "eos_token_id": 151645, "head_dim": 32, "hidden_act": "silu",
+  "hidden_size": 64, "initializer_range": 0.02, "intermediate_size": 192,
+  "layer_types": ["full_attention", "full_attention"], "max_position_embeddings": 4096, "max_window_layers": 2,
+  "model_type": "qwen3", "num_attention_heads": 4, "num_hidden_layers": 2, "num_key_value_heads": 2,
+  "pad_token_id": null, "rms_norm_eps": 1e-06, "rope_parameters": {"rope_theta": 1000000, "rope_type": "default"},
+  "sliding_window": null, "tie_word_embeddings": true, "transformers_version": "5.24.0", "use_cache": true,
+  "use_sliding_window": false, "vocab_size": 151936
+})";
+
+// A Llama-3-style config: eos list, no head_dim, no kv default needed.
+json llama() {
+    return json::parse(R"({
+      "architectures": ["LlamaForCausalLM"], "hidden_size": 2048, "intermediate_size": 8192,
+      "num_hidden_layers": 16, "num_attention_heads": 32, "num_key_value_heads": 8,
+      "rms_norm_eps": 1e-05, "rope_theta": 500000.0, "vocab_size": 128256,
+      "max_position_embeddings": 8192, "bos_token_id": 128000, "eos_token_id": [128001, 128008, 128009],
+      "tie_word_embeddings": true, "torch_dtype": "bfloat16", "hidden_act": "silu", "mlp_bias": false,
+      "attention_bias": false, "rope_scaling": null})");
+}
+
+ModelConfig parse(const json& j) { return ModelConfig::from_json_text(j.dump(), "test/config.json"); }
+
+// Expects parsing to fail with a message naming the source file and containing `needle`.
+void expect_error(const json& j, const std::string& needle) {
+    try {
+        parse(j);
+        ADD_FAILURE() << "accepted " << j.dump() << " (expected an error mentioning '" << needle << "')";
+    } catch (const std::runtime_error& e) {
+        const std::string msg = e.what();
+        EXPECT_NE(msg.find(needle), std::string::npos) << "message: " << msg;
+        EXPECT_NE(msg.find("test/config.json"), std::string::npos) << "message: " << msg;
+    }
+}
+
+TEST(ModelConfig, ParsesQwen3_06B) {
+    const ModelConfig c = ModelConfig::from_json_text(kQwen3_06B);
+    EXPECT_EQ(c.arch, Arch::Qwen3);
+    EXPECT_EQ(c.architecture, "Qwen3ForCausalLM");
+    EXPECT_EQ(c.hidden_size, 1024);
+    EXPECT_EQ(c.intermediate_size, 3072);
+    EXPECT_EQ(c.num_hidden_layers, 28);
+    EXPECT_EQ(c.num_attention_heads, 16);
+    EXPECT_EQ(c.num_key_value_heads, 8);
+    EXPECT_EQ(c.head_dim, 128);
+    EXPECT_EQ(c.q_dim(), 2048);
+    EXPECT_EQ(c.kv_dim(), 1024);
+    EXPECT_FLOAT_EQ(c.rms_norm_eps, 1e-6f);
+    EXPECT_EQ(c.rope_theta, 1e6);
+    EXPECT_EQ(c.vocab_size, 151936);
+    EXPECT_EQ(c.max_position_embeddings, 40960);
+    EXPECT_TRUE(c.tie_word_embeddings);
+    EXPECT_FALSE(c.attention_bias);
+    EXPECT_TRUE(c.qk_norm);
+    EXPECT_EQ(c.bos_token_id, 151643);
+    EXPECT_EQ(c.eos_token_ids, std::vector<int>{151645});
+    EXPECT_EQ(c.torch_dtype, "bfloat16");
+    EXPECT_EQ(arch_name(c.arch), "qwen3");
+}
+
+TEST(ModelConfig, ParsesConfigSavedByTransformersV5) {
+    const ModelConfig c = ModelConfig::from_json_text(kTinyResavedByTransformersV5);
+    EXPECT_EQ(c.arch, Arch::Qwen3);
+    EXPECT_EQ(c.head_dim, 32);
+    EXPECT_EQ(c.rope_theta, 1e6);
+    EXPECT_EQ(c.torch_dtype, "float32");
+    EXPECT_TRUE(c.tie_word_embeddings);
+}
+
+TEST(ModelConfig, ParsesLlamaWithEosListAndDerivedHeadDim) {
+    const ModelConfig c = parse(llama());
+    EXPECT_EQ(c.arch, Arch::Llama);
+    EXPECT_EQ(c.head_dim, 64);
+    EXPECT_EQ(c.num_key_value_heads, 8);
+    EXPECT_EQ(c.eos_token_ids, (std::vector<int>{128001, 128008, 128009}));
+    EXPECT_EQ(c.rope_theta, 500000.0);
+    EXPECT_FALSE(c.qk_norm);
+    EXPECT_FALSE(c.attention_bias);
+}
+
+TEST(ModelConfig, Defaults) {
+    json j = llama();
+    for (const char* k : {"num_key_value_heads", "rope_theta", "tie_word_embeddings", "attention_bias", "bos_token_id",
+                          "eos_token_id", "torch_dtype", "hidden_act", "mlp_bias", "rope_scaling"})
+        j.erase(k);
+    ModelConfig c = parse(j);
+    EXPECT_EQ(c.num_key_value_heads, 32);
+    EXPECT_EQ(c.rope_theta, 10000.0);
+    EXPECT_FALSE(c.tie_word_embeddings);
+    EXPECT_FALSE(c.attention_bias);
+    EXPECT_FALSE(c.bos_token_id.has_value());
+    EXPECT_TRUE(c.eos_token_ids.empty());
+    EXPECT_EQ(c.torch_dtype, "");
+
+    // null means "default" too, as HF writes it.
+    j["num_key_value_heads"] = nullptr;
+    j["head_dim"] = nullptr;
+    c = parse(j);
+    EXPECT_EQ(c.num_key_value_heads, 32);
+    EXPECT_EQ(c.head_dim, 64);
+
+    // Qwen3Config's own head_dim default is 128, not hidden / heads.
+    json q = json::parse(kQwen3_06B);
+    q.erase("head_dim");
+    q["hidden_size"] = 512;
+    EXPECT_EQ(parse(q).head_dim, 128);
+}
+
+TEST(ModelConfig, Qwen2AlwaysHasAttentionBias) {
+    json j = llama();
+    j["architectures"] = {"Qwen2ForCausalLM"};
+    j.erase("attention_bias");
+    ModelConfig c = parse(j);
+    EXPECT_EQ(c.arch, Arch::Qwen2);
+    EXPECT_TRUE(c.attention_bias);
+    EXPECT_FALSE(c.qk_norm);
+    j["attention_bias"] = false;  // HF's Qwen2 ignores the field
+    EXPECT_TRUE(parse(j).attention_bias);
+    j = llama();
+    j["attention_bias"] = true;
+    EXPECT_TRUE(parse(j).attention_bias);
+}
+
+TEST(ModelConfig, MistralIsLlama) {
+    json j = llama();
+    j["architectures"] = {"MistralForCausalLM"};
+    j["sliding_window"] = nullptr;
+    EXPECT_EQ(parse(j).arch, Arch::Llama);
+    j["sliding_window"] = 8192;  // as long as the context: no effect
+    EXPECT_EQ(parse(j).arch, Arch::Llama);
+}
+
+TEST(ModelConfig, DtypeFieldOfNewerTransformers) {
+    json j = llama();
+    j.erase("torch_dtype");
+    j["dtype"] = "float16";
+    EXPECT_EQ(parse(j).torch_dtype, "float16");
+}
+
+TEST(ModelConfig, RopeScaling) {
+    json j = llama();
+    j["rope_scaling"] = {{"rope_type", "default"}};
+    EXPECT_NO_THROW(parse(j));
+    j["rope_scaling"] = {{"type", "default"}};
+    EXPECT_NO_THROW(parse(j));
+    j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
+    expect_error(j, "rope type 'llama3' is not supported");
+    j["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}};
+    expect_error(j, "'rope_scaling': rope type 'yarn'");
+    j["rope_scaling"] = {{"factor", 4.0}};
+    expect_error(j, "rope_scaling");
+    j["rope_scaling"] = "linear";
+    expect_error(j, "rope_scaling");
+}
+
+// transformers v5 writes rope_parameters instead of rope_theta / rope_scaling.
+TEST(ModelConfig, RopeParametersOfTransformersV5) {
+    json j = llama();
+    j.erase("rope_theta");
+    j.erase("rope_scaling");
+    j["rope_parameters"] = {{"rope_theta", 1000000}, {"rope_type", "default"}};
+    j["layer_types"] = json::array();
+    for (int i = 0; i < 16; ++i) j["layer_types"].push_back("full_attention");
+    EXPECT_EQ(parse(j).rope_theta, 1e6);
+    j["rope_theta"] = 5.0;  // the one inside rope_parameters wins
+    EXPECT_EQ(parse(j).rope_theta, 1e6);
+    j["rope_parameters"] = {{"rope_type", "default"}};
+    EXPECT_EQ(parse(j).rope_theta, 5.0);
+    j["rope_parameters"] = {{"rope_theta", 0}, {"rope_type", "default"}};
+    expect_error(j, "field 'rope_parameters.rope_theta'");
+    j["rope_parameters"] = {{"rope_theta", 1e6}, {"rope_type", "yarn"}, {"factor", 4.0}};
+    expect_error(j, "'rope_parameters': rope type 'yarn' is not supported");
+    j["rope_parameters"] = {{"full_attention", {{"rope_theta", 1e6}, {"rope_type", "default"}}}};
+    expect_error(j, "'rope_parameters': per-layer-type RoPE parameters ('full_attention')");
+    j["rope_parameters"] = {{"rope_theta", 1e6}, {"partial_rotary_factor", 0.5}};
+    expect_error(j, "'rope_parameters.partial_rotary_factor'");
+    j["rope_parameters"] = {{"rope_theta", 1e6}, {"partial_rotary_factor", 1.0}};
+    EXPECT_EQ(parse(j).rope_theta, 1e6);
+    // A legacy rope_scaling takes the place of rope_parameters, as in v5.
+    j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2.0}};
+    expect_error(j, "'rope_scaling': rope type 'linear'");
+}
+
+TEST(ModelConfig, OnlyFullAttentionLayers) {
+    json j = llama();
+    j["layer_types"] = {"full_attention", "sliding_attention"};
+    expect_error(j, "'layer_types': layer type \"sliding_attention\" is not supported");
+    j["layer_types"] = "full_attention";
+    expect_error(j, "'layer_types'");
+    j.erase("layer_types");
+    j["partial_rotary_factor"] = 0.5;
+    expect_error(j, "'partial_rotary_factor'");
+}
+
+TEST(ModelConfig, UnknownArchitecture) {
+    json j = llama();
+    j["architectures"] = {"GPT2LMHeadModel"};
+    expect_error(j, "unsupported architecture 'GPT2LMHeadModel' (supported: Qwen3ForCausalLM");
+    j["architectures"] = json::array();
+    expect_error(j, "architectures");
+    j["architectures"] = "LlamaForCausalLM";
+    expect_error(j, "architectures");
+    j["architectures"] = {7};
+    expect_error(j, "architectures");
+    j.erase("architectures");
+    expect_error(j, "'architectures': missing");
+}
+
+TEST(ModelConfig, MissingRequiredFields) {
+    for (const char* k : {"hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                          "rms_norm_eps", "vocab_size", "max_position_embeddings"}) {
+        json j = llama();
+        j.erase(k);
+        expect_error(j, "field '" + std::string(k) + "': missing");
+        j[k] = nullptr;
+        expect_error(j, "field '" + std::string(k) + "': missing");
+    }
+}
+
+TEST(ModelConfig, InvalidValues) {
+    struct Case {
+        const char* field;
+        json value;
+    };
+    const Case cases[] = {
+        {"hidden_size", 0},
+        {"hidden_size", -2048},
+        {"hidden_size", 65536 * 2},
+        {"hidden_size", "2048"},
+        {"hidden_size", 2048.0},
+        {"hidden_size", 2048.5},
+        {"hidden_size", true},
+        {"hidden_size", 18446744073709551615ull},
+        {"hidden_size", 1e300},
+        {"intermediate_size", 0},
+        {"intermediate_size", 1 << 21},
+        {"num_hidden_layers", 0},
+        {"num_hidden_layers", 1025},
+        {"num_hidden_layers", -1},
+        {"num_attention_heads", 0},
+        {"num_attention_heads", 2048},
+        {"num_key_value_heads", 0},
+        {"num_key_value_heads", 64},  // more than the 32 heads
+        {"num_key_value_heads", 6},   // does not divide 32
+        {"head_dim", 0},
+        {"head_dim", 63},
+        {"head_dim", 4096},
+        {"rms_norm_eps", 0},
+        {"rms_norm_eps", -1e-5},
+        {"rms_norm_eps", 2.0},
+        {"rms_norm_eps", "1e-5"},
+        {"rope_theta", 0},
+        {"rope_theta", -10000},
+        {"rope_theta", "big"},
+        {"vocab_size", 0},
+        {"vocab_size", (1 << 24) + 1},
+        {"max_position_embeddings", 0},
+        {"max_position_embeddings", 1 << 30},
+        {"tie_word_embeddings", "yes"},
+        {"tie_word_embeddings", 1},
+        {"attention_bias", "false"},
+        {"bos_token_id", -1},
+        {"bos_token_id", 128256},  // == vocab_size
+        {"eos_token_id", 200000},
+        {"eos_token_id", json::array({128001, "x"})},
+        {"eos_token_id", json::array({128001, -5})},
+        {"eos_token_id", "</s>"},
+        {"torch_dtype", "float64"},
+        {"torch_dtype", 16},
+        {"hidden_act", "gelu"},
+        {"mlp_bias", true},
+    };
+    for (const Case& c : cases) {
+        json j = llama();
+        j[c.field] = c.value;
+        SCOPED_TRACE(std::string(c.field) + " = " + c.value.dump());
+        expect_error(j, "field '" + std::string(c.field) + "'");
+    }
+}
+
+TEST(ModelConfig, HeadsMustDivideHiddenWithoutHeadDim) {
+    json j = llama();
+    j["num_attention_heads"] = 24;  // 2048 % 24 != 0
+    j["num_key_value_heads"] = 8;
+    expect_error(j, "'num_attention_heads': 24 does not divide hidden_size 2048");
+    j["head_dim"] = 64;  // explicit head_dim makes it fine (as in Qwen3, where heads * head_dim != hidden)
+    EXPECT_EQ(parse(j).q_dim(), 24 * 64);
+}
+
+TEST(ModelConfig, SlidingWindowIsRejected) {
+    json j = llama();
+    j["architectures"] = {"MistralForCausalLM"};
+    j["sliding_window"] = 4096;
+    expect_error(j, "'sliding_window'");
+    json q = json::parse(kQwen3_06B);
+    q["use_sliding_window"] = true;
+    expect_error(q, "'use_sliding_window'");
+}
+
+TEST(ModelConfig, NotAConfig) {
+    for (const char* text : {"", "{", "[1, 2]", "\"hi\"", "null", "{\"a\": }"}) {
+        SCOPED_TRACE(text);
+        try {
+            ModelConfig::from_json_text(text, "x/config.json");
+            ADD_FAILURE() << "accepted";
+        } catch (const std::runtime_error& e) {
+            EXPECT_NE(std::string(e.what()).find("x/config.json"), std::string::npos) << e.what();
+        }
+    }
+}
+
+TEST(ModelConfig, FromFileNamesTheFile) {
+    char tmpl[] = "/tmp/tracelm_config_XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    const std::filesystem::path dir(tmpl);
+    const std::string path = (dir / "config.json").string();
+    {
+        std::ofstream(path) << kQwen3_06B;
+    }
+    EXPECT_EQ(ModelConfig::from_file(path).num_hidden_layers, 28);
+    {
+        json j = json::parse(kQwen3_06B);
+        j["num_hidden_layers"] = 0;
+        std::ofstream(path) << j.dump();
+    }
+    try {
+        ModelConfig::from_file(path);
+        ADD_FAILURE() << "accepted";
+    } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find(path + ": field 'num_hidden_layers'"), std::string::npos) << e.what();
+    }
+    std::filesystem::remove_all(dir);
+    try {
+        ModelConfig::from_file(path);
+        ADD_FAILURE() << "opened a missing file";
+    } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+    }
+}
+
+}  // namespace
+}  // namespace tracelm
