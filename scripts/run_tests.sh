@@ -4,4 +4,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
 BUILD_DIR=${BUILD_DIR:-build}
-ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$(nproc)" "$@"
+# One test process at a time: each already uses every core, and oversubscribed spinning pools crawl.
+ctest --test-dir "$BUILD_DIR" --output-on-failure "$@"

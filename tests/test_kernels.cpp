@@ -130,7 +130,7 @@ void check_matmul(const KernelTable& kt, double tol, int64_t T, int64_t K, int64
 TEST_P(KernelTest, MatmulMatchesReference) {
     std::mt19937 rng(1);
     for (DType wt : kWeightTypes) {
-        for (int64_t T : {1, 2, 3, 4, 5, 17, 130}) {
+        for (int64_t T : {1, 2, 3, 4, 5, 17, 48, 49, 130}) {
             for (int64_t K : {1, 7, 33, 1000, 1024 + 3}) {
                 const int64_t N = T == 130 ? 53 : 37;
                 check_matmul(k(), matmul_tol(wt), T, K, N, wt, (T + K) % 2 == 0, 0, N, rng);
@@ -146,6 +146,7 @@ TEST_P(KernelTest, MatmulSubRangesAndManyPanels) {
         check_matmul(k(), matmul_tol(wt), 3, 100, 50, wt, false, 17, 18, rng);
         check_matmul(k(), matmul_tol(wt), 9, 520, 140, wt, true, 1, 139, rng);
         check_matmul(k(), matmul_tol(wt), 6, 16, 10, wt, false, 4, 4, rng);
+        check_matmul(k(), matmul_tol(wt), 70, 600, 140, wt, true, 3, 131, rng);
     }
 }
 

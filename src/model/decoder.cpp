@@ -62,7 +62,7 @@ void Decoder::forward(const StepInputs& in, int T) {
         const int layer = static_cast<int>(l);
         backend_.kv_write(k, v, in.slot_mapping, kv_.k(layer), kv_.v(layer));
         backend_.attention(q, kv_.k(layer), kv_.v(layer), in.meta, H, KV, hd, scale, attn);
-        backend_.matmul(attn, L.o_proj, nullptr, proj);
+        backend_.matmul(attn, L.o_proj, L.o_bias ? &*L.o_bias : nullptr, proj);
         backend_.add(x, proj, x);
         backend_.rms_norm(x, L.post_norm, eps, h);
         backend_.matmul(h, L.gate_proj, nullptr, gate);

@@ -75,6 +75,8 @@ std::unique_ptr<Model> Model::load(const std::string& dir, Backend& backend) {
             L.q_bias = m->bind(backend, p + "self_attn.q_proj.bias", 1, q_dim, true);
             L.k_bias = m->bind(backend, p + "self_attn.k_proj.bias", 1, kv_dim, true);
             L.v_bias = m->bind(backend, p + "self_attn.v_proj.bias", 1, kv_dim, true);
+            // Qwen2 biases q/k/v only; Llama and Qwen3 put attention_bias on o_proj too.
+            if (cfg.arch != Arch::Qwen2) L.o_bias = m->bind(backend, p + "self_attn.o_proj.bias", 1, H, true);
         }
         if (cfg.qk_norm) {
             L.q_norm = m->bind(backend, p + "self_attn.q_norm.weight", 1, hd, false);

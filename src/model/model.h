@@ -16,7 +16,8 @@ namespace tracelm {
 struct LayerWeights {
     Tensor input_norm, post_norm;
     Tensor q_proj, k_proj, v_proj, o_proj;
-    std::optional<Tensor> q_bias, k_bias, v_bias;  // f32 (Qwen2)
+    std::optional<Tensor> q_bias, k_bias, v_bias;  // f32 (Qwen2; any model with attention_bias)
+    std::optional<Tensor> o_bias;                  // f32 (attention_bias outside Qwen2)
     std::optional<Tensor> q_norm, k_norm;          // per-head RMSNorm weights (Qwen3)
     Tensor gate_proj, up_proj, down_proj;
 };
