@@ -1,3 +1,5 @@
+// The dispatcher: the free kernel functions go through the table of active_isa(), chosen once; also the
+// per-thread scratch memory the ISA files use.
 #include <cstdlib>
 #include <new>
 #include <stdexcept>

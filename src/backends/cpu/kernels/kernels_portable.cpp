@@ -1,6 +1,6 @@
-// Plain C++ kernels: the fallback for CPUs without AVX2, and the baseline the SIMD versions are tested
-// beside. Loops are written over 8 independent lanes so the compiler can vectorise them without
-// reassociating floating-point sums (which it may not do, and which would break determinism).
+// Plain C++ kernels: the fallback for CPUs without AVX2. Loops are written over 8 independent lanes so the
+// compiler can vectorise them without reassociating floating-point sums (which it may not do, and which
+// would break determinism).
 #include <cmath>
 #include <cstdint>
 #include <cstring>
