@@ -11,10 +11,9 @@
 #include "engine/engine.h"
 #include "test_support.h"
 
-// Counts every heap allocation in the test process.
-static std::atomic<uint64_t> g_allocations{0};
+// Counts every heap allocation in the test process (read through testing::heap_allocations()).
 void* operator new(std::size_t n) {
-    g_allocations.fetch_add(1, std::memory_order_relaxed);
+    tracelm::testing::heap_allocations().fetch_add(1, std::memory_order_relaxed);
     if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
     throw std::bad_alloc();
 }
@@ -87,9 +86,9 @@ TEST(Replay, ReplayPerformsNoHeapAllocation) {
     engine.step();  // eager warm-up
     engine.step();  // capture + first replay
     ASSERT_TRUE(engine.captured());
-    const uint64_t before = g_allocations.load();
+    const uint64_t before = testing::heap_allocations().load();
     for (int i = 0; i < 100; ++i) engine.step();
-    EXPECT_EQ(g_allocations.load() - before, 0u);
+    EXPECT_EQ(testing::heap_allocations().load() - before, 0u);
     EXPECT_EQ(engine.replays(), 101);
 }
 

@@ -3,6 +3,8 @@
 
 #include <unistd.h>
 
+#include <atomic>
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -12,6 +14,12 @@
 namespace tracelm::testing {
 
 inline std::string repo_path(const std::string& rel) { return std::string(TRACELM_SOURCE_DIR) + "/" + rel; }
+
+// Heap allocations made so far by the test process: test_replay.cpp replaces operator new to count them.
+inline std::atomic<uint64_t>& heap_allocations() {
+    static std::atomic<uint64_t> count{0};
+    return count;
+}
 
 // A random-weight checkpoint made once per test process (removed at exit).
 inline const std::string& generated_checkpoint(const std::string& geometry, uint64_t seed, DType dtype) {

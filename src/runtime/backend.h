@@ -47,6 +47,14 @@ struct DecodeState {
     int block_size = 0;
 };
 
+// Scratch of dsa_topk for up to max_rows rows of max_keys keys, made once (outside capture) by
+// dsa::make_topk_workspace in ops/dsa/dsa_topk.h.
+struct DsaTopkWorkspace {
+    Buffer* buffer = nullptr;
+    int64_t max_rows = 0;
+    int64_t max_keys = 0;
+};
+
 class Backend {
    public:
     virtual ~Backend() = default;
@@ -100,6 +108,23 @@ class Backend {
     // Feeds sampled ids into the next step: history[step] = sampled, token_ids = sampled, positions,
     // seq_lens += 1, slot from the block table (-1 past the reserved blocks), step += 1.
     virtual void advance_decode(const Tensor& sampled, const DecodeState& st) = 0;
+
+    // ---- DeepSeek sparse attention (semantics in ops/dsa/dsa_topk.h) ----
+    // Bytes DsaTopkWorkspace::buffer needs for up to max_rows rows of max_keys keys.
+    virtual size_t dsa_topk_workspace_bytes(int64_t max_rows, int64_t max_keys) const = 0;
+    // indices [T, topk] i64: the topk best keys of each row of scores [T, nk] f32 within
+    // [window_start[t], window_end[t]) (i64), in ascending key order, -1 padded.
+    virtual void dsa_topk(const Tensor& scores, const Tensor& window_start, const Tensor& window_end,
+                          const DsaTopkWorkspace& ws, const Tensor& indices) = 0;
+    // Indexer score: scores[t, s] = sum_h w[t, h] * relu(q[t, h*D:(h+1)*D] . keys[s, :]) with q [T, heads*D],
+    // w [T, heads], keys [nk, D], scores [T, nk] (all f32).
+    virtual void dsa_indexer(const Tensor& q, const Tensor& weights, const Tensor& keys, int heads,
+                             const Tensor& scores) = 0;
+    // attention() restricted, for each query row t, to the cached positions indices[t, :] (i64); -1 entries and
+    // positions the row may not see are skipped. Given all of them in ascending order it equals attention().
+    virtual void sparse_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                                  const AttentionMeta& meta, const Tensor& indices, int heads, int kv_heads,
+                                  int head_dim, float scale, const Tensor& out) = 0;
 
    protected:
     virtual Buffer* do_alloc(size_t bytes, const std::string& name) = 0;

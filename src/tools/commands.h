@@ -14,5 +14,6 @@ Action add_generate(CLI::App& app);
 Action add_tokenize(CLI::App& app);
 Action add_make_checkpoint(CLI::App& app);
 Action add_bench(CLI::App& app);
+Action add_dsa_topk(CLI::App& app);
 
 }  // namespace tracelm::tools

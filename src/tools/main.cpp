@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
     reg("tokenize", "print the token ids of a text", tracelm::tools::add_tokenize);
     reg("make-checkpoint", "write a random-weight Qwen3 model folder", tracelm::tools::add_make_checkpoint);
     reg("bench", "measure prefill and decode speed, eager and replayed", tracelm::tools::add_bench);
+    reg("dsa-topk", "run DSA top-k selection on a JSON case", tracelm::tools::add_dsa_topk);
     CLI11_PARSE(app, argc, argv);
     try {
         for (auto& [sub, action] : commands) {

@@ -12,6 +12,10 @@
 
 #include "backends/cpu/kernels/kernels.h"
 #include "backends/cpu/paged_attention.h"
+#include "ops/dsa/dsa_indexer.h"
+#include "ops/dsa/dsa_topk.h"
+#include "ops/dsa/dsa_topk_cpu.h"
+#include "ops/dsa/sparse_attention.h"
 
 namespace tracelm::cpu {
 
@@ -203,6 +207,36 @@ void run_advance(const AdvanceArgs& a, int64_t, int64_t) {
     *a.step = step + 1;
 }
 
+// Checks an attention call (named `op` in errors) and resolves its arguments.
+PagedAttentionArgs attention_args(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                                  const AttentionMeta& meta, int heads, int kv_heads, int head_dim, float scale,
+                                  const Tensor& out, const char* op) {
+    for (const Tensor* t : {&q, &k_cache, &v_cache, &out}) require_dtype(*t, DType::F32, op);
+    require(heads > 0 && kv_heads > 0 && heads % kv_heads == 0 && head_dim > 0 && head_dim <= kMaxHeadDim, op,
+            "bad head geometry");
+    require(q.cols == static_cast<int64_t>(heads) * head_dim && out.rows == q.rows && out.cols == q.cols &&
+                k_cache.cols == static_cast<int64_t>(kv_heads) * head_dim && v_cache.cols == k_cache.cols,
+            op, "shape mismatch");
+    require(meta.num_seqs > 0 && meta.block_size > 0 && meta.block_tables.rows >= meta.num_seqs &&
+                meta.seq_lens.numel() >= meta.num_seqs && meta.query_start_loc.numel() >= meta.num_seqs + 1,
+            op, "bad metadata");
+    return {q.ptr<float>(),
+            k_cache.ptr<float>(),
+            v_cache.ptr<float>(),
+            meta.block_tables.ptr<int32_t>(),
+            meta.seq_lens.ptr<int32_t>(),
+            meta.query_start_loc.ptr<int32_t>(),
+            out.ptr<float>(),
+            k_cache.rows,
+            meta.num_seqs,
+            static_cast<int>(meta.block_tables.cols),
+            meta.block_size,
+            heads,
+            kv_heads,
+            head_dim,
+            scale};
+}
+
 }  // namespace
 
 CpuBackend::CpuBackend(int threads) : pool_(threads) {}
@@ -386,31 +420,9 @@ void CpuBackend::kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_m
 
 void CpuBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta,
                            int heads, int kv_heads, int head_dim, float scale, const Tensor& out) {
-    for (const Tensor* t : {&q, &k_cache, &v_cache, &out}) require_dtype(*t, DType::F32, "attention");
-    require(heads > 0 && kv_heads > 0 && heads % kv_heads == 0 && head_dim > 0 && head_dim <= kMaxHeadDim,
-            "attention", "bad head geometry");
-    require(q.cols == static_cast<int64_t>(heads) * head_dim && out.rows == q.rows && out.cols == q.cols &&
-                k_cache.cols == static_cast<int64_t>(kv_heads) * head_dim && v_cache.cols == k_cache.cols,
-            "attention", "shape mismatch");
-    require(meta.num_seqs > 0 && meta.block_size > 0 && meta.block_tables.rows >= meta.num_seqs &&
-                meta.seq_lens.numel() >= meta.num_seqs && meta.query_start_loc.numel() >= meta.num_seqs + 1,
-            "attention", "bad metadata");
-    PagedAttentionArgs a{q.ptr<float>(),
-                         k_cache.ptr<float>(),
-                         v_cache.ptr<float>(),
-                         meta.block_tables.ptr<int32_t>(),
-                         meta.seq_lens.ptr<int32_t>(),
-                         meta.query_start_loc.ptr<int32_t>(),
-                         out.ptr<float>(),
-                         k_cache.rows,
-                         meta.num_seqs,
-                         static_cast<int>(meta.block_tables.cols),
-                         meta.block_size,
-                         heads,
-                         kv_heads,
-                         head_dim,
-                         scale};
-    submit(paged_attention_range, a, q.rows * heads);
+    submit(paged_attention_range,
+           attention_args(q, k_cache, v_cache, meta, heads, kv_heads, head_dim, scale, out, "attention"),
+           q.rows * heads);
 }
 
 void CpuBackend::add(const Tensor& a, const Tensor& b, const Tensor& out) {
@@ -455,6 +467,43 @@ void CpuBackend::advance_decode(const Tensor& sampled, const DecodeState& st) {
                        st.step.ptr<int32_t>(), st.history.ptr<int32_t>(), st.history.rows, static_cast<int>(S),
                        static_cast<int>(st.block_tables.cols), st.block_size},
            1);
+}
+
+size_t CpuBackend::dsa_topk_workspace_bytes(int64_t, int64_t max_keys) const {
+    // One scratch slot per pool thread, whatever the number of rows.
+    return dsa::array_bytes(threads(), dsa::topk_cpu_slot_elems(max_keys), sizeof(uint32_t));
+}
+
+void CpuBackend::dsa_topk(const Tensor& scores, const Tensor& window_start, const Tensor& window_end,
+                          const DsaTopkWorkspace& ws, const Tensor& indices) {
+    dsa::check_topk_args(scores, window_start, window_end, indices);
+    dsa::check_topk_workspace(ws, scores.rows, scores.cols, dsa_topk_workspace_bytes(ws.max_rows, ws.max_keys));
+    if (scores.rows == 0) return;
+    submit(dsa::topk_cpu_range,
+           dsa::TopkCpuArgs{scores.ptr<float>(), window_start.ptr<int64_t>(), window_end.ptr<int64_t>(),
+                            indices.ptr<int64_t>(), static_cast<uint32_t*>(ws.buffer->data), scores.rows, scores.cols,
+                            indices.cols, dsa::topk_cpu_slot_elems(ws.max_keys), threads(), active_isa()},
+           threads());
+}
+
+void CpuBackend::dsa_indexer(const Tensor& q, const Tensor& weights, const Tensor& keys, int heads,
+                             const Tensor& scores) {
+    dsa::check_indexer_args(q, weights, keys, heads, scores);
+    submit(dsa::indexer_range,
+           dsa::IndexerArgs{q.ptr<float>(), weights.ptr<float>(), keys.ptr<float>(), scores.ptr<float>(), keys.rows,
+                            heads, keys.cols},
+           scores.numel(), 16);
+}
+
+void CpuBackend::sparse_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                                  const AttentionMeta& meta, const Tensor& indices, int heads, int kv_heads,
+                                  int head_dim, float scale, const Tensor& out) {
+    const PagedAttentionArgs a =
+        attention_args(q, k_cache, v_cache, meta, heads, kv_heads, head_dim, scale, out, "sparse_attention");
+    require_dtype(indices, DType::I64, "sparse_attention");
+    require(indices.rows == q.rows, "sparse_attention", "indices need one row per query row");
+    submit(dsa::sparse_attention_range, dsa::SparseAttentionArgs{a, indices.ptr<int64_t>(), indices.cols},
+           q.rows * heads);
 }
 
 }  // namespace tracelm::cpu

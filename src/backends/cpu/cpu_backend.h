@@ -43,6 +43,14 @@ class CpuBackend final : public Backend {
     void gather_last(const Tensor& x, const Tensor& query_start_loc, const Tensor& out) override;
     void argmax(const Tensor& logits, const Tensor& ids) override;
     void advance_decode(const Tensor& sampled, const DecodeState& st) override;
+    size_t dsa_topk_workspace_bytes(int64_t max_rows, int64_t max_keys) const override;
+    void dsa_topk(const Tensor& scores, const Tensor& window_start, const Tensor& window_end,
+                  const DsaTopkWorkspace& ws, const Tensor& indices) override;
+    void dsa_indexer(const Tensor& q, const Tensor& weights, const Tensor& keys, int heads,
+                     const Tensor& scores) override;
+    void sparse_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta,
+                          const Tensor& indices, int heads, int kv_heads, int head_dim, float scale,
+                          const Tensor& out) override;
 
    protected:
     Buffer* do_alloc(size_t bytes, const std::string& name) override;
