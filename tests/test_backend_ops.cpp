@@ -7,39 +7,14 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "test_support.h"
 
 namespace tracelm {
 namespace {
 
-class BackendOps : public ::testing::Test {
+class BackendOps : public testing::BackendTest {
    protected:
-    cpu::CpuBackend be{2};
-    std::mt19937 rng{42};
-
-    template <typename T>
-    Tensor make(const std::string& name, int64_t rows, int64_t cols, const std::vector<T>& data, DType dt) {
-        Tensor t = whole(be.alloc(static_cast<size_t>(rows * cols) * sizeof(T), name), dt, rows, cols);
-        be.upload(t, data.data());
-        return t;
-    }
-    Tensor f32(const std::string& name, int64_t rows, int64_t cols, const std::vector<float>& d) {
-        return make(name, rows, cols, d, DType::F32);
-    }
-    Tensor i32(const std::string& name, int64_t rows, int64_t cols, const std::vector<int32_t>& d) {
-        return make(name, rows, cols, d, DType::I32);
-    }
-    std::vector<float> randn(size_t n) {
-        std::normal_distribution<float> d;
-        std::vector<float> v(n);
-        for (auto& x : v) x = d(rng);
-        return v;
-    }
-    template <typename T>
-    std::vector<T> get(const Tensor& t) {
-        std::vector<T> v(static_cast<size_t>(t.numel()));
-        be.download(t, v.data());
-        return v;
-    }
+    BackendOps() : BackendTest(42) {}
 };
 
 TEST_F(BackendOps, PagedAttentionMatchesDenseCausalAttention) {

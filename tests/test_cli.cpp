@@ -1,9 +1,7 @@
 // The `tracelm` executable as users and outside checks drive it: bad inputs give a clear message
 // and a non-zero exit, good ones the documented output.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -16,10 +14,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-    int code;
-    std::string out;
-};
+using Result = testing::CliResult;
 
 std::string quote(const std::string& s) {
     std::string q = "'";
@@ -27,16 +22,7 @@ std::string quote(const std::string& s) {
     return q + "'";
 }
 
-Result run(const std::string& args, bool with_stderr = true) {
-    const std::string cmd = std::string(TRACELM_BINARY) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
-    FILE* p = popen(cmd.c_str(), "r");
-    std::string out;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-    const int status = pclose(p);
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
-}
+Result run(const std::string& args, bool with_stderr = true) { return testing::run_tracelm(args, with_stderr); }
 
 // A copy of the tiny checkpoint that a test may damage.
 class CliModel : public ::testing::Test {

@@ -17,38 +17,9 @@
 namespace tracelm {
 namespace {
 
-class DsaAttention : public ::testing::Test {
+class DsaAttention : public testing::BackendTest {
    protected:
-    cpu::CpuBackend be{2};
-    std::mt19937 rng{3};
-
-    template <typename T>
-    Tensor make(const std::string& name, DType dt, int64_t rows, int64_t cols, const std::vector<T>& data) {
-        Tensor t = whole(be.alloc(static_cast<size_t>(rows * cols) * sizeof(T), name), dt, rows, cols);
-        be.upload(t, data.data());
-        return t;
-    }
-    Tensor f32(const std::string& name, int64_t rows, int64_t cols, const std::vector<float>& d) {
-        return make(name, DType::F32, rows, cols, d);
-    }
-    Tensor i32(const std::string& name, int64_t rows, int64_t cols, const std::vector<int32_t>& d) {
-        return make(name, DType::I32, rows, cols, d);
-    }
-    Tensor i64(const std::string& name, int64_t rows, int64_t cols, const std::vector<int64_t>& d) {
-        return make(name, DType::I64, rows, cols, d);
-    }
-    std::vector<float> randn(size_t n) {
-        std::normal_distribution<float> d;
-        std::vector<float> v(n);
-        for (auto& x : v) x = d(rng);
-        return v;
-    }
-    template <typename T>
-    std::vector<T> get(const Tensor& t) {
-        std::vector<T> v(static_cast<size_t>(t.numel()));
-        be.download(t, v.data());
-        return v;
-    }
+    DsaAttention() : BackendTest(3) {}
 };
 
 TEST_F(DsaAttention, IndexerScoreMatchesDoubleReference) {

@@ -1,14 +1,14 @@
 // `tracelm dsa-topk` as outside checks drive it: a JSON case in, {"indices": ...} out, a clear error and a
 // non-zero exit for anything invalid.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+
+#include "test_support.h"
 
 #ifdef TRACELM_HAVE_CUDA
 #include "backends/cuda/dsa_topk_cuda.h"
@@ -19,10 +19,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-    int code;
-    std::string out;
-};
+using Result = testing::CliResult;
 
 class DsaTopkCli : public ::testing::Test {
    protected:
@@ -38,15 +35,7 @@ class DsaTopkCli : public ::testing::Test {
     Result run(const std::string& case_text, const std::string& extra = "", bool with_stderr = true) {
         const fs::path input = dir / "case.json";
         std::ofstream(input, std::ios::binary) << case_text;
-        const std::string cmd = std::string(TRACELM_BINARY) + " dsa-topk --input '" + input.string() + "' " + extra +
-                                (with_stderr ? " 2>&1" : " 2>/dev/null");
-        FILE* p = popen(cmd.c_str(), "r");
-        std::string out;
-        char buf[4096];
-        size_t n;
-        while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-        const int status = pclose(p);
-        return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
+        return testing::run_tracelm("dsa-topk --input '" + input.string() + "' " + extra, with_stderr);
     }
     void expect_error(const std::string& case_text, const std::string& message) {
         const Result r = run(case_text);

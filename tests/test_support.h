@@ -1,14 +1,20 @@
 // Shared fixtures for the tests: generated checkpoints and paths into the repository.
 #pragma once
 
+#include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <cstdio>
 #include <map>
+#include <random>
 #include <string>
+#include <vector>
 
+#include "backends/cpu/cpu_backend.h"
 #include "model/checkpoint.h"
 
 namespace tracelm::testing {
@@ -47,5 +53,60 @@ inline const std::string& generated_checkpoint(const std::string& geometry, uint
     make_random_checkpoint(opt);
     return cache.dirs.emplace(key, opt.out_dir).first->second;
 }
+
+// Result of running the tracelm executable.
+struct CliResult {
+    int code;
+    std::string out;
+};
+
+// Runs `tracelm <args>` through the shell; stdout, plus stderr when asked.
+inline CliResult run_tracelm(const std::string& args, bool with_stderr = true) {
+    const std::string cmd = std::string(TRACELM_BINARY) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
+    FILE* p = popen(cmd.c_str(), "r");
+    std::string out;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+    const int status = pclose(p);
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
+}
+
+// A two-thread CPU backend with helpers to upload host vectors, read tensors back and draw inputs.
+class BackendTest : public ::testing::Test {
+   protected:
+    explicit BackendTest(uint32_t seed) : rng(seed) {}
+
+    cpu::CpuBackend be{2};
+    std::mt19937 rng;
+
+    template <typename T>
+    Tensor make(const std::string& name, DType dt, int64_t rows, int64_t cols, const std::vector<T>& data) {
+        Tensor t = whole(be.alloc(static_cast<size_t>(rows * cols) * sizeof(T), name), dt, rows, cols);
+        be.upload(t, data.data());
+        return t;
+    }
+    Tensor f32(const std::string& name, int64_t rows, int64_t cols, const std::vector<float>& d) {
+        return make(name, DType::F32, rows, cols, d);
+    }
+    Tensor i32(const std::string& name, int64_t rows, int64_t cols, const std::vector<int32_t>& d) {
+        return make(name, DType::I32, rows, cols, d);
+    }
+    Tensor i64(const std::string& name, int64_t rows, int64_t cols, const std::vector<int64_t>& d) {
+        return make(name, DType::I64, rows, cols, d);
+    }
+    std::vector<float> randn(size_t n) {
+        std::normal_distribution<float> d;
+        std::vector<float> v(n);
+        for (auto& x : v) x = d(rng);
+        return v;
+    }
+    template <typename T>
+    std::vector<T> get(const Tensor& t) {
+        std::vector<T> v(static_cast<size_t>(t.numel()));
+        be.download(t, v.data());
+        return v;
+    }
+};
 
 }  // namespace tracelm::testing
