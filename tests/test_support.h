@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <random>
 #include <string>
@@ -20,6 +21,23 @@
 namespace tracelm::testing {
 
 inline std::string repo_path(const std::string& rel) { return std::string(TRACELM_SOURCE_DIR) + "/" + rel; }
+
+// The real SmolLM2-135M-Instruct Q4_1 GGUF in the model cache ($TRACELM_CACHE or ~/.cache/tracelm, under
+// models/). Tests that need it skip when it is absent, unless TRACELM_REQUIRE_MODELS is set (CI sets it
+// after fetching the model), where a missing file fails them.
+inline std::string smollm2_gguf_path() {
+    const char* cache = std::getenv("TRACELM_CACHE");
+    const char* home = std::getenv("HOME");
+    const std::string root = cache ? cache : std::string(home ? home : "/tmp") + "/.cache/tracelm";
+    return root + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+}
+#define TRACELM_NEED_SMOLLM2()                                                                           \
+    do {                                                                                                 \
+        if (!std::filesystem::exists(::tracelm::testing::smollm2_gguf_path())) {                         \
+            if (std::getenv("TRACELM_REQUIRE_MODELS")) FAIL() << "missing " << ::tracelm::testing::smollm2_gguf_path(); \
+            GTEST_SKIP() << "SmolLM2 GGUF not in the model cache";                                      \
+        }                                                                                                \
+    } while (0)
 
 // Heap allocations made so far by the test process: test_replay.cpp replaces operator new to count them.
 inline std::atomic<uint64_t>& heap_allocations() {

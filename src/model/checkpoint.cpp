@@ -32,8 +32,9 @@ std::string safetensors_dtype(DType t) {
         case DType::F16: return "F16";
         case DType::I32: return "I32";
         case DType::I64: return "I64";
+        default: break;
     }
-    throw std::logic_error("bad DType");
+    throw std::logic_error("safetensors has no " + std::string(dtype_name(t)) + " dtype");
 }
 
 struct TensorSpec {

@@ -8,18 +8,57 @@
 
 namespace tracelm {
 
-enum class DType : uint8_t { F32, BF16, F16, I32, I64 };
+// Plain element types, then the GGML block-quantized weight types (layouts in ggml's ggml-common.h:
+// a block of 32 or 256 elements stored as scales plus packed integers). Quantized tensors are only ever
+// weights, stored row-major with each row a whole number of blocks.
+enum class DType : uint8_t { F32, BF16, F16, I32, I64, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K };
 
-constexpr size_t dtype_size(DType t) {
+constexpr bool dtype_is_quantized(DType t) { return static_cast<uint8_t>(t) >= static_cast<uint8_t>(DType::Q8_0); }
+
+// Elements per block: 1 for plain types.
+constexpr int64_t dtype_block_elems(DType t) {
+    switch (t) {
+        case DType::Q8_0:
+        case DType::Q4_0:
+        case DType::Q4_1:
+        case DType::Q5_0:
+        case DType::Q5_1: return 32;
+        case DType::Q4_K:
+        case DType::Q5_K:
+        case DType::Q6_K: return 256;
+        default: return 1;
+    }
+}
+
+// Bytes per block (for plain types: bytes per element).
+constexpr size_t dtype_block_bytes(DType t) {
     switch (t) {
         case DType::F32: return 4;
         case DType::BF16: return 2;
         case DType::F16: return 2;
         case DType::I32: return 4;
         case DType::I64: return 8;
+        case DType::Q8_0: return 34;   // f16 d, 32 x i8
+        case DType::Q4_0: return 18;   // f16 d, 16 bytes of nibbles
+        case DType::Q4_1: return 20;   // f16 d, f16 m, 16 bytes of nibbles
+        case DType::Q5_0: return 22;   // f16 d, 4 bytes of high bits, 16 bytes of nibbles
+        case DType::Q5_1: return 24;   // f16 d, f16 m, 4 bytes of high bits, 16 bytes of nibbles
+        case DType::Q4_K: return 144;  // f16 d, f16 dmin, 12 bytes of 6-bit scales/mins, 128 bytes of nibbles
+        case DType::Q5_K: return 176;  // as Q4_K plus 32 bytes of high bits
+        case DType::Q6_K: return 210;  // 128 bytes low nibbles, 64 bytes high 2 bits, 16 x i8 scales, f16 d
     }
     return 0;
 }
+
+// Bytes per element of a plain type; 0 for quantized types (use dtype_row_bytes).
+constexpr size_t dtype_size(DType t) { return dtype_is_quantized(t) ? 0 : dtype_block_bytes(t); }
+
+// Bytes of `cols` consecutive elements; for quantized types cols must be a multiple of the block
+// (dtype_row_ok).
+constexpr size_t dtype_row_bytes(DType t, int64_t cols) {
+    return static_cast<size_t>(cols / dtype_block_elems(t)) * dtype_block_bytes(t);
+}
+constexpr bool dtype_row_ok(DType t, int64_t cols) { return cols >= 0 && cols % dtype_block_elems(t) == 0; }
 
 constexpr std::string_view dtype_name(DType t) {
     switch (t) {
@@ -28,6 +67,14 @@ constexpr std::string_view dtype_name(DType t) {
         case DType::F16: return "f16";
         case DType::I32: return "i32";
         case DType::I64: return "i64";
+        case DType::Q8_0: return "q8_0";
+        case DType::Q4_0: return "q4_0";
+        case DType::Q4_1: return "q4_1";
+        case DType::Q5_0: return "q5_0";
+        case DType::Q5_1: return "q5_1";
+        case DType::Q4_K: return "q4_k";
+        case DType::Q5_K: return "q5_k";
+        case DType::Q6_K: return "q6_k";
     }
     return "?";
 }

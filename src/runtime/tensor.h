@@ -29,7 +29,8 @@ struct Tensor {
     int64_t cols = 0;
 
     int64_t numel() const { return rows * cols; }
-    size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }
+    size_t row_bytes() const { return dtype_row_bytes(dtype, cols); }
+    size_t nbytes() const { return static_cast<size_t>(rows) * row_bytes(); }
     const std::string& name() const { return buf->name; }
 
     template <typename T>
@@ -42,13 +43,14 @@ struct Tensor {
     Tensor slice_rows(int64_t r0, int64_t n) const {
         if (r0 < 0 || n < 0 || r0 + n > rows) throw std::out_of_range("slice_rows out of range on '" + name() + "'");
         Tensor t = *this;
-        t.offset += static_cast<size_t>(r0 * cols) * dtype_size(dtype);
+        t.offset += static_cast<size_t>(r0) * row_bytes();
         t.rows = n;
         return t;
     }
     // Same memory seen as rows x cols (must hold the same element count).
     Tensor view(int64_t r, int64_t c) const {
-        if (r * c != numel()) throw std::invalid_argument("view changes element count of '" + name() + "'");
+        if (r * c != numel() || !dtype_row_ok(dtype, c))
+            throw std::invalid_argument("view changes element count or splits a block of '" + name() + "'");
         Tensor t = *this;
         t.rows = r;
         t.cols = c;
@@ -62,6 +64,7 @@ inline Tensor whole(Buffer* b, DType dt, int64_t rows, int64_t cols) {
     t.dtype = dt;
     t.rows = rows;
     t.cols = cols;
+    if (!dtype_row_ok(dt, cols)) throw std::invalid_argument("row of '" + b->name + "' is not whole blocks");
     if (t.nbytes() > b->bytes) throw std::invalid_argument("tensor larger than buffer '" + b->name + "'");
     return t;
 }

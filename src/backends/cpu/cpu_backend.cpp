@@ -355,7 +355,7 @@ void CpuBackend::embedding(const Tensor& ids, const Tensor& table, const Tensor&
     require(out.rows == ids.numel() && out.cols == table.cols, "embedding", "shape mismatch");
     submit(run_embedding,
            EmbeddingArgs{ids.ptr<int32_t>(), static_cast<const char*>(table.raw()), out.ptr<float>(), table.rows,
-                         table.cols, table.cols * static_cast<int64_t>(dtype_size(table.dtype)), table.dtype},
+                         table.cols, static_cast<int64_t>(table.row_bytes()), table.dtype},
            out.rows);
 }
 

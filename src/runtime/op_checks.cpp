@@ -1,0 +1,109 @@
+#include "runtime/op_checks.h"
+
+#include <stdexcept>
+
+namespace tracelm::checks {
+
+void require(bool ok, const char* op, const std::string& what) {
+    if (!ok) throw std::invalid_argument(std::string(op) + ": " + what);
+}
+
+void require_dtype(const Tensor& t, DType dt, const char* op) {
+    require(t.dtype == dt, op,
+            "tensor '" + t.name() + "' has dtype " + std::string(dtype_name(t.dtype)) + ", expected " +
+                std::string(dtype_name(dt)));
+}
+
+bool is_float_weight(DType dt) { return dt == DType::F32 || dt == DType::BF16 || dt == DType::F16; }
+
+void copy(const Tensor& dst, const Tensor& src) {
+    require(dst.nbytes() == src.nbytes() && dst.rows == src.rows, "copy",
+            "size mismatch '" + src.name() + "' -> '" + dst.name() + "'");
+}
+
+void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) {
+    require_dtype(ids, DType::I32, "embedding");
+    require_dtype(out, DType::F32, "embedding");
+    require(is_float_weight(table.dtype), "embedding", "table must be f32/bf16/f16");
+    require(out.rows == ids.numel() && out.cols == table.cols, "embedding", "shape mismatch");
+}
+
+void rms_norm(const Tensor& x, const Tensor& w, const Tensor& out) {
+    require_dtype(x, DType::F32, "rms_norm");
+    require_dtype(out, DType::F32, "rms_norm");
+    require(is_float_weight(w.dtype) && w.numel() == x.cols, "rms_norm", "weight '" + w.name() + "' length mismatch");
+    require(out.rows == x.rows && out.cols == x.cols, "rms_norm", "shape mismatch");
+}
+
+void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) {
+    require_dtype(x, DType::F32, "matmul");
+    require_dtype(out, DType::F32, "matmul");
+    require(is_float_weight(w.dtype), "matmul", "weight '" + w.name() + "' must be f32/bf16/f16");
+    require(x.cols == w.cols && out.rows == x.rows && out.cols == w.rows, "matmul",
+            "shape mismatch for weight '" + w.name() + "'");
+    if (bias != nullptr) {
+        require_dtype(*bias, DType::F32, "matmul");
+        require(bias->numel() == w.rows, "matmul", "bias length mismatch");
+    }
+}
+
+void rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, int max_head_dim) {
+    require_dtype(x, DType::F32, "rope_neox");
+    require_dtype(positions, DType::I32, "rope_neox");
+    require(head_dim > 0 && head_dim % 2 == 0 && head_dim <= max_head_dim, "rope_neox", "bad head_dim");
+    require(x.cols == static_cast<int64_t>(heads) * head_dim && positions.numel() == x.rows, "rope_neox",
+            "shape mismatch on '" + x.name() + "'");
+}
+
+void kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
+              const Tensor& v_cache) {
+    for (const Tensor* t : {&k, &v, &k_cache, &v_cache}) require_dtype(*t, DType::F32, "kv_write");
+    require_dtype(slot_mapping, DType::I32, "kv_write");
+    require(k.cols == k_cache.cols && v.cols == v_cache.cols && k.cols == v.cols && k.rows == v.rows &&
+                slot_mapping.numel() == k.rows && k_cache.rows == v_cache.rows,
+            "kv_write", "shape mismatch");
+}
+
+void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta, int heads,
+               int kv_heads, int head_dim, int max_head_dim, const Tensor& out, const char* op) {
+    for (const Tensor* t : {&q, &k_cache, &v_cache, &out}) require_dtype(*t, DType::F32, op);
+    for (const Tensor* t : {&meta.block_tables, &meta.seq_lens, &meta.query_start_loc}) require_dtype(*t, DType::I32, op);
+    require(heads > 0 && kv_heads > 0 && heads % kv_heads == 0 && head_dim > 0 && head_dim <= max_head_dim, op,
+            "bad head geometry");
+    require(q.cols == static_cast<int64_t>(heads) * head_dim && out.rows == q.rows && out.cols == q.cols &&
+                k_cache.cols == static_cast<int64_t>(kv_heads) * head_dim && v_cache.cols == k_cache.cols,
+            op, "shape mismatch");
+    require(meta.num_seqs > 0 && meta.block_size > 0 && meta.block_tables.rows >= meta.num_seqs &&
+                meta.seq_lens.numel() >= meta.num_seqs && meta.query_start_loc.numel() >= meta.num_seqs + 1,
+            op, "bad metadata");
+}
+
+void elementwise(const Tensor& a, const Tensor& b, const Tensor& out, const char* op) {
+    for (const Tensor* t : {&a, &b, &out}) require_dtype(*t, DType::F32, op);
+    require(a.numel() == b.numel() && a.numel() == out.numel(), op, "shape mismatch");
+}
+
+void gather_last(const Tensor& x, const Tensor& query_start_loc, const Tensor& out) {
+    require_dtype(x, DType::F32, "gather_last");
+    require_dtype(out, DType::F32, "gather_last");
+    require_dtype(query_start_loc, DType::I32, "gather_last");
+    require(out.cols == x.cols && query_start_loc.numel() >= out.rows + 1, "gather_last", "shape mismatch");
+}
+
+void argmax(const Tensor& logits, const Tensor& ids) {
+    require_dtype(logits, DType::F32, "argmax");
+    require_dtype(ids, DType::I32, "argmax");
+    require(ids.numel() == logits.rows && logits.cols > 0, "argmax", "shape mismatch");
+}
+
+void advance_decode(const Tensor& sampled, const DecodeState& st) {
+    for (const Tensor* t : {&sampled, &st.token_ids, &st.positions, &st.slot_mapping, &st.seq_lens, &st.block_tables,
+                            &st.step, &st.history})
+        require_dtype(*t, DType::I32, "advance_decode");
+    const int64_t S = st.token_ids.numel();
+    require(sampled.numel() == S && st.positions.numel() == S && st.slot_mapping.numel() == S &&
+                st.seq_lens.numel() == S && st.block_tables.rows == S && st.history.cols == S && st.block_size > 0,
+            "advance_decode", "shape mismatch");
+}
+
+}  // namespace tracelm::checks
