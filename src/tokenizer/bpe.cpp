@@ -34,7 +34,9 @@ BpeModel::BpeModel(BpeConfig config)
     merges_ = decltype(merges_)(config.merges.size());
     std::string joined;
     for (size_t rank = 0; rank < config.merges.size(); ++rank) {
-        const auto& [left, right] = config.merges[rank];
+        // Not a structured binding: clang 14 (the fuzz build) cannot capture those in the lambda below.
+        const std::string& left = config.merges[rank].first;
+        const std::string& right = config.merges[rank].second;
         const auto lookup = [&](const std::string& token) {
             const int32_t* id = text_to_id_.find(std::string_view(token));
             if (id == nullptr) {
