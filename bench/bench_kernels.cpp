@@ -15,7 +15,9 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/kernels/kernels.h"
@@ -133,6 +135,64 @@ void BM_MatmulCompute(benchmark::State& state) {
                                                    benchmark::Counter::kIsRate);
 }
 
+// `copies` [kN, kK] matrices of type dt: random block bytes with a fixed f16 scale (and min) of 1/64, so every
+// value is finite; built once per (type, count).
+const Aligned& quant_weights(DType dt, size_t copies) {
+    static std::map<std::pair<int, size_t>, std::unique_ptr<Aligned>> cache;
+    std::unique_ptr<Aligned>& slot = cache[{static_cast<int>(dt), copies}];
+    if (!slot) {
+        const size_t row = tracelm::dtype_row_bytes(dt, kK), block = tracelm::dtype_block_bytes(dt);
+        const size_t bytes = copies * kN * row;
+        slot = std::make_unique<Aligned>(bytes);
+        auto* p = static_cast<unsigned char*>(slot->p);
+        std::mt19937 rng(3);
+        for (size_t i = 0; i < bytes; ++i) p[i] = static_cast<unsigned char>(rng());
+        const size_t d_at = dt == DType::Q6_K ? 208 : 0;  // Q6_K keeps its scale last
+        const bool has_min = dt == DType::Q4_1 || dt == DType::Q5_1 || dt == DType::Q4_K || dt == DType::Q5_K;
+        for (size_t b = 0; b < bytes; b += block) {
+            p[b + d_at] = 0x00;
+            p[b + d_at + 1] = 0x24;  // f16 0x2400 = 1/64
+            if (has_min) {
+                p[b + 2] = 0x00;
+                p[b + 3] = 0x24;
+            }
+        }
+    }
+    return *slot;
+}
+
+// Args: isa, threads, T, dtype. Every iteration multiplies T tokens by all copies of a quantized [3072, 1024]
+// matrix (as many copies as make about 480 MiB of bf16, so the stream is far beyond the last-level cache);
+// GB/s counts the quantized bytes read.
+void BM_QuantMatmulStream(benchmark::State& state) {
+    const KernelTable* kt = table_or_skip(state);
+    if (kt == nullptr) return;
+    const int threads = static_cast<int>(state.range(1));
+    const int64_t T = state.range(2);
+    const auto dt = static_cast<DType>(state.range(3));
+    const size_t row = tracelm::dtype_row_bytes(dt, kK), matrix = kN * row;
+    const size_t copies = kStreamBytes / matrix;
+    const Aligned& w = quant_weights(dt, copies);
+    std::vector<float> x(static_cast<size_t>(T * kK)), y(static_cast<size_t>(T * kN));
+    std::mt19937 rng(2);
+    std::normal_distribution<float> nd;
+    for (float& v : x) v = nd(rng);
+    const size_t act_bytes = tracelm::cpu::matmul_quant_act_bytes(dt, T, kK);
+    std::vector<std::vector<unsigned char>> act(static_cast<size_t>(threads), std::vector<unsigned char>(act_bytes));
+    state.SetLabel(std::string(tracelm::cpu::isa_name(kt->isa)) + " " + std::string(tracelm::dtype_name(dt)));
+    for (auto _ : state) {
+        parallel(threads, [&](int i) {
+            const int64_t n0 = kN * i / threads, n1 = kN * (i + 1) / threads;
+            for (size_t c = 0; c < copies; ++c)
+                kt->quant->matmul(x.data(), T, kK, static_cast<const char*>(w.p) + c * matrix, dt, nullptr, y.data(),
+                                  kN, n0, n1, act[static_cast<size_t>(i)].data());
+        });
+        benchmark::DoNotOptimize(y.data());
+    }
+    state.counters["GB/s"] = benchmark::Counter(static_cast<double>(copies * matrix) * state.iterations() / 1e9,
+                                                benchmark::Counter::kIsRate);
+}
+
 void isa_threads(benchmark::internal::Benchmark* b) {
     for (int isa : {0, 1, 2})
         for (int threads : {1, 2}) b->Args({isa, threads});
@@ -150,6 +210,17 @@ BENCHMARK(BM_MatmulStream)
         isa_threads_tokens(b, {1, 4, 8, 16});
     })
     ->ArgNames({"isa", "threads", "T"})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_QuantMatmulStream)
+    ->Apply([](benchmark::internal::Benchmark* b) {
+        for (int isa : {0, 1, 2})
+            for (int threads : {1, 2})
+                for (int64_t T : {1, 4})
+                    for (DType dt : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q4_K, DType::Q6_K})
+                        b->Args({isa, threads, T, static_cast<int64_t>(dt)});
+    })
+    ->ArgNames({"isa", "threads", "T", "dtype"})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_MatmulCompute)

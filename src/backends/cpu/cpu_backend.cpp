@@ -83,6 +83,34 @@ struct MatmulArgs {
 };
 void run_matmul(const MatmulArgs& a, int64_t b, int64_t e) { matmul(a.x, a.T, a.K, a.w, a.wt, a.bias, a.y, a.N, b, e); }
 
+// Rows of a matmul go to threads in units of this many (float weights: the op's grain).
+constexpr int64_t kMatmulRowGrain = 16;
+
+// Quantized weights: the items are the pool's threads (item i runs on thread i). Each quantizes all T
+// activation rows into its own slice of the backend's scratch (act + i * act_stride) and computes its share
+// of the weight rows, split as float matmuls are. Quantizing the few activation rows on every thread costs
+// far less than a barrier between a shared quantization and the dot products would.
+struct QuantMatmulArgs {
+    const float* x;
+    const void* w;
+    const float* bias;
+    float* y;
+    char* act;
+    int64_t T, K, N, act_stride, threads;
+    DType wt;
+};
+void run_quant_matmul(const QuantMatmulArgs& a, int64_t b, int64_t e) {
+    const int64_t units = (a.N + kMatmulRowGrain - 1) / kMatmulRowGrain;
+    for (int64_t i = b; i < e; ++i) {
+        const int64_t n0 = units * i / a.threads * kMatmulRowGrain;
+        const int64_t n1 = std::min(a.N, units * (i + 1) / a.threads * kMatmulRowGrain);
+        if (n0 < n1) matmul_quant(a.x, a.T, a.K, a.w, a.wt, a.bias, a.y, a.N, n0, n1, a.act + i * a.act_stride);
+    }
+}
+
+// Name of the backend-owned activation scratch of quantized matmuls.
+constexpr const char* kQuantScratchName = "cpu:matmul_quant_scratch";
+
 struct RopeArgs {
     float* x;
     const int32_t* positions;
@@ -237,6 +265,18 @@ PagedAttentionArgs attention_args(const Tensor& q, const Tensor& k_cache, const 
             scale};
 }
 
+Footprint attention_footprint(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta,
+                              const Tensor& out) {
+    return Footprint()
+        .read(q)
+        .read(k_cache)
+        .read(v_cache)
+        .read(meta.block_tables)
+        .read(meta.seq_lens)
+        .read(meta.query_start_loc)
+        .write(out);
+}
+
 }  // namespace
 
 CpuBackend::CpuBackend(int threads) : pool_(threads) {}
@@ -248,7 +288,8 @@ CpuBackend::~CpuBackend() {
 }
 
 template <typename Args>
-void CpuBackend::submit(void (*fn)(const Args&, int64_t, int64_t), const Args& args, int64_t items, int64_t grain) {
+void CpuBackend::submit(void (*fn)(const Args&, int64_t, int64_t), const Args& args, const Footprint& fp,
+                        int64_t items, int64_t grain) {
     static_assert(sizeof(Args) + sizeof(fn) <= CpuOp::kArgBytes, "op arguments too large");
     static_assert(std::is_trivially_copyable_v<Args>);
     CpuOp op;
@@ -266,6 +307,12 @@ void CpuBackend::submit(void (*fn)(const Args&, int64_t, int64_t), const Args& a
     std::memcpy(op.args, &fn, sizeof(fn));
     std::memcpy(op.args + sizeof(fn), &args, sizeof(Args));
     if (capturing()) {
+        if (!recording_.empty() && phase_.admits(fp)) {
+            recording_.back().barrier = false;
+        } else {
+            phase_.clear();
+        }
+        phase_.add(fp);
         recording_.push_back(op);
     } else {
         dispatch(&op, 1);
@@ -319,7 +366,10 @@ void CpuBackend::do_download(const Tensor& src, void* dst) { std::memcpy(dst, sr
 
 // ---- graphs ----
 
-void CpuBackend::do_begin_capture() { recording_.clear(); }
+void CpuBackend::do_begin_capture() {
+    recording_.clear();
+    phase_.clear();
+}
 
 GraphId CpuBackend::do_end_capture() {
     graphs_.push_back(std::move(recording_));
@@ -333,6 +383,14 @@ void CpuBackend::do_replay(GraphId g) {
     dispatch(ops.data(), ops.size());
 }
 
+size_t CpuBackend::graph_barriers(GraphId g) const {
+    const auto& ops = graphs_.at(static_cast<size_t>(g));
+    // The last op always ends with one (it signals completion).
+    return ops.empty() ? 0
+                       : 1 + static_cast<size_t>(std::count_if(ops.begin(), ops.end() - 1,
+                                                                [](const CpuOp& op) { return op.barrier; }));
+}
+
 void CpuBackend::do_destroy_graph(GraphId g) {
     if (g < 0 || static_cast<size_t>(g) >= graphs_.size()) throw std::invalid_argument("destroy of unknown graph");
     graphs_[static_cast<size_t>(g)] = {};
@@ -343,20 +401,23 @@ void CpuBackend::do_destroy_graph(GraphId g) {
 void CpuBackend::copy(const Tensor& dst, const Tensor& src) {
     require(dst.nbytes() == src.nbytes() && dst.rows == src.rows, "copy", "size mismatch '" + src.name() + "' -> '" + dst.name() + "'");
     if (dst.rows == 0) return;
-    submit(run_copy, CopyArgs{static_cast<const char*>(src.raw()), static_cast<char*>(dst.raw()),
-                              static_cast<int64_t>(dst.nbytes()) / dst.rows},
-           dst.rows);
+    submit(run_copy,
+           CopyArgs{static_cast<const char*>(src.raw()), static_cast<char*>(dst.raw()),
+                    static_cast<int64_t>(dst.nbytes()) / dst.rows},
+           Footprint().read(src).write(dst), dst.rows);
 }
 
 void CpuBackend::embedding(const Tensor& ids, const Tensor& table, const Tensor& out) {
     require_dtype(ids, DType::I32, "embedding");
     require_dtype(out, DType::F32, "embedding");
-    require(is_float_weight(table.dtype), "embedding", "table must be f32/bf16/f16");
+    require(is_float_weight(table.dtype) || dtype_is_quantized(table.dtype), "embedding",
+            "table '" + table.name() + "' must be f32/bf16/f16 or a quantized type, not " +
+                std::string(dtype_name(table.dtype)));
     require(out.rows == ids.numel() && out.cols == table.cols, "embedding", "shape mismatch");
     submit(run_embedding,
            EmbeddingArgs{ids.ptr<int32_t>(), static_cast<const char*>(table.raw()), out.ptr<float>(), table.rows,
                          table.cols, static_cast<int64_t>(table.row_bytes()), table.dtype},
-           out.rows);
+           Footprint().read(ids).read(table).write(out), out.rows);
 }
 
 void CpuBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) {
@@ -364,23 +425,54 @@ void CpuBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, const Ten
     require_dtype(out, DType::F32, "rms_norm");
     require(is_float_weight(w.dtype) && w.numel() == x.cols, "rms_norm", "weight '" + w.name() + "' length mismatch");
     require(out.rows == x.rows && out.cols == x.cols, "rms_norm", "shape mismatch");
-    submit(run_rms_norm, RmsNormArgs{x.ptr<float>(), w.raw(), out.ptr<float>(), x.cols, eps, w.dtype}, x.rows);
+    submit(run_rms_norm, RmsNormArgs{x.ptr<float>(), w.raw(), out.ptr<float>(), x.cols, eps, w.dtype},
+           Footprint().read(x).read(w).write(out), x.rows);
 }
 
 void CpuBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) {
     require_dtype(x, DType::F32, "matmul");
     require_dtype(out, DType::F32, "matmul");
-    require(is_float_weight(w.dtype), "matmul", "weight '" + w.name() + "' must be f32/bf16/f16");
+    require(is_float_weight(w.dtype) || dtype_is_quantized(w.dtype), "matmul",
+            "weight '" + w.name() + "' must be f32/bf16/f16 or a quantized type, not " +
+                std::string(dtype_name(w.dtype)));
+    require(dtype_row_ok(w.dtype, w.cols), "matmul",
+            "weight '" + w.name() + "' rows of " + std::to_string(w.cols) + " are not whole " +
+                std::string(dtype_name(w.dtype)) + " blocks");
     require(x.cols == w.cols && out.rows == x.rows && out.cols == w.rows, "matmul",
             "shape mismatch for weight '" + w.name() + "'");
     if (bias != nullptr) {
         require_dtype(*bias, DType::F32, "matmul");
         require(bias->numel() == w.rows, "matmul", "bias length mismatch");
     }
-    submit(run_matmul,
-           MatmulArgs{x.ptr<float>(), w.raw(), bias ? bias->ptr<float>() : nullptr, out.ptr<float>(), x.rows, x.cols,
-                      w.rows, w.dtype},
-           w.rows, 16);
+    const float* bias_ptr = bias ? bias->ptr<float>() : nullptr;
+    const Footprint fp =
+        bias ? Footprint().read(x).read(w).read(*bias).write(out) : Footprint().read(x).read(w).write(out);
+    if (!dtype_is_quantized(w.dtype)) {
+        submit(run_matmul,
+               MatmulArgs{x.ptr<float>(), w.raw(), bias_ptr, out.ptr<float>(), x.rows, x.cols, w.rows, w.dtype}, fp,
+               w.rows, kMatmulRowGrain);
+        return;
+    }
+    // The activation scratch is found or made here, at submission, so that no eager call and no replay
+    // allocates. It only grows: a recorded graph keeps pointing at the buffer it was recorded with, so a larger
+    // need makes a new buffer (twice the largest, to bound their number) and the old ones live as long as the
+    // backend. Being internal, it is made even inside a capture, where user allocations are refused.
+    const size_t stride = (matmul_quant_act_bytes(w.dtype, x.rows, x.cols) + 63) / 64 * 64;
+    const size_t need = stride * static_cast<size_t>(threads());
+    Buffer* scratch = nullptr;
+    size_t largest = 0;
+    for (const auto& b : buffers_) {
+        if (b->external || b->name != kQuantScratchName) continue;
+        largest = std::max(largest, b->bytes);
+        if (scratch == nullptr && b->bytes >= need) scratch = b.get();
+    }
+    if (scratch == nullptr) scratch = do_alloc(std::max(need, 2 * largest), kQuantScratchName);
+    // The scratch stays out of the footprint: item i runs on thread i and uses slice i only, so two
+    // matmuls sharing a phase never touch each other's slices from different threads.
+    submit(run_quant_matmul,
+           QuantMatmulArgs{x.ptr<float>(), w.raw(), bias_ptr, out.ptr<float>(), static_cast<char*>(scratch->data),
+                           x.rows, x.cols, w.rows, static_cast<int64_t>(stride), threads(), w.dtype},
+           fp, threads());
 }
 
 const float* CpuBackend::rope_inv_freq(int head_dim, float theta) {
@@ -402,7 +494,7 @@ void CpuBackend::rope_neox(const Tensor& x, const Tensor& positions, int heads, 
     require(x.cols == static_cast<int64_t>(heads) * head_dim && positions.numel() == x.rows, "rope_neox",
             "shape mismatch on '" + x.name() + "'");
     submit(run_rope, RopeArgs{x.ptr<float>(), positions.ptr<int32_t>(), rope_inv_freq(head_dim, theta), heads, head_dim},
-           x.rows);
+           Footprint().read(positions).write(x), x.rows);
 }
 
 void CpuBackend::kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
@@ -415,26 +507,28 @@ void CpuBackend::kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_m
     submit(run_kv_write,
            KvWriteArgs{k.ptr<float>(), v.ptr<float>(), slot_mapping.ptr<int32_t>(), k_cache.ptr<float>(),
                        v_cache.ptr<float>(), k.cols, k_cache.rows},
-           k.rows);
+           Footprint().read(k).read(v).read(slot_mapping).write(k_cache).write(v_cache), k.rows);
 }
 
 void CpuBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta,
                            int heads, int kv_heads, int head_dim, float scale, const Tensor& out) {
     submit(paged_attention_range,
            attention_args(q, k_cache, v_cache, meta, heads, kv_heads, head_dim, scale, out, "attention"),
-           q.rows * heads);
+           attention_footprint(q, k_cache, v_cache, meta, out), q.rows * heads);
 }
 
 void CpuBackend::add(const Tensor& a, const Tensor& b, const Tensor& out) {
     for (const Tensor* t : {&a, &b, &out}) require_dtype(*t, DType::F32, "add");
     require(a.numel() == b.numel() && a.numel() == out.numel(), "add", "shape mismatch");
-    submit(run_add, BinaryArgs{a.ptr<float>(), b.ptr<float>(), out.ptr<float>()}, out.numel(), 1024);
+    submit(run_add, BinaryArgs{a.ptr<float>(), b.ptr<float>(), out.ptr<float>()}, Footprint().read(a).read(b).write(out),
+           out.numel(), 1024);
 }
 
 void CpuBackend::silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) {
     for (const Tensor* t : {&gate, &up, &out}) require_dtype(*t, DType::F32, "silu_mul");
     require(gate.numel() == up.numel() && gate.numel() == out.numel(), "silu_mul", "shape mismatch");
-    submit(run_silu_mul, BinaryArgs{gate.ptr<float>(), up.ptr<float>(), out.ptr<float>()}, out.numel(), 1024);
+    submit(run_silu_mul, BinaryArgs{gate.ptr<float>(), up.ptr<float>(), out.ptr<float>()},
+           Footprint().read(gate).read(up).write(out), out.numel(), 1024);
 }
 
 void CpuBackend::gather_last(const Tensor& x, const Tensor& query_start_loc, const Tensor& out) {
@@ -443,14 +537,15 @@ void CpuBackend::gather_last(const Tensor& x, const Tensor& query_start_loc, con
     require_dtype(query_start_loc, DType::I32, "gather_last");
     require(out.cols == x.cols && query_start_loc.numel() >= out.rows + 1, "gather_last", "shape mismatch");
     submit(run_gather_last, GatherArgs{x.ptr<float>(), query_start_loc.ptr<int32_t>(), out.ptr<float>(), x.rows, x.cols},
-           out.rows);
+           Footprint().read(x).read(query_start_loc).write(out), out.rows);
 }
 
 void CpuBackend::argmax(const Tensor& logits, const Tensor& ids) {
     require_dtype(logits, DType::F32, "argmax");
     require_dtype(ids, DType::I32, "argmax");
     require(ids.numel() == logits.rows && logits.cols > 0, "argmax", "shape mismatch");
-    submit(run_argmax, ArgmaxArgs{logits.ptr<float>(), ids.ptr<int32_t>(), logits.cols}, logits.rows);
+    submit(run_argmax, ArgmaxArgs{logits.ptr<float>(), ids.ptr<int32_t>(), logits.cols},
+           Footprint().read(logits).write(ids), logits.rows);
 }
 
 void CpuBackend::advance_decode(const Tensor& sampled, const DecodeState& st) {
@@ -466,6 +561,15 @@ void CpuBackend::advance_decode(const Tensor& sampled, const DecodeState& st) {
                        st.slot_mapping.ptr<int32_t>(), st.seq_lens.ptr<int32_t>(), st.block_tables.ptr<int32_t>(),
                        st.step.ptr<int32_t>(), st.history.ptr<int32_t>(), st.history.rows, static_cast<int>(S),
                        static_cast<int>(st.block_tables.cols), st.block_size},
+           Footprint()
+               .read(sampled)
+               .read(st.block_tables)
+               .write(st.token_ids)
+               .write(st.positions)
+               .write(st.slot_mapping)
+               .write(st.seq_lens)
+               .write(st.step)
+               .write(st.history),
            1);
 }
 
@@ -483,6 +587,13 @@ void CpuBackend::dsa_topk(const Tensor& scores, const Tensor& window_start, cons
            dsa::TopkCpuArgs{scores.ptr<float>(), window_start.ptr<int64_t>(), window_end.ptr<int64_t>(),
                             indices.ptr<int64_t>(), static_cast<uint32_t*>(ws.buffer->data), scores.rows, scores.cols,
                             indices.cols, dsa::topk_cpu_slot_elems(ws.max_keys), threads(), active_isa()},
+           Footprint()
+               .read(scores)
+               .read(window_start)
+               .read(window_end)
+               .write(indices)
+               .write(ByteRange{reinterpret_cast<uintptr_t>(ws.buffer->data),
+                                reinterpret_cast<uintptr_t>(ws.buffer->data) + ws.buffer->bytes}),
            threads());
 }
 
@@ -492,7 +603,7 @@ void CpuBackend::dsa_indexer(const Tensor& q, const Tensor& weights, const Tenso
     submit(dsa::indexer_range,
            dsa::IndexerArgs{q.ptr<float>(), weights.ptr<float>(), keys.ptr<float>(), scores.ptr<float>(), keys.rows,
                             heads, keys.cols},
-           scores.numel(), 16);
+           Footprint().read(q).read(weights).read(keys).write(scores), scores.numel(), 16);
 }
 
 void CpuBackend::sparse_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
@@ -503,7 +614,7 @@ void CpuBackend::sparse_attention(const Tensor& q, const Tensor& k_cache, const 
     require_dtype(indices, DType::I64, "sparse_attention");
     require(indices.rows == q.rows, "sparse_attention", "indices need one row per query row");
     submit(dsa::sparse_attention_range, dsa::SparseAttentionArgs{a, indices.ptr<int64_t>(), indices.cols},
-           q.rows * heads);
+           attention_footprint(q, k_cache, v_cache, meta, out).read(indices), q.rows * heads);
 }
 
 }  // namespace tracelm::cpu

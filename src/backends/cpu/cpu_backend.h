@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "backends/cpu/footprint.h"
 #include "backends/cpu/thread_pool.h"
 #include "runtime/backend.h"
 
@@ -24,6 +25,8 @@ class CpuBackend final : public Backend {
     bool supports_capture() const override { return true; }
     int threads() const { return pool_.size(); }
     size_t graph_nodes(GraphId g) const override { return graphs_.at(static_cast<size_t>(g)).size(); }
+    // Barriers one replay of g waits at (the ops of g minus those merged with their successor).
+    size_t graph_barriers(GraphId g) const;
     // Ops executed (eagerly or in replays) since construction.
     uint64_t ops_executed() const { return ops_executed_; }
     // Wall time spent inside pool dispatches (kernels plus their barriers) since construction.
@@ -65,13 +68,17 @@ class CpuBackend final : public Backend {
     void do_destroy_graph(GraphId g) override;
 
    private:
+    // Runs the op now, or appends it to the graph being recorded; `fp` decides whether the recorded
+    // op needs a barrier before it.
     template <typename Args>
-    void submit(void (*fn)(const Args&, int64_t, int64_t), const Args& args, int64_t items, int64_t grain = 1);
+    void submit(void (*fn)(const Args&, int64_t, int64_t), const Args& args, const Footprint& fp, int64_t items,
+                int64_t grain = 1);
     const float* rope_inv_freq(int head_dim, float theta);
 
     ThreadPool pool_;
     std::vector<std::unique_ptr<Buffer>> buffers_;
     std::vector<CpuOp> recording_;
+    Phase phase_;  // ops recorded since the last barrier
     std::vector<std::vector<CpuOp>> graphs_;
     // Inverse RoPE frequencies, kept for the backend's life because recorded ops point into them.
     std::map<std::pair<int, float>, std::vector<float>> rope_tables_;

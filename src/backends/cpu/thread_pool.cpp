@@ -68,7 +68,7 @@ void ThreadPool::execute(int tid) {
         int64_t e = units * (tid + 1) / threads_ * op.grain;
         if (e > op.items) e = op.items;
         if (b < e) op.fn(op.args, b, e);
-        barrier_.arrive_and_wait();
+        if (op.barrier || i + 1 == n_ops_) barrier_.arrive_and_wait();
     }
 }
 

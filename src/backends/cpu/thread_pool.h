@@ -14,12 +14,15 @@ namespace tracelm::cpu {
 
 // A fully resolved op: a kernel entry point, its packed arguments and how many work items it has.
 // Thread `tid` of `n` runs items [items*tid/n, items*(tid+1)/n), rounded to multiples of `grain`.
+// `barrier` false lets threads go on to the next op without waiting for each other: the recorder
+// clears it only when the next op touches no memory this one writes or reads-and-the-next-writes.
 struct CpuOp {
     static constexpr size_t kArgBytes = 192;
     using Fn = void (*)(const void* args, int64_t begin, int64_t end);
     Fn fn = nullptr;
     int64_t items = 0;
     int64_t grain = 1;
+    bool barrier = true;
     alignas(16) unsigned char args[kArgBytes] = {};
 };
 
@@ -44,7 +47,8 @@ class ThreadPool {
     ThreadPool& operator=(const ThreadPool&) = delete;
 
     int size() const { return threads_; }
-    // Runs ops[0..n) in order with a barrier between them; the caller is thread 0. Not re-entrant.
+    // Runs ops[0..n) in order with a barrier after each op that asks for one and after the last;
+    // the caller is thread 0. Not re-entrant.
     void run(const CpuOp* ops, size_t n);
 
     // Default thread count: $TRACELM_THREADS, else the hardware concurrency.

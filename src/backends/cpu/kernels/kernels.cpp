@@ -6,6 +6,7 @@
 #include <string>
 
 #include "backends/cpu/kernels/kernels_internal.h"
+#include "backends/cpu/kernels/quant.h"
 
 namespace tracelm::cpu {
 namespace {
@@ -13,6 +14,14 @@ namespace {
 void check_float_dtype(DType dt, const char* what) {
     if (dt != DType::F32 && dt != DType::BF16 && dt != DType::F16)
         throw std::invalid_argument(std::string(what) + ": unsupported dtype " + std::string(dtype_name(dt)));
+}
+
+void check_quant_row(DType dt, int64_t cols, const char* what) {
+    if (!dtype_is_quantized(dt))
+        throw std::invalid_argument(std::string(what) + ": " + std::string(dtype_name(dt)) + " is not quantized");
+    if (!dtype_row_ok(dt, cols))
+        throw std::invalid_argument(std::string(what) + ": " + std::to_string(cols) + " columns are not whole " +
+                                    std::string(dtype_name(dt)) + " blocks");
 }
 
 struct ScratchBlock {
@@ -79,8 +88,25 @@ float dot_f32(const float* a, const float* b, int64_t n) { return active_kernels
 void axpy_f32(float a, const float* x, float* y, int64_t n) { active_kernels().axpy_f32(a, x, y, n); }
 
 void row_to_f32(const void* src, DType dt, int64_t cols, float* out) {
+    if (dtype_is_quantized(dt)) {
+        check_quant_row(dt, cols, "row_to_f32");
+        detail::dequantize_row(src, dt, cols, out);
+        return;
+    }
     check_float_dtype(dt, "row_to_f32");
     active_kernels().row_to_f32(src, dt, cols, out);
+}
+
+size_t matmul_quant_act_bytes(DType wt, int64_t T, int64_t K) {
+    check_quant_row(wt, K, "matmul_quant");
+    const size_t block = dtype_block_elems(wt) == 32 ? sizeof(quant::ActBlock32) : sizeof(quant::ActBlock256);
+    return static_cast<size_t>(T < 0 ? 0 : T) * static_cast<size_t>(K / dtype_block_elems(wt)) * block;
+}
+
+void matmul_quant(const float* x, int64_t T, int64_t K, const void* w, DType wt, const float* bias, float* y,
+                  int64_t N, int64_t n0, int64_t n1, void* act) {
+    check_quant_row(wt, K, "matmul_quant");
+    active_kernels().quant->matmul(x, T, K, w, wt, bias, y, N, n0, n1, act);
 }
 
 double read_sweep(const void* data, size_t bytes) { return active_kernels().read_sweep(data, bytes); }

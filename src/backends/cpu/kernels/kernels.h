@@ -25,14 +25,31 @@ void add(const float* a, const float* b, float* out, int64_t i0, int64_t i1);
 void silu_mul(const float* gate, const float* up, float* out, int64_t i0, int64_t i1);
 float dot_f32(const float* a, const float* b, int64_t n);
 void axpy_f32(float a, const float* x, float* y, int64_t n);  // y += a * x
-// One row of `cols` f32/bf16/f16 elements at src, converted to f32 (embedding lookup).
+// One row of `cols` elements at src, converted to f32 (embedding lookup): f32/bf16/f16, or a quantized type
+// (cols a multiple of its block), dequantized exactly as GGML's reference does.
 void row_to_f32(const void* src, DType dt, int64_t cols, float* out);
+
+// matmul() for block-quantized weights (dtype_is_quantized(wt), K a multiple of the block): each row of x is
+// first quantized to int8 in blocks (of 32 with an f32 scale and the block's integer sum; of 256 with an f32
+// scale and sums of every 16 for the K types) into `act`, then every weight block is dotted with its
+// activation block in integers. `act` holds matmul_quant_act_bytes(wt, T, K) bytes of this caller's own (calls
+// running at the same time need different ones). Same contract as matmul: for a given Isa every output
+// element is bit-identical whatever [n0, n1) or T it was computed in.
+size_t matmul_quant_act_bytes(DType wt, int64_t T, int64_t K);
+void matmul_quant(const float* x, int64_t T, int64_t K, const void* w, DType wt, const float* bias, float* y,
+                  int64_t N, int64_t n0, int64_t n1, void* act);
 // Reads `bytes` of `data` and returns a checksum-like value so the read is not optimised away (measures
 // memory bandwidth).
 double read_sweep(const void* data, size_t bytes);
 
+// The quantized-weight kernels of one Isa (quant_*.cpp); dequantization has one implementation for all.
+struct QuantKernels {
+    void (*matmul)(const float* x, int64_t T, int64_t K, const void* w, DType wt, const float* bias, float* y,
+                   int64_t N, int64_t n0, int64_t n1, void* act);
+};
+
 // One implementation of every kernel. Entries taking a DType expect F32, BF16 or F16 (the free functions
-// check this and throw std::invalid_argument otherwise).
+// check this and throw std::invalid_argument otherwise); `quant` takes the quantized types.
 struct KernelTable {
     Isa isa;
     void (*matmul)(const float* x, int64_t T, int64_t K, const void* w, DType wt, const float* bias, float* y,
@@ -45,6 +62,7 @@ struct KernelTable {
     void (*axpy_f32)(float a, const float* x, float* y, int64_t n);
     void (*row_to_f32)(const void* src, DType dt, int64_t cols, float* out);
     double (*read_sweep)(const void* data, size_t bytes);
+    const QuantKernels* quant;
 };
 
 // The table of one Isa, for tests and benchmarks; throws std::invalid_argument if this CPU cannot run it.

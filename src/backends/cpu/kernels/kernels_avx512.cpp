@@ -456,7 +456,7 @@ namespace tracelm::cpu {
 // Declared extern in kernels_internal.h, so this const keeps external linkage.
 const KernelTable detail::avx512_kernels = {
     Isa::Avx512,     avx512::matmul,   avx512::rms_norm,   avx512::add,        avx512::silu_mul,
-    avx512::dot_f32, avx512::axpy_f32, avx512::row_to_f32, avx512::read_sweep,
+    avx512::dot_f32, avx512::axpy_f32, avx512::row_to_f32, avx512::read_sweep, &detail::avx512_quant,
 };
 
 }  // namespace tracelm::cpu

@@ -14,6 +14,13 @@ namespace tracelm::cpu::detail {
 extern const KernelTable portable_kernels;
 extern const KernelTable avx2_kernels;
 extern const KernelTable avx512_kernels;
+extern const QuantKernels portable_quant;
+extern const QuantKernels avx2_quant;
+extern const QuantKernels avx512_quant;
+
+// GGML's reference dequantization of one row of a quantized type (quant_portable.cpp), shared by every Isa:
+// an embedding lookup converts one row per token, far from the hot path.
+void dequantize_row(const void* src, DType dt, int64_t cols, float* out);
 
 // 64-byte aligned memory of at least `bytes`, owned by the calling thread and reused by its next call.
 void* scratch(size_t bytes);

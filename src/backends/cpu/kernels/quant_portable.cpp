@@ -1,0 +1,237 @@
+// Quantized weights in plain C++: GGML's reference dequantization (used by every Isa) and the portable
+// integer-domain matmul, which follows the summation order in quant.h exactly, so that it equals the SIMD
+// versions bit for bit.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "backends/cpu/kernels/kernels_internal.h"
+#include "backends/cpu/kernels/quant.h"
+
+namespace tracelm::cpu {
+namespace {
+
+using namespace quant;
+
+float f16_at(const uint8_t* p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return f16_to_f32(h);
+}
+
+// GGML's get_scale_min_k4: the 6-bit scale and min of sub-block j of a Q4_K/Q5_K block.
+void scale_min_k4(int j, const uint8_t* s, int& sc, int& m) {
+    if (j < 4) {
+        sc = s[j] & 63;
+        m = s[j + 4] & 63;
+    } else {
+        sc = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
+        m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+}
+
+// The integer weights of one block, offsets applied: q[i] is element i's multiplier of the block scale.
+void ints_q8_0(const BlockQ8_0& b, int* q) {
+    for (int i = 0; i < 32; ++i) q[i] = b.qs[i];
+}
+// Q4_0/Q4_1 nibbles (offset subtracted), plus the high bits of Q5_0/Q5_1 when qh is given.
+void ints_4_5(const uint8_t* qs, const uint8_t* qh, int offset, int* q) {
+    uint32_t h = 0;
+    if (qh != nullptr) std::memcpy(&h, qh, 4);
+    for (int j = 0; j < 16; ++j) {
+        q[j] = ((qs[j] & 0xF) | static_cast<int>(((h >> j) & 1u) << 4)) - offset;
+        q[j + 16] = ((qs[j] >> 4) | static_cast<int>(((h >> (j + 16)) & 1u) << 4)) - offset;
+    }
+}
+// Q4_K/Q5_K: element 32j + l of sub-block j.
+void ints_k45(const uint8_t* qs, const uint8_t* qh, int* q) {
+    for (int j = 0; j < 8; ++j)
+        for (int l = 0; l < 32; ++l) {
+            const uint8_t byte = qs[32 * (j / 2) + l];
+            const int hi = qh != nullptr ? ((qh[l] >> j) & 1) << 4 : 0;
+            q[32 * j + l] = ((j % 2 == 0 ? byte & 0xF : byte >> 4) | hi);
+        }
+}
+void ints_q6_k(const BlockQ6_K& b, int* q) {
+    for (int h = 0; h < 2; ++h)
+        for (int c = 0; c < 4; ++c)
+            for (int l = 0; l < 32; ++l) {
+                const uint8_t lo = b.ql[64 * h + 32 * (c & 1) + l];
+                const int hi = (b.qh[32 * h + l] >> (2 * c)) & 3;
+                q[128 * h + 32 * c + l] = ((c < 2 ? lo & 0xF : lo >> 4) | (hi << 4)) - 32;
+            }
+}
+
+}  // namespace
+
+// Element values as GGML defines them, with its float operations in its order (no fused multiply-add).
+void detail::dequantize_row(const void* src, DType dt, int64_t cols, float* out) {
+    const auto* p = static_cast<const uint8_t*>(src);
+    const int64_t nb = cols / dtype_block_elems(dt);
+    const size_t bb = dtype_block_bytes(dt);
+    int q[256];
+    for (int64_t i = 0; i < nb; ++i, p += bb) {
+        switch (dt) {
+            case DType::Q8_0: {
+                const auto& b = *reinterpret_cast<const BlockQ8_0*>(p);
+                ints_q8_0(b, q);
+                for (int j = 0; j < 32; ++j) out[j] = static_cast<float>(q[j]) * f16_at(b.d);
+                break;
+            }
+            case DType::Q4_0:
+            case DType::Q5_0: {
+                const bool five = dt == DType::Q5_0;
+                const uint8_t* qs = five ? reinterpret_cast<const BlockQ5_0*>(p)->qs : p + 2;
+                ints_4_5(qs, five ? p + 2 : nullptr, five ? 16 : 8, q);
+                for (int j = 0; j < 32; ++j) out[j] = f16_at(p) * static_cast<float>(q[j]);
+                break;
+            }
+            case DType::Q4_1:
+            case DType::Q5_1: {
+                const bool five = dt == DType::Q5_1;
+                const uint8_t* qs = five ? reinterpret_cast<const BlockQ5_1*>(p)->qs : p + 4;
+                ints_4_5(qs, five ? p + 4 : nullptr, 0, q);
+                for (int j = 0; j < 32; ++j) out[j] = f16_at(p) * static_cast<float>(q[j]) + f16_at(p + 2);
+                break;
+            }
+            case DType::Q4_K:
+            case DType::Q5_K: {
+                const bool five = dt == DType::Q5_K;
+                const auto& b4 = *reinterpret_cast<const BlockQ4_K*>(p);
+                const auto& b5 = *reinterpret_cast<const BlockQ5_K*>(p);
+                ints_k45(five ? b5.qs : b4.qs, five ? b5.qh : nullptr, q);
+                const float d = f16_at(b4.d), dmin = f16_at(b4.dmin);
+                for (int j = 0; j < 8; ++j) {
+                    int sc, m;
+                    scale_min_k4(j, b4.scales, sc, m);
+                    const float dj = d * static_cast<float>(sc), mj = dmin * static_cast<float>(m);
+                    for (int l = 0; l < 32; ++l) out[32 * j + l] = dj * static_cast<float>(q[32 * j + l]) - mj;
+                }
+                break;
+            }
+            case DType::Q6_K: {
+                const auto& b = *reinterpret_cast<const BlockQ6_K*>(p);
+                ints_q6_k(b, q);
+                const float d = f16_at(b.d);
+                for (int j = 0; j < 256; ++j)
+                    out[j] = d * static_cast<float>(b.scales[j / 16]) * static_cast<float>(q[j]);
+                break;
+            }
+            default: return;
+        }
+        out += dtype_block_elems(dt);
+    }
+}
+
+namespace portable {
+namespace {
+
+// Quantizes n (32 or 256) values of x to q; returns d. Rounding is lrint's: to nearest even, as vcvtps2dq.
+float quantize_block(const float* x, int n, int8_t* q) {
+    float amax = 0.0f;
+    for (int i = 0; i < n; ++i) amax = std::fmax(amax, std::fabs(x[i]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    for (int i = 0; i < n; ++i) q[i] = static_cast<int8_t>(std::lrint(x[i] * id));
+    return d;
+}
+
+void quantize_rows(const float* x, int64_t T, int64_t K, DType wt, void* act) {
+    if (dtype_block_elems(wt) == 32) {
+        auto* a = static_cast<ActBlock32*>(act);
+        for (int64_t i = 0; i < T * K / 32; ++i, ++a) {
+            a->d = quantize_block(x + 32 * i, 32, a->q);
+            a->sum = 0;
+            for (int j = 0; j < 32; ++j) a->sum += a->q[j];
+        }
+    } else {
+        auto* a = static_cast<ActBlock256*>(act);
+        for (int64_t i = 0; i < T * K / 256; ++i, ++a) {
+            a->d = quantize_block(x + 256 * i, 256, a->q);
+            for (int g = 0; g < 16; ++g) {
+                int s = 0;
+                for (int j = 0; j < 16; ++j) s += a->q[16 * g + j];
+                a->bsums[g] = static_cast<int16_t>(s);
+            }
+        }
+    }
+}
+
+int dot_ints(const int* q, const int8_t* x, int n) {
+    int s = 0;
+    for (int i = 0; i < n; ++i) s += q[i] * x[i];
+    return s;
+}
+
+// One output: the weight row w (nb blocks) against one quantized activation row, in quant.h's order.
+float dot_row(DType wt, const uint8_t* w, int64_t nb, const void* act) {
+    const size_t bb = dtype_block_bytes(wt);
+    float acc = 0.0f;
+    int q[256];
+    for (int64_t i = 0; i < nb; ++i, w += bb) {
+        float term;
+        if (dtype_block_elems(wt) == 32) {
+            const ActBlock32& a = static_cast<const ActBlock32*>(act)[i];
+            float m = 0.0f;
+            switch (wt) {
+                case DType::Q8_0: ints_q8_0(*reinterpret_cast<const BlockQ8_0*>(w), q); break;
+                case DType::Q4_0: ints_4_5(w + 2, nullptr, 8, q); break;
+                case DType::Q5_0: ints_4_5(w + 6, w + 2, 16, q); break;
+                case DType::Q4_1: ints_4_5(w + 4, nullptr, 0, q); m = f16_at(w + 2); break;
+                default: ints_4_5(w + 8, w + 4, 0, q); m = f16_at(w + 2); break;  // Q5_1
+            }
+            term = (f16_at(w) * a.d) * static_cast<float>(dot_ints(q, a.q, 32));
+            if (wt == DType::Q4_1 || wt == DType::Q5_1) term = term + (m * a.d) * static_cast<float>(a.sum);
+        } else {
+            const ActBlock256& a = static_cast<const ActBlock256*>(act)[i];
+            int isum = 0;
+            if (wt == DType::Q6_K) {
+                const auto& b = *reinterpret_cast<const BlockQ6_K*>(w);
+                ints_q6_k(b, q);
+                for (int g = 0; g < 16; ++g) isum += b.scales[g] * dot_ints(q + 16 * g, a.q + 16 * g, 16);
+                term = (f16_at(b.d) * a.d) * static_cast<float>(isum);
+            } else {
+                const auto& b4 = *reinterpret_cast<const BlockQ4_K*>(w);
+                const auto& b5 = *reinterpret_cast<const BlockQ5_K*>(w);
+                const bool five = wt == DType::Q5_K;
+                ints_k45(five ? b5.qs : b4.qs, five ? b5.qh : nullptr, q);
+                int msum = 0;
+                for (int j = 0; j < 8; ++j) {
+                    int sc, mn;
+                    scale_min_k4(j, b4.scales, sc, mn);
+                    isum += sc * dot_ints(q + 32 * j, a.q + 32 * j, 32);
+                    msum += mn * (a.bsums[2 * j] + a.bsums[2 * j + 1]);
+                }
+                term = (f16_at(b4.d) * a.d) * static_cast<float>(isum);
+                term = term + (-f16_at(b4.dmin) * a.d) * static_cast<float>(msum);
+            }
+        }
+        acc = acc + term;
+    }
+    return acc;
+}
+
+void matmul(const float* x, int64_t T, int64_t K, const void* w, DType wt, const float* bias, float* y, int64_t N,
+            int64_t n0, int64_t n1, void* act) {
+    if (T <= 0 || n1 <= n0) return;
+    quantize_rows(x, T, K, wt, act);
+    const int64_t nb = K / dtype_block_elems(wt);
+    const size_t act_row = static_cast<size_t>(nb) * (dtype_block_elems(wt) == 32 ? sizeof(ActBlock32)
+                                                                                    : sizeof(ActBlock256));
+    const size_t row_bytes = dtype_row_bytes(wt, K);
+    // Rows outside, tokens inside: a weight row is read from memory once and reused from L1 for every token.
+    for (int64_t n = n0; n < n1; ++n) {
+        const auto* wr = static_cast<const uint8_t*>(w) + static_cast<size_t>(n) * row_bytes;
+        for (int64_t t = 0; t < T; ++t) {
+            const float s = dot_row(wt, wr, nb, static_cast<const char*>(act) + static_cast<size_t>(t) * act_row);
+            y[t * N + n] = bias != nullptr ? s + bias[n] : s;
+        }
+    }
+}
+
+}  // namespace
+}  // namespace portable
+
+const QuantKernels detail::portable_quant = {portable::matmul};
+
+}  // namespace tracelm::cpu
