@@ -74,8 +74,8 @@ AddedTokenMatcher::AddedTokenMatcher(const std::vector<AddedToken>& tokens) {
     }
 }
 
-std::pair<int32_t, size_t> AddedTokenMatcher::longest_match(std::string_view text,
-                                                            size_t pos) const {
+std::pair<int32_t, size_t> AddedTokenMatcher::longest_match(std::string_view text, size_t pos,
+                                                            bool include_special) const {
     std::pair<int32_t, size_t> best{-1, 0};
     size_t node = 0;
     for (size_t i = pos; i < text.size(); ++i) {
@@ -85,12 +85,16 @@ std::pair<int32_t, size_t> AddedTokenMatcher::longest_match(std::string_view tex
                                      [b](const auto& child) { return child.first == b; });
         if (it == children.end()) break;
         node = static_cast<size_t>(it->second);
-        if (nodes_[node].token >= 0) best = {nodes_[node].token, i + 1 - pos};
+        const int32_t token = nodes_[node].token;
+        if (token >= 0 && (include_special || !tokens_[static_cast<size_t>(token)].special)) {
+            best = {token, i + 1 - pos};
+        }
     }
     return best;
 }
 
-std::vector<AddedTokenMatcher::Segment> AddedTokenMatcher::split(std::string_view text) const {
+std::vector<AddedTokenMatcher::Segment> AddedTokenMatcher::split(std::string_view text,
+                                                                 bool include_special) const {
     std::vector<Segment> segments;
     size_t consumed = 0;  // end of the last emitted segment
     size_t pos = 0;
@@ -99,7 +103,7 @@ std::vector<AddedTokenMatcher::Segment> AddedTokenMatcher::split(std::string_vie
             ++pos;
             continue;
         }
-        const auto [index, length] = longest_match(text, pos);
+        const auto [index, length] = longest_match(text, pos, include_special);
         if (index < 0) {
             ++pos;
             continue;

@@ -33,8 +33,9 @@ class AddedTokenMatcher {
         std::string_view text;  // views into the text given to split()
         int32_t id;             // the added token's id, or -1 for plain text
     };
-    // Cuts `text` (valid UTF-8) into plain-text segments and added tokens, in order.
-    std::vector<Segment> split(std::string_view text) const;
+    // Cuts `text` (valid UTF-8) into plain-text segments and added tokens, in order. With
+    // include_special = false, tokens flagged special are not matched (they stay plain text).
+    std::vector<Segment> split(std::string_view text, bool include_special = true) const;
 
    private:
     struct Node {
@@ -42,7 +43,8 @@ class AddedTokenMatcher {
         int32_t token = -1;                                       // index into tokens_
     };
     // Returns (token index, length) of the longest token starting at `pos`, or (-1, 0).
-    std::pair<int32_t, size_t> longest_match(std::string_view text, size_t pos) const;
+    std::pair<int32_t, size_t> longest_match(std::string_view text, size_t pos,
+                                             bool include_special) const;
 
     std::vector<AddedToken> tokens_;
     std::vector<Node> nodes_;         // nodes_[0] is the root

@@ -1,18 +1,24 @@
 #include "tokenizer/tokenizer.h"
 
 #include <algorithm>
+#include <array>
+#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <unordered_map>
 
+#include "model/gguf.h"
 #include "tokenizer/added_tokens.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/byte_level.h"
+#include "tokenizer/gguf_vocab.h"
 #include "tokenizer/pre_tokenizer.h"
+#include "tokenizer/spm.h"
 #include "tokenizer/tokenizer_json.h"
 #include "tokenizer/utf8.h"
 
@@ -217,9 +223,14 @@ std::string read_file(const std::string& path) {
 }  // namespace
 
 struct Tokenizer::Impl {
+    // From tokenizer.json: the byte-level BPE model, with the vocabulary's ids.
     Impl(const json& doc, BpeConfig bpe);
+    // From GGUF metadata.
+    explicit Impl(const GgufVocab& vocab);
     void apply_config(const std::string& config_text);
-    std::vector<int32_t> encode(std::string_view text) const;
+    // Fills eog_ids from `known` (ids the configuration names) and the end-of-generation texts.
+    void find_end_of_generation(std::initializer_list<std::optional<int32_t>> known);
+    std::vector<int32_t> encode(std::string_view text, bool parse_special) const;
     std::string normalize(std::string_view text) const;
     std::optional<int32_t> token_id(std::string_view content) const;
     bool is_token(int32_t id) const {
@@ -229,7 +240,15 @@ struct Tokenizer::Impl {
 
     enum class Kind : uint8_t { None, Regular, Added, Special };
 
-    BpeModel model;
+    // Registers added tokens (their `content` is the token's text) in the tables, already sized,
+    // and in the matchers.
+    void add_tokens(std::vector<AddedToken> added);
+
+    // Exactly one model is set.
+    std::optional<BpeModel> bpe;  // byte-level BPE
+    std::optional<SpmModel> spm;  // SentencePiece BPE
+    // SentencePiece's dummy prefix: a space in front of the text and after each added token.
+    bool space_prefix = false;
     std::vector<NormalForm> normalizer;
     PreTokenizer pre_tokenizer;
     AddedTokenMatcher raw_matcher;         // added tokens with normalized = false
@@ -241,9 +260,10 @@ struct Tokenizer::Impl {
     std::optional<int32_t> eos_id, bos_id, pad_id;
     bool add_bos = false;
     std::string chat_template;
+    std::vector<int32_t> eog_ids;  // ascending
 };
 
-Tokenizer::Impl::Impl(const json& doc, BpeConfig bpe) : model(std::move(bpe)) {
+Tokenizer::Impl::Impl(const json& doc, BpeConfig config) : bpe(std::in_place, std::move(config)) {
     const Fields root(doc, "");
     if (const json* n = root.get("normalizer"))
         read_normalizer(Fields(*n, "normalizer"), normalizer);
@@ -266,12 +286,12 @@ Tokenizer::Impl::Impl(const json& doc, BpeConfig bpe) : model(std::move(bpe)) {
 
     std::vector<AddedToken> added = read_added_tokens(root);
 
-    // One table by id for regular and added tokens. Ids come from the file, so refuse id spaces
-    // so sparse that the table would dwarf the vocabulary.
+    // Ids come from the file, so refuse id spaces so sparse that the tables would dwarf the
+    // vocabulary.
     int64_t max_id = -1;
-    for (const auto& entry : model.vocab()) max_id = std::max<int64_t>(max_id, entry.second);
+    for (const auto& entry : bpe->vocab()) max_id = std::max<int64_t>(max_id, entry.second);
     for (const AddedToken& t : added) max_id = std::max<int64_t>(max_id, t.id);
-    const auto entries = static_cast<int64_t>(model.vocab().size() + added.size());
+    const auto entries = static_cast<int64_t>(bpe->vocab().size() + added.size());
     if (max_id >= 2 * entries + 1024) {
         throw std::runtime_error("token id " + std::to_string(max_id) +
                                  " is far beyond the number of tokens (" + std::to_string(entries) +
@@ -279,13 +299,16 @@ Tokenizer::Impl::Impl(const json& doc, BpeConfig bpe) : model(std::move(bpe)) {
     }
     token_bytes.resize(static_cast<size_t>(max_id + 1));
     kinds.resize(static_cast<size_t>(max_id + 1), Kind::None);
-    for (const auto& [text, id] : model.vocab()) {
+    for (const auto& [text, id] : bpe->vocab()) {
         // Tokens outside the byte-level alphabet stand for their own UTF-8 text, as in the
         // ByteLevel decoder.
         token_bytes[static_cast<size_t>(id)] = byte_level_decode(text).value_or(text);
         kinds[static_cast<size_t>(id)] = Kind::Regular;
     }
+    add_tokens(std::move(added));
+}
 
+void Tokenizer::Impl::add_tokens(std::vector<AddedToken> added) {
     std::vector<AddedToken> raw_tokens, normalized_tokens;
     for (AddedToken& t : added) {
         token_bytes[static_cast<size_t>(t.id)] = t.content;
@@ -301,6 +324,149 @@ Tokenizer::Impl::Impl(const json& doc, BpeConfig bpe) : model(std::move(bpe)) {
     }
     raw_matcher = AddedTokenMatcher(raw_tokens);
     normalized_matcher = AddedTokenMatcher(normalized_tokens);
+}
+
+namespace {
+
+// A SentencePiece byte token "<0xAB>": the byte, or nullopt for any other text.
+std::optional<unsigned char> byte_token_value(std::string_view text) {
+    if (text.size() != 6 || !text.starts_with("<0x") || text.back() != '>') return std::nullopt;
+    unsigned value = 0;
+    const auto [end, ec] = std::from_chars(text.data() + 3, text.data() + 5, value, 16);
+    if (ec != std::errc() || end != text.data() + 5) return std::nullopt;
+    return static_cast<unsigned char>(value);
+}
+
+}  // namespace
+
+Tokenizer::Impl::Impl(const GgufVocab& v) {
+    const size_t n = v.tokens.size();
+    if (n == 0) throw std::runtime_error("tokenizer.ggml.tokens is empty");
+    if (n > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+        throw std::runtime_error("tokenizer.ggml.tokens has too many tokens");
+    }
+    const auto check_length = [n](const char* key, size_t length) {
+        if (length != 0 && length != n) {
+            throw std::runtime_error(std::string(key) + " has " + std::to_string(length) +
+                                     " entries for " + std::to_string(n) + " tokens");
+        }
+    };
+    check_length("tokenizer.ggml.token_type", v.types.size());
+    check_length("tokenizer.ggml.scores", v.scores.size());
+    const auto type = [&](size_t id) {
+        return v.types.empty() ? GgufTokenType::Normal : v.types[id];
+    };
+    // Ids outside the vocabulary count as absent.
+    const auto valid = [n](std::optional<int32_t> id) {
+        return id && *id >= 0 && static_cast<size_t>(*id) < n ? id : std::nullopt;
+    };
+    const auto is_added = [](GgufTokenType t) {
+        return t == GgufTokenType::Control || t == GgufTokenType::Unknown ||
+               t == GgufTokenType::UserDefined;
+    };
+
+    token_bytes.resize(n);
+    kinds.resize(n, Kind::Regular);
+    std::vector<AddedToken> added;
+    for (size_t id = 0; id < n; ++id) {
+        const GgufTokenType t = type(id);
+        if (!is_added(t)) continue;
+        AddedToken token;
+        token.id = static_cast<int32_t>(id);
+        token.content = v.tokens[id];
+        token.special = t != GgufTokenType::UserDefined;
+        added.push_back(std::move(token));
+    }
+
+    if (v.model == "gpt2") {
+        const GgufPreTokenizer& pre = gguf_pre_tokenizer(v.pre);
+        BpeConfig config;
+        config.vocab.reserve(n);
+        for (size_t id = 0; id < n; ++id) {
+            config.vocab.emplace_back(v.tokens[id], static_cast<int32_t>(id));
+        }
+        config.merges.reserve(v.merges.size());
+        for (size_t rank = 0; rank < v.merges.size(); ++rank) {
+            // Byte-level texts hold no space (it is mapped to 'Ġ'), so the first one separates
+            // the pair; llama.cpp searches from the second character on, and so do we.
+            const std::string& merge = v.merges[rank];
+            const size_t space = merge.find(' ', 1);
+            if (space == std::string::npos) {
+                throw std::runtime_error("tokenizer.ggml.merges[" + std::to_string(rank) +
+                                         "] \"" + merge + "\" is not two tokens");
+            }
+            config.merges.emplace_back(merge.substr(0, space), merge.substr(space + 1));
+        }
+        config.ignore_merges = pre.ignore_merges;
+        bpe.emplace(std::move(config));
+        for (std::string_view regex : pre.regexes) {
+            pre_tokenizer.add_split(regex, false, SplitBehavior::Isolated, false);
+        }
+        // As for tokenizer.json (add_tokens() overrides added tokens).
+        for (size_t id = 0; id < n; ++id) {
+            token_bytes[id] = byte_level_decode(v.tokens[id]).value_or(v.tokens[id]);
+        }
+        add_bos = v.add_bos.value_or(pre.add_bos);
+        bos_id = valid(v.bos_id);
+        eos_id = valid(v.eos_id);
+    } else if (v.model == "llama") {
+        std::vector<SpmPiece> pieces;
+        std::array<int32_t, 256> byte_ids;
+        byte_ids.fill(-1);
+        for (size_t id = 0; id < n; ++id) {
+            const GgufTokenType t = type(id);
+            const std::string& text = v.tokens[id];
+            const auto byte = t == GgufTokenType::Byte ? byte_token_value(text) : std::nullopt;
+            if (byte) {
+                byte_ids[*byte] = static_cast<int32_t>(id);
+                token_bytes[id] = std::string(1, static_cast<char>(*byte));
+                continue;
+            }
+            // Text merges into normal and user-defined pieces only, as in SentencePiece.
+            if (t == GgufTokenType::Normal || t == GgufTokenType::UserDefined) {
+                pieces.push_back({text, v.scores.empty() ? 0.0f : v.scores[id],
+                                  static_cast<int32_t>(id)});
+            }
+            token_bytes[id] = spm_unescape(text);  // add_tokens() overrides added tokens
+        }
+        // llama.cpp's defaults for SentencePiece vocabularies.
+        const auto fallback = [&](std::optional<int32_t> id, int32_t default_id) {
+            return valid(id ? id : std::optional(default_id));
+        };
+        spm.emplace(std::move(pieces), byte_ids, fallback(v.unk_id, 0));
+        space_prefix = v.add_space_prefix.value_or(true);
+        add_bos = v.add_bos.value_or(true);
+        bos_id = fallback(v.bos_id, 1);
+        eos_id = fallback(v.eos_id, 2);
+    } else {
+        throw std::runtime_error("tokenizer.ggml.model \"" + v.model +
+                                 "\" is not supported (gpt2, llama)");
+    }
+    add_tokens(std::move(added));
+    pad_id = valid(v.pad_id);
+    chat_template = v.chat_template;
+    find_end_of_generation({eos_id, v.eot_id, v.eom_id, v.fim_pad_id, v.fim_rep_id, v.fim_sep_id});
+}
+
+void Tokenizer::Impl::find_end_of_generation(
+    std::initializer_list<std::optional<int32_t>> known) {
+    // llama.cpp's texts of end-of-turn tokens, and of the fill-in-the-middle pad, repository and
+    // file-separator tokens, which it also stops on.
+    static constexpr std::string_view kTexts[] = {
+        "<|eot_id|>",      "<|im_end|>",     "<|end|>",       "<end_of_turn>",
+        "<|endoftext|>",   "<|eom_id|>",     "<EOT>",         "_<EOT>",
+        "<|end_of_text|>", "<end_of_utterance>", "<|fim_pad|>",   "<fim-pad>",
+        "<fim_pad>",       "<PAD>",          "<|fim_repo|>",  "<|repo_name|>",
+        "<fim-repo>",      "<REPO>",         "<reponame>",    "<|file_sep|>",
+    };
+    std::set<int32_t> ids;
+    for (const auto& id : known) {
+        if (id && is_token(*id)) ids.insert(*id);
+    }
+    for (std::string_view text : kTexts) {
+        if (const auto id = token_id(text)) ids.insert(*id);
+    }
+    eog_ids.assign(ids.begin(), ids.end());
 }
 
 void Tokenizer::Impl::apply_config(const std::string& config_text) {
@@ -351,10 +517,10 @@ std::optional<int32_t> Tokenizer::Impl::token_id(std::string_view content) const
     if (const auto it = added_by_content.find(std::string(content)); it != added_by_content.end()) {
         return it->second;
     }
-    return model.find_token(content);
+    return bpe ? bpe->find_token(content) : spm->find_token(content);
 }
 
-std::vector<int32_t> Tokenizer::Impl::encode(std::string_view text) const {
+std::vector<int32_t> Tokenizer::Impl::encode(std::string_view text, bool parse_special) const {
     std::string repaired;
     if (!is_valid_utf8(text)) {
         repaired = to_valid_utf8(text);
@@ -362,19 +528,26 @@ std::vector<int32_t> Tokenizer::Impl::encode(std::string_view text) const {
     }
     std::vector<int32_t> ids;
     BpeScratch scratch;
-    for (const auto& segment : raw_matcher.split(text)) {
+    bool after_token = true;  // at the start of the text or right after an added token
+    for (const auto& segment : raw_matcher.split(text, parse_special)) {
         if (segment.id >= 0) {
             ids.push_back(segment.id);
+            after_token = true;
+            continue;
+        }
+        if (spm) {
+            spm->encode(segment.text, space_prefix && after_token, ids);
+            after_token = false;
             continue;
         }
         const std::string normalized = normalize(segment.text);
-        for (const auto& inner : normalized_matcher.split(normalized)) {
+        for (const auto& inner : normalized_matcher.split(normalized, parse_special)) {
             if (inner.id >= 0) {
                 ids.push_back(inner.id);
                 continue;
             }
             for (const std::string& piece : pre_tokenizer.split(inner.text)) {
-                model.encode_word(piece, scratch, ids);
+                bpe->encode_word(piece, scratch, ids);
             }
         }
     }
@@ -399,7 +572,21 @@ Tokenizer Tokenizer::load(const std::string& json_text, const std::string& json_
             throw std::runtime_error(config_name + ": " + e.what());
         }
     }
+    impl->find_end_of_generation({impl->eos_id});
     return Tokenizer(std::move(impl));
+}
+
+Tokenizer Tokenizer::from_gguf_vocab(const GgufVocab& vocab) {
+    return Tokenizer(std::make_shared<const Impl>(vocab));
+}
+
+Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
+    const GgufVocab vocab = read_gguf_vocab(file);
+    try {
+        return from_gguf_vocab(vocab);
+    } catch (const std::runtime_error& e) {
+        throw std::runtime_error(file.path() + ": " + e.what());
+    }
 }
 
 Tokenizer Tokenizer::from_json_text(const std::string& json_text,
@@ -417,14 +604,24 @@ Tokenizer Tokenizer::from_file(const std::string& tokenizer_json_path) {
                 has_config ? read_file(config_path.string()) : std::string(), config_path.string());
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text) const { return impl_->encode(text); }
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special) const {
+    return impl_->encode(text, parse_special);
+}
 
 std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool skip_special) const {
     std::string bytes;
-    for (int32_t id : ids) {
+    for (size_t i = 0; i < ids.size(); ++i) {
+        const int32_t id = ids[i];
         if (!impl_->is_token(id)) continue;
-        if (skip_special && impl_->kinds[static_cast<size_t>(id)] == Impl::Kind::Special) continue;
-        bytes += impl_->token_bytes[static_cast<size_t>(id)];
+        const Impl::Kind kind = impl_->kinds[static_cast<size_t>(id)];
+        if (skip_special && kind == Impl::Kind::Special) continue;
+        std::string_view piece = impl_->token_bytes[static_cast<size_t>(id)];
+        // Like llama.cpp, only the very first token gives the prefixed space back.
+        if (i == 0 && impl_->space_prefix && kind == Impl::Kind::Regular &&
+            piece.starts_with(' ')) {
+            piece.remove_prefix(1);
+        }
+        bytes += piece;
     }
     return to_valid_utf8(bytes);
 }
@@ -448,6 +645,10 @@ std::optional<int32_t> Tokenizer::bos_token_id() const { return impl_->bos_id; }
 std::optional<int32_t> Tokenizer::pad_token_id() const { return impl_->pad_id; }
 bool Tokenizer::add_bos_token() const { return impl_->add_bos; }
 const std::string& Tokenizer::chat_template() const { return impl_->chat_template; }
+const std::vector<int32_t>& Tokenizer::end_of_generation_ids() const { return impl_->eog_ids; }
+bool Tokenizer::is_end_of_generation(int32_t id) const {
+    return std::binary_search(impl_->eog_ids.begin(), impl_->eog_ids.end(), id);
+}
 
 StreamDecoder::StreamDecoder(const Tokenizer& tokenizer, bool skip_special)
     : tokenizer_(tokenizer), skip_special_(skip_special) {}

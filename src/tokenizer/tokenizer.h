@@ -1,5 +1,6 @@
-// Byte-level BPE tokenizer read from a Hugging Face tokenizer.json (Qwen3, GPT-2, Llama 3 and
-// the like), plus a streaming detokenizer.
+// Tokenizers read from a Hugging Face tokenizer.json (byte-level BPE: Qwen3, GPT-2, Llama 3 and
+// the like) or from a GGUF file's tokenizer.ggml.* metadata (byte-level BPE, or SentencePiece BPE;
+// see gguf_vocab.h), plus a streaming detokenizer.
 //
 // Pipeline of encode(), as in the reference `tokenizers` library:
 //   1. invalid UTF-8 in the input is replaced by U+FFFD (one per maximal invalid subpart, like
@@ -10,6 +11,10 @@
 //   3. the remaining text is normalized (NFC for Qwen3) and split by the pre-tokenizer regex;
 //   4. each piece is encoded by BPE over its bytes (the GPT-2 byte -> unicode alphabet).
 // There is no post-processing (add_special_tokens = false): callers add BOS etc. themselves.
+// A GGUF tokenizer follows llama.cpp instead: no normalization, control, unknown and user-defined
+// tokens in the role of added tokens, and the pre-tokenizer regexes of tokenizer.ggml.pre. Those
+// tokens are still matched leftmost-longest; llama.cpp cuts out the longest token everywhere
+// first, which differs only where two such tokens overlap in the text.
 //
 // A Tokenizer is immutable after loading; copies share the tables and every method is safe to
 // call from several threads.
@@ -24,6 +29,9 @@
 
 namespace tracelm {
 
+class GgufFile;
+struct GgufVocab;
+
 class Tokenizer {
    public:
     // Loads tokenizer.json and, if present in the same directory, tokenizer_config.json
@@ -35,9 +43,19 @@ class Tokenizer {
     static Tokenizer from_json_text(const std::string& json_text,
                                     const std::string& config_json_text = "");
 
-    std::vector<int32_t> encode(std::string_view text) const;
+    // The tokenizer of a GGUF file (through read_gguf_vocab), or of vocabulary data in that form.
+    // Throws std::runtime_error naming the file (for from_gguf) and the problem.
+    static Tokenizer from_gguf(const GgufFile& file);
+    static Tokenizer from_gguf_vocab(const GgufVocab& vocab);
+
+    // parse_special = false leaves special tokens written in the text (such as "<|im_start|>") to
+    // be tokenized as plain text; non-special added tokens (GGUF user-defined ones) are still
+    // matched. This is llama.cpp's parse_special, and split_special_tokens in Hugging Face.
+    std::vector<int32_t> encode(std::string_view text, bool parse_special = true) const;
     // Concatenates the tokens' bytes and returns them as valid UTF-8 (invalid sequences become
-    // U+FFFD). Ids that name no token are skipped; skip_special drops special added tokens.
+    // U+FFFD). Ids that name no token are skipped; skip_special drops special added tokens. For a
+    // SentencePiece tokenizer with a space prefix, the space that encode() put in front of the text
+    // is dropped from a first token that starts with it.
     std::string decode(const std::vector<int32_t>& ids, bool skip_special = false) const;
 
     // Raw bytes of one token (possibly a fragment of a UTF-8 character); for added tokens their
@@ -51,12 +69,18 @@ class Tokenizer {
     // Whether `id` is an added token flagged special (what decode's skip_special drops).
     bool is_special(int32_t id) const;
 
-    // From tokenizer_config.json; empty / nullopt / false when absent.
+    // From tokenizer_config.json or the GGUF metadata; empty / nullopt / false when absent.
     std::optional<int32_t> eos_token_id() const;
     std::optional<int32_t> bos_token_id() const;
     std::optional<int32_t> pad_token_id() const;
     bool add_bos_token() const;
     const std::string& chat_template() const;
+
+    // The tokens that end generation, ascending: EOS, a GGUF's EOT/EOM and fill-in-the-middle
+    // pad/repo/separator ids, and the tokens llama.cpp recognizes by their text (<|im_end|>,
+    // <|eot_id|>, <|endoftext|>, <|end_of_text|>, <end_of_turn>, ...).
+    const std::vector<int32_t>& end_of_generation_ids() const;
+    bool is_end_of_generation(int32_t id) const;
 
    private:
     struct Impl;
@@ -69,7 +93,8 @@ class Tokenizer {
 
 // Streaming detokenizer: feed ids one at a time and get back only complete UTF-8 text. Bytes of
 // a character split across tokens are held back until the character is complete; a sequence
-// that can no longer complete comes out as U+FFFD, exactly as decode() of all ids would give.
+// that can no longer complete comes out as U+FFFD, exactly as decode() of all ids would give
+// (except that a SentencePiece space prefix stays: streamed ids continue a prompt).
 class StreamDecoder {
    public:
     explicit StreamDecoder(const Tokenizer& tokenizer, bool skip_special = false);

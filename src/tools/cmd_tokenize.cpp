@@ -3,6 +3,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "model/gguf.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/commands.h"
 
@@ -13,8 +14,14 @@ struct TokenizeArgs {
     std::string model, text, jsonl;
 };
 
+// A GGUF file carries its tokenizer in its metadata; a model folder has tokenizer.json.
+Tokenizer load_tokenizer(const std::string& model) {
+    if (std::filesystem::is_regular_file(model)) return Tokenizer::from_gguf(GgufFile(model));
+    return Tokenizer::from_file((std::filesystem::path(model) / "tokenizer.json").string());
+}
+
 int run_tokenize(const TokenizeArgs& a) {
-    const Tokenizer tok = Tokenizer::from_file((std::filesystem::path(a.model) / "tokenizer.json").string());
+    const Tokenizer tok = load_tokenizer(a.model);
     if (a.jsonl.empty()) {
         std::cout << nlohmann::json(tok.encode(a.text)).dump() << "\n";
         return 0;
@@ -38,7 +45,7 @@ int run_tokenize(const TokenizeArgs& a) {
 
 Action add_tokenize(CLI::App& app) {
     auto a = std::make_shared<TokenizeArgs>();
-    app.add_option("--model", a->model, "model folder holding tokenizer.json")->required()->check(CLI::ExistingDirectory);
+    app.add_option("--model", a->model, "model folder holding tokenizer.json, or a .gguf file")->required()->check(CLI::ExistingPath);
     auto* text = app.add_option("--text", a->text, "text to tokenize");
     auto* jsonl = app.add_option("--jsonl", a->jsonl, "file with one {\"text\": ...} object per line")->check(CLI::ExistingFile);
     text->excludes(jsonl);
