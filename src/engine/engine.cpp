@@ -13,8 +13,15 @@ Tensor Engine::i32(const std::string& name, int64_t n, int64_t cols) {
     return whole(b, DType::I32, n, cols);
 }
 
+int Engine::batch_bucket(int S) {
+    for (const int b : {1, 2, 4, 8, 16, 32}) {
+        if (S <= b) return b;
+    }
+    return (S + 31) / 32 * 32;
+}
+
 Engine::Engine(const Model& model, Backend& backend, EngineOptions options)
-    : model_(model), backend_(backend), opt_(options) {
+    : model_(model), backend_(backend), opt_(options), max_rows_(batch_bucket(options.max_seqs)) {
     const ModelConfig& c = model.config();
     if (opt_.block_size <= 0 || opt_.max_seqs <= 0 || opt_.prefill_chunk <= 0 || opt_.context <= 0) {
         throw std::invalid_argument("engine: block size, sequences, prefill chunk and context must be positive");
@@ -24,8 +31,7 @@ Engine::Engine(const Model& model, Backend& backend, EngineOptions options)
     const int64_t kv_dim = static_cast<int64_t>(c.num_key_value_heads) * c.head_dim;
     kv_ = std::make_unique<PagedKvCache>(backend, c.num_hidden_layers, kv_dim, max_blocks_ * opt_.max_seqs,
                                          opt_.block_size);
-    decoder_ = std::make_unique<Decoder>(model, backend, *kv_, std::max(opt_.prefill_chunk, opt_.max_seqs),
-                                         opt_.max_seqs);
+    decoder_ = std::make_unique<Decoder>(model, backend, *kv_, std::max(opt_.prefill_chunk, max_rows_), max_rows_);
 
     pf_ids_ = i32("prefill.token_ids", opt_.prefill_chunk);
     pf_pos_ = i32("prefill.positions", opt_.prefill_chunk);
@@ -33,7 +39,7 @@ Engine::Engine(const Model& model, Backend& backend, EngineOptions options)
     pf_qsl_ = i32("prefill.query_start_loc", 2);
     pf_seq_len_ = i32("prefill.seq_lens", 1);
 
-    const int S = opt_.max_seqs;
+    const int S = max_rows_;
     block_tables_ = i32("block_tables", S, max_blocks_);
     state_.token_ids = i32("decode.token_ids", S);
     state_.positions = i32("decode.positions", S);
@@ -51,17 +57,18 @@ Engine::Engine(const Model& model, Backend& backend, EngineOptions options)
 }
 
 Engine::~Engine() {
-    release_graph();
+    for (const auto& [bucket, g] : graphs_) {
+        if (g.graph >= 0) backend_.destroy_graph(g.graph);
+    }
     for (Buffer* b : buffers_) backend_.free(b);
 }
 
-void Engine::release_graph() {
-    if (graph_ >= 0) backend_.destroy_graph(graph_);
-    graph_ = -1;
-    warmed_ = false;
+bool Engine::captured() const {
+    const auto it = graphs_.find(bucket_);
+    return it != graphs_.end() && it->second.graph >= 0;
 }
 
-size_t Engine::graph_ops() const { return graph_ >= 0 ? backend_.graph_nodes(graph_) : 0; }
+size_t Engine::graph_ops() const { return captured() ? backend_.graph_nodes(graphs_.at(bucket_).graph) : 0; }
 
 std::vector<int32_t> Engine::start(const std::vector<std::vector<int32_t>>& prompts, int max_new_tokens) {
     const ModelConfig& c = model_.config();
@@ -88,16 +95,17 @@ std::vector<int32_t> Engine::start(const std::vector<std::vector<int32_t>>& prom
         }
     }
     finish();
-    if (S != graph_seqs_) release_graph();  // the graph's shapes are fixed to the batch size
 
-    // Reserve every block the request can touch up front, so decode never allocates.
-    std::vector<int32_t> table(static_cast<size_t>(opt_.max_seqs) * max_blocks_, -1);
+    // Reserve every block the request can touch up front, so decode never allocates. Rows past S (the
+    // bucket's padding and unused rows) have no blocks.
+    std::vector<int32_t> table(static_cast<size_t>(max_rows_) * max_blocks_, -1);
     for (int s = 0; s < S; ++s) {
         blocks_.push_back(kv_->allocate(kv_->blocks_for(static_cast<int64_t>(prompts[s].size()) + max_new_tokens)));
         std::copy(blocks_.back().begin(), blocks_.back().end(), table.begin() + static_cast<int64_t>(s) * max_blocks_);
     }
     backend_.upload(block_tables_, table.data());
     num_seqs_ = S;
+    bucket_ = batch_bucket(S);
 
     const int bs = opt_.block_size;
     auto slot_of = [&](int s, int64_t pos) {
@@ -134,25 +142,29 @@ std::vector<int32_t> Engine::start(const std::vector<std::vector<int32_t>>& prom
     backend_.download(sampled_.slice_rows(0, S), first.data());
 
     // Seed the device-side decode state: the first sampled token is fed at position = prompt length.
-    std::vector<int32_t> pos(static_cast<size_t>(S)), slots(static_cast<size_t>(S)), lens(static_cast<size_t>(S));
+    // Padding rows of the bucket get token 0 at position 0, slot -1 and length 0.
+    const int B = bucket_;
+    std::vector<int32_t> ids(static_cast<size_t>(B), 0), pos(static_cast<size_t>(B), 0),
+        slots(static_cast<size_t>(B), -1), lens(static_cast<size_t>(B), 0);
     for (int s = 0; s < S; ++s) {
         const int64_t n = static_cast<int64_t>(prompts[static_cast<size_t>(s)].size());
+        ids[static_cast<size_t>(s)] = first[static_cast<size_t>(s)];
         pos[static_cast<size_t>(s)] = static_cast<int32_t>(n);
         slots[static_cast<size_t>(s)] = slot_of(s, n);
         lens[static_cast<size_t>(s)] = static_cast<int32_t>(n + 1);
     }
     const int32_t zero = 0;
-    backend_.upload(state_.token_ids.slice_rows(0, S), first.data());
-    backend_.upload(state_.positions.slice_rows(0, S), pos.data());
-    backend_.upload(state_.slot_mapping.slice_rows(0, S), slots.data());
-    backend_.upload(state_.seq_lens.slice_rows(0, S), lens.data());
+    backend_.upload(state_.token_ids.slice_rows(0, B), ids.data());
+    backend_.upload(state_.positions.slice_rows(0, B), pos.data());
+    backend_.upload(state_.slot_mapping.slice_rows(0, B), slots.data());
+    backend_.upload(state_.seq_lens.slice_rows(0, B), lens.data());
     backend_.upload(state_.step, &zero);
     steps_ = 0;
     return first;
 }
 
 void Engine::issue_decode_step() {
-    const int S = num_seqs_;
+    const int S = bucket_;
     DecodeState st = state_;
     st.token_ids = state_.token_ids.slice_rows(0, S);
     st.positions = state_.positions.slice_rows(0, S);
@@ -174,24 +186,29 @@ void Engine::issue_decode_step() {
 void Engine::step() {
     if (num_seqs_ == 0) throw std::logic_error("step() before start()");
     const bool use_graph = opt_.capture && backend_.supports_capture();
-    if (!use_graph || !warmed_) {
-        // Eager decode, which also serves as the warm-up that exercises the exact ops to capture.
+    BucketGraph& g = graphs_[bucket_];
+    if (!use_graph || !g.warmed) {
+        // Eager decode, which also serves as the warm-up that exercises the exact ops to capture (and lets
+        // a backend size its scratch before capture).
         issue_decode_step();
-        warmed_ = true;
+        g.warmed = true;
     } else {
-        if (graph_ < 0) {
+        if (g.graph < 0) {
             backend_.begin_capture();
             try {
                 issue_decode_step();
             } catch (...) {
-                backend_.end_capture();
+                // The op's error is the one to report; the partial graph is dropped.
+                try {
+                    backend_.destroy_graph(backend_.end_capture());
+                } catch (...) {
+                }
                 throw;
             }
-            graph_ = backend_.end_capture();
-            graph_seqs_ = num_seqs_;
+            g.graph = backend_.end_capture();
         }
         // Capturing records without executing; the replay produces this step's result.
-        backend_.replay(graph_);
+        backend_.replay(g.graph);
         ++replays_;
     }
     ++steps_;
@@ -203,14 +220,18 @@ std::vector<int32_t> Engine::sampled() {
     return out;
 }
 
-Tensor Engine::history_view(int S) const { return whole(history_buf_, DType::I32, context_, S); }
+Tensor Engine::history_view(int rows) const { return whole(history_buf_, DType::I32, context_, rows); }
 
 std::vector<int32_t> Engine::history(int n) {
-    const int S = num_seqs_;
-    const Tensor h = history_view(S);
+    const int S = num_seqs_, B = bucket_;
+    const Tensor h = history_view(B);
     if (n < 0 || n > h.rows) throw std::out_of_range("history beyond capacity");
+    std::vector<int32_t> padded(static_cast<size_t>(n) * B);
+    if (n > 0) backend_.download(h.slice_rows(0, n), padded.data());
     std::vector<int32_t> out(static_cast<size_t>(n) * S);
-    if (n > 0) backend_.download(h.slice_rows(0, n), out.data());
+    for (int r = 0; r < n; ++r) {
+        std::copy_n(padded.begin() + static_cast<int64_t>(r) * B, S, out.begin() + static_cast<int64_t>(r) * S);
+    }
     return out;
 }
 

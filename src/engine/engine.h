@@ -3,10 +3,15 @@
 // Decode state (next token id, position, slot, sequence length, step counter, sampled history)
 // lives in persistent device buffers and is advanced by the graph itself, so consecutive replays
 // need no host write. The host reads sampled ids only between replays.
+//
+// Batch buckets: a decode step of S sequences runs over batch_bucket(S) rows (1, 2, 4, 8, 16, 32, then
+// multiples of 32); the padded rows are inert (no KV blocks, slot -1, length 0: they write nothing and
+// attend to nothing). Each bucket gets its own graph, captured on its first use after one eager warm-up
+// step of that bucket and kept for every later request of the same bucket.
 #pragma once
 
 #include <cstdint>
-#include <functional>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -45,19 +50,27 @@ class Engine {
     // Returns the blocks of the current batch to the cache.
     void finish();
 
+    // Rows a decode step of S sequences runs over.
+    static int batch_bucket(int S);
+
     int64_t context() const { return context_; }
-    bool captured() const { return graph_ >= 0; }
+    // Whether the current batch's bucket has a captured graph.
+    bool captured() const;
     int replays() const { return replays_; }
     int decode_steps() const { return steps_; }
     size_t kv_bytes() const { return kv_->bytes(); }
-    // Ops recorded in the decode graph (0 before capture).
+    // Ops recorded in the current bucket's decode graph (0 before capture).
     size_t graph_ops() const;
 
    private:
+    struct BucketGraph {
+        GraphId graph = -1;
+        bool warmed = false;  // an eager step of this bucket ran, so its graph may be captured
+    };
+
     Tensor i32(const std::string& name, int64_t n, int64_t cols = 1);
     void issue_decode_step();
-    void release_graph();
-    Tensor history_view(int S) const;  // [context, S] view of the sampled-id history
+    Tensor history_view(int rows) const;  // [context, rows] view of the sampled-id history
 
     const Model& model_;
     Backend& backend_;
@@ -75,11 +88,11 @@ class Engine {
     Tensor block_tables_, decode_qsl_, sampled_;
     Buffer* history_buf_ = nullptr;
 
+    int max_rows_;  // batch_bucket(max_seqs): rows of every decode-state buffer
     int num_seqs_ = 0;
+    int bucket_ = 0;  // batch_bucket(num_seqs_)
     std::vector<std::vector<int32_t>> blocks_;
-    GraphId graph_ = -1;
-    int graph_seqs_ = 0;
-    bool warmed_ = false;
+    std::map<int, BucketGraph> graphs_;  // by bucket
     int steps_ = 0;
     int replays_ = 0;
 };

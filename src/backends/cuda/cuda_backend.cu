@@ -1,0 +1,378 @@
+#include "backends/cuda/cuda_backend.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <stdexcept>
+#include <vector>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/dsa_topk_cuda.h"
+#include "ops/dsa/dsa_indexer.h"
+#include "ops/dsa/dsa_topk.h"
+#include "runtime/op_checks.h"
+
+namespace tracelm::cuda {
+
+namespace {
+
+// Quantized weights have no CUDA kernels yet; say so by name rather than as a generic dtype error.
+void require_supported_weight(const Tensor& w) {
+    if (dtype_is_quantized(w.dtype)) {
+        throw std::runtime_error("cuda backend: weight '" + w.name() + "' has type " + std::string(dtype_name(w.dtype)) +
+                                 ", not supported on cuda yet");
+    }
+}
+
+// cudaMalloc returns 256-byte aligned blocks; sizes are rounded the same way so that blocks are reusable.
+constexpr size_t kGranule = 256;
+
+}  // namespace
+
+std::string unavailable_reason() {
+    int n = 0;
+    const cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();  // clears the error for later calls
+        return std::string("no CUDA device: ") + cudaGetErrorString(e);
+    }
+    return n == 0 ? "no CUDA device: none found" : "";
+}
+
+struct CudaBackend::Impl {
+    cudaStream_t stream = nullptr;
+    std::string device;
+
+    // ---- the block pool ----
+    std::map<void*, size_t> blocks;           // every block cudaMalloc'd, with its size
+    std::multimap<size_t, void*> free_blocks;  // reusable now, by size
+    std::vector<void*> held;                   // freed while a graph was alive: may still be referenced
+    int live_graphs = 0;
+
+    void* take(size_t bytes, const std::string& name) {
+        const size_t size = (std::max<size_t>(bytes, 1) + kGranule - 1) / kGranule * kGranule;
+        // Best fit, but not into a block more than twice the request (that memory would be lost to it).
+        auto it = free_blocks.lower_bound(size);
+        if (it != free_blocks.end() && it->first <= 2 * size) {
+            void* p = it->second;
+            free_blocks.erase(it);
+            return p;
+        }
+        void* p = nullptr;
+        const cudaError_t e = cudaMalloc(&p, size);
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            throw std::runtime_error("cuda backend: cannot allocate " + std::to_string(bytes) + " bytes for '" + name +
+                                     "': " + cudaGetErrorString(e));
+        }
+        blocks.emplace(p, size);
+        return p;
+    }
+
+    void give_back(void* p) {
+        if (live_graphs > 0) {
+            held.push_back(p);
+        } else {
+            free_blocks.emplace(blocks.at(p), p);
+        }
+    }
+
+    // ---- buffers and graphs ----
+    std::vector<std::unique_ptr<Buffer>> buffers;
+    struct Graph {
+        cudaGraph_t graph = nullptr;
+        cudaGraphExec_t exec = nullptr;
+        size_t nodes = 0;
+    };
+    std::vector<Graph> graphs;
+
+    // Split-attention scratch, grown by eager calls only.
+    float* scratch = nullptr;
+    size_t scratch_bytes = 0;
+};
+
+CudaBackend::CudaBackend() : impl_(std::make_unique<Impl>()) {
+    const std::string why = unavailable_reason();
+    if (!why.empty()) throw std::runtime_error(why);
+    check(cudaSetDevice(0), "set device");
+    cudaDeviceProp prop{};
+    check(cudaGetDeviceProperties(&prop, 0), "device properties");
+    impl_->device = prop.name;
+    check(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking), "stream create");
+}
+
+CudaBackend::~CudaBackend() {
+    // Errors are ignored: nothing can be done about them in a destructor.
+    cudaStreamSynchronize(impl_->stream);
+    for (auto& g : impl_->graphs) {
+        if (g.exec != nullptr) cudaGraphExecDestroy(g.exec);
+        if (g.graph != nullptr) cudaGraphDestroy(g.graph);
+    }
+    for (auto& [p, size] : impl_->blocks) cudaFree(p);
+    cudaStreamDestroy(impl_->stream);
+}
+
+std::string CudaBackend::device_name() const { return impl_->device; }
+
+size_t CudaBackend::pool_bytes() const {
+    size_t total = 0;
+    for (const auto& [p, size] : impl_->blocks) total += size;
+    return total;
+}
+
+double CudaBackend::measure_copy_bandwidth(size_t bytes) {
+    if (capturing()) throw CaptureViolation("capture violation: measure_copy_bandwidth inside captured region");
+    void* a = impl_->take(bytes, "bandwidth.src");
+    void* b = impl_->take(bytes, "bandwidth.dst");
+    cudaEvent_t e0 = nullptr, e1 = nullptr;
+    check(cudaEventCreate(&e0), "event create");
+    check(cudaEventCreate(&e1), "event create");
+    float best_ms = 0.0f;
+    for (int rep = 0; rep < 11; ++rep) {
+        check(cudaEventRecord(e0, impl_->stream), "event record");
+        check(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, impl_->stream), "bandwidth copy");
+        check(cudaEventRecord(e1, impl_->stream), "event record");
+        check(cudaEventSynchronize(e1), "event sync");
+        float ms = 0.0f;
+        check(cudaEventElapsedTime(&ms, e0, e1), "event time");
+        if (rep > 0 && (best_ms == 0.0f || ms < best_ms)) best_ms = ms;  // rep 0 warms up
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    impl_->give_back(a);
+    impl_->give_back(b);
+    return 2.0 * static_cast<double>(bytes) / (static_cast<double>(best_ms) * 1e-3);
+}
+
+// ---- memory ----
+
+Buffer* CudaBackend::do_alloc(size_t bytes, const std::string& name) {
+    auto b = std::make_unique<Buffer>();
+    b->data = impl_->take(bytes, name);
+    b->bytes = bytes;
+    b->name = name;
+    impl_->buffers.push_back(std::move(b));
+    return impl_->buffers.back().get();
+}
+
+Buffer* CudaBackend::do_import_host(const void* data, size_t bytes, const std::string& name) {
+    Buffer* b = do_alloc(bytes, name);
+    check(cudaMemcpyAsync(b->data, data, bytes, cudaMemcpyHostToDevice, impl_->stream), "import");
+    check(cudaStreamSynchronize(impl_->stream), "import");
+    return b;
+}
+
+void CudaBackend::do_free(Buffer* b) {
+    auto& bufs = impl_->buffers;
+    auto it = std::find_if(bufs.begin(), bufs.end(), [&](const auto& p) { return p.get() == b; });
+    if (it == bufs.end()) throw std::invalid_argument("cuda backend: free of unknown buffer");
+    impl_->give_back(b->data);
+    bufs.erase(it);
+}
+
+void CudaBackend::do_upload(const Tensor& dst, const void* src) {
+    check(cudaMemcpyAsync(dst.raw(), src, dst.nbytes(), cudaMemcpyHostToDevice, impl_->stream), "upload");
+    check(cudaStreamSynchronize(impl_->stream), "upload");
+}
+
+void CudaBackend::do_download(const Tensor& src, void* dst) {
+    check(cudaMemcpyAsync(dst, src.raw(), src.nbytes(), cudaMemcpyDeviceToHost, impl_->stream), "download");
+    check(cudaStreamSynchronize(impl_->stream), "download");
+}
+
+void CudaBackend::do_synchronize() { check(cudaStreamSynchronize(impl_->stream), "synchronize"); }
+
+// ---- graphs ----
+
+void CudaBackend::do_begin_capture() {
+    // Thread-local mode: an unsafe call (cudaMalloc, a synchronisation) from this thread fails the capture.
+    check(cudaStreamBeginCapture(impl_->stream, cudaStreamCaptureModeThreadLocal), "begin capture");
+}
+
+GraphId CudaBackend::do_end_capture() {
+    Impl::Graph g;
+    check(cudaStreamEndCapture(impl_->stream, &g.graph), "end capture");
+    const cudaError_t e = cudaGraphGetNodes(g.graph, nullptr, &g.nodes);
+    const cudaError_t i = e == cudaSuccess ? cudaGraphInstantiate(&g.exec, g.graph, 0) : e;
+    if (i != cudaSuccess) {
+        cudaGraphDestroy(g.graph);
+        check(i, "graph instantiate");
+    }
+    impl_->graphs.push_back(g);
+    ++impl_->live_graphs;
+    return static_cast<GraphId>(impl_->graphs.size() - 1);
+}
+
+void CudaBackend::do_replay(GraphId g) {
+    if (g < 0 || static_cast<size_t>(g) >= impl_->graphs.size() || impl_->graphs[static_cast<size_t>(g)].exec == nullptr)
+        throw std::invalid_argument("replay of unknown graph");
+    check(cudaGraphLaunch(impl_->graphs[static_cast<size_t>(g)].exec, impl_->stream), "graph launch");
+}
+
+void CudaBackend::do_destroy_graph(GraphId g) {
+    if (g < 0 || static_cast<size_t>(g) >= impl_->graphs.size() || impl_->graphs[static_cast<size_t>(g)].exec == nullptr)
+        throw std::invalid_argument("destroy of unknown graph");
+    // The graph may still be running; its blocks are released to the pool only after it finishes.
+    check(cudaStreamSynchronize(impl_->stream), "destroy graph");
+    Impl::Graph& rec = impl_->graphs[static_cast<size_t>(g)];
+    cudaGraphExecDestroy(rec.exec);
+    cudaGraphDestroy(rec.graph);
+    rec = {};
+    if (--impl_->live_graphs == 0) {
+        for (void* p : impl_->held) impl_->free_blocks.emplace(impl_->blocks.at(p), p);
+        impl_->held.clear();
+    }
+}
+
+size_t CudaBackend::graph_nodes(GraphId g) const { return impl_->graphs.at(static_cast<size_t>(g)).nodes; }
+
+// ---- ops ----
+
+void CudaBackend::copy(const Tensor& dst, const Tensor& src) {
+    checks::copy(dst, src);
+    if (dst.nbytes() == 0) return;
+    check(cudaMemcpyAsync(dst.raw(), src.raw(), dst.nbytes(), cudaMemcpyDeviceToDevice, impl_->stream), "copy");
+}
+
+void CudaBackend::embedding(const Tensor& ids, const Tensor& table, const Tensor& out) {
+    require_supported_weight(table);
+    checks::embedding(ids, table, out);
+    ops::embedding(ids.ptr<int32_t>(), out.rows, table.raw(), table.dtype, table.rows, table.cols, out.ptr<float>(),
+                   impl_->stream);
+}
+
+void CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) {
+    require_supported_weight(w);
+    checks::rms_norm(x, w, out);
+    ops::rms_norm(x.ptr<float>(), w.raw(), w.dtype, eps, out.ptr<float>(), x.rows, x.cols, impl_->stream);
+}
+
+void CudaBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) {
+    require_supported_weight(w);
+    checks::matmul(x, w, bias, out);
+    ops::matmul(x.ptr<float>(), x.rows, x.cols, w.raw(), w.dtype, bias ? bias->ptr<float>() : nullptr, out.ptr<float>(),
+                w.rows, impl_->stream);
+}
+
+void CudaBackend::rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, float theta) {
+    checks::rope_neox(x, positions, heads, head_dim, ops::kMaxHeadDim);
+    ops::RopeFreqs f{};
+    // The CPU backend's recipe: theta^(-2i/d) evaluated in f32 on the host.
+    for (int i = 0; i < head_dim / 2; ++i) {
+        f.inv[i] = 1.0f / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(head_dim));
+    }
+    ops::rope_neox(x.ptr<float>(), positions.ptr<int32_t>(), x.rows, heads, head_dim, f, impl_->stream);
+}
+
+void CudaBackend::kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
+                           const Tensor& v_cache) {
+    checks::kv_write(k, v, slot_mapping, k_cache, v_cache);
+    ops::kv_write(k.ptr<float>(), v.ptr<float>(), slot_mapping.ptr<int32_t>(), k_cache.ptr<float>(),
+                  v_cache.ptr<float>(), k.rows, k.cols, k_cache.rows, impl_->stream);
+}
+
+void CudaBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                                  const AttentionMeta& meta, const Tensor* indices, int heads, int kv_heads,
+                                  int head_dim, float scale, const Tensor& out, const char* op) {
+    checks::attention(q, k_cache, v_cache, meta, heads, kv_heads, head_dim, ops::kMaxHeadDim, out, op);
+    ops::AttentionParams p{q.ptr<float>(),
+                           k_cache.ptr<float>(),
+                           v_cache.ptr<float>(),
+                           meta.block_tables.ptr<int32_t>(),
+                           meta.seq_lens.ptr<int32_t>(),
+                           meta.query_start_loc.ptr<int32_t>(),
+                           out.ptr<float>(),
+                           indices != nullptr ? indices->ptr<int64_t>() : nullptr,
+                           indices != nullptr ? indices->cols : 0,
+                           q.rows,
+                           k_cache.rows,
+                           meta.num_seqs,
+                           static_cast<int>(meta.block_tables.cols),
+                           meta.block_size,
+                           heads,
+                           kv_heads,
+                           head_dim,
+                           scale};
+    const int splits = ops::attention_splits(p);
+    const size_t need = static_cast<size_t>(ops::attention_scratch_floats(p, splits)) * sizeof(float);
+    if (need > impl_->scratch_bytes) {
+        if (capturing()) {
+            throw std::logic_error(std::string(op) + ": needs " + std::to_string(need) +
+                                   " bytes of split scratch that no eager call made; run the step eagerly before "
+                                   "capturing it");
+        }
+        if (impl_->scratch != nullptr) impl_->give_back(impl_->scratch);
+        impl_->scratch = static_cast<float*>(impl_->take(need, "attention.scratch"));
+        impl_->scratch_bytes = need;
+    }
+    ops::attention(p, splits, impl_->scratch, impl_->stream);
+}
+
+void CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta,
+                            int heads, int kv_heads, int head_dim, float scale, const Tensor& out) {
+    paged_attention(q, k_cache, v_cache, meta, nullptr, heads, kv_heads, head_dim, scale, out, "attention");
+}
+
+void CudaBackend::sparse_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                                   const AttentionMeta& meta, const Tensor& indices, int heads, int kv_heads,
+                                   int head_dim, float scale, const Tensor& out) {
+    checks::require_dtype(indices, DType::I64, "sparse_attention");
+    checks::require(indices.rows == q.rows, "sparse_attention", "indices need one row per query row");
+    paged_attention(q, k_cache, v_cache, meta, &indices, heads, kv_heads, head_dim, scale, out, "sparse_attention");
+}
+
+void CudaBackend::add(const Tensor& a, const Tensor& b, const Tensor& out) {
+    checks::elementwise(a, b, out, "add");
+    ops::add(a.ptr<float>(), b.ptr<float>(), out.ptr<float>(), out.numel(), impl_->stream);
+}
+
+void CudaBackend::silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) {
+    checks::elementwise(gate, up, out, "silu_mul");
+    ops::silu_mul(gate.ptr<float>(), up.ptr<float>(), out.ptr<float>(), out.numel(), impl_->stream);
+}
+
+void CudaBackend::gather_last(const Tensor& x, const Tensor& query_start_loc, const Tensor& out) {
+    checks::gather_last(x, query_start_loc, out);
+    ops::gather_last(x.ptr<float>(), query_start_loc.ptr<int32_t>(), out.ptr<float>(), x.rows, x.cols, out.rows,
+                     impl_->stream);
+}
+
+void CudaBackend::argmax(const Tensor& logits, const Tensor& ids) {
+    checks::argmax(logits, ids);
+    ops::argmax(logits.ptr<float>(), ids.ptr<int32_t>(), logits.rows, logits.cols, impl_->stream);
+}
+
+void CudaBackend::advance_decode(const Tensor& sampled, const DecodeState& st) {
+    checks::advance_decode(sampled, st);
+    ops::advance_decode({sampled.ptr<int32_t>(), st.token_ids.ptr<int32_t>(), st.positions.ptr<int32_t>(),
+                         st.slot_mapping.ptr<int32_t>(), st.seq_lens.ptr<int32_t>(), st.block_tables.ptr<int32_t>(),
+                         st.step.ptr<int32_t>(), st.history.ptr<int32_t>(), st.history.rows,
+                         static_cast<int>(st.token_ids.numel()), static_cast<int>(st.block_tables.cols),
+                         st.block_size},
+                        impl_->stream);
+}
+
+size_t CudaBackend::dsa_topk_workspace_bytes(int64_t max_rows, int64_t max_keys) const {
+    return cuda::dsa_topk_workspace_bytes(max_rows, max_keys);
+}
+
+void CudaBackend::dsa_topk(const Tensor& scores, const Tensor& window_start, const Tensor& window_end,
+                           const DsaTopkWorkspace& ws, const Tensor& indices) {
+    dsa::check_topk_args(scores, window_start, window_end, indices);
+    dsa::check_topk_workspace(ws, scores.rows, scores.cols, dsa_topk_workspace_bytes(ws.max_rows, ws.max_keys));
+    cuda::dsa_topk({scores.ptr<float>(), window_start.ptr<int64_t>(), window_end.ptr<int64_t>(), indices.ptr<int64_t>(),
+                    ws.buffer->data, ws.buffer->bytes, scores.rows, scores.cols, indices.cols},
+                   impl_->stream);
+}
+
+void CudaBackend::dsa_indexer(const Tensor& q, const Tensor& weights, const Tensor& keys, int heads,
+                              const Tensor& scores) {
+    dsa::check_indexer_args(q, weights, keys, heads, scores);
+    ops::dsa_indexer(q.ptr<float>(), weights.ptr<float>(), keys.ptr<float>(), scores.ptr<float>(), q.rows, keys.rows,
+                     heads, keys.cols, impl_->stream);
+}
+
+}  // namespace tracelm::cuda

@@ -1,0 +1,597 @@
+// The CUDA backend's kernels. Activations and the KV cache are f32; weights are f32, bf16 or f16 and are
+// widened to f32 as they are read, with f32 accumulation everywhere. Kernels templated on the weight type
+// are instantiated for those three types only.
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/cuda_ops.h"
+
+namespace tracelm::cuda::ops {
+
+namespace {
+
+constexpr float kInf = INFINITY;
+
+template <DType D>
+using WeightTag = std::integral_constant<DType, D>;
+
+// Calls f(WeightTag<D>{}) for the weight type dt.
+template <typename F>
+void with_weight_type(DType dt, F&& f) {
+    switch (dt) {
+        case DType::F32: f(WeightTag<DType::F32>{}); return;
+        case DType::BF16: f(WeightTag<DType::BF16>{}); return;
+        case DType::F16: f(WeightTag<DType::F16>{}); return;
+        default: throw std::invalid_argument("cuda: no kernel for weight type " + std::string(dtype_name(dt)));
+    }
+}
+
+template <DType D>
+__device__ __forceinline__ float load_w(const void* p, int64_t i) {
+    if constexpr (D == DType::F32) {
+        return static_cast<const float*>(p)[i];
+    } else if constexpr (D == DType::BF16) {
+        return __uint_as_float(static_cast<uint32_t>(static_cast<const uint16_t*>(p)[i]) << 16);
+    } else {
+        return __half2float(static_cast<const __half*>(p)[i]);
+    }
+}
+
+// Eight consecutive weights from element k of a row (16-byte aligned).
+template <DType D>
+__device__ __forceinline__ void load_w8(const void* row, int64_t k, float (&out)[8]) {
+    if constexpr (D == DType::F32) {
+        const float4* p = reinterpret_cast<const float4*>(static_cast<const float*>(row) + k);
+        const float4 a = p[0], b = p[1];
+        out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w, out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
+    } else {
+        const uint4 u = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(row) + k);
+        const uint32_t words[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            if constexpr (D == DType::BF16) {
+                out[2 * j] = __uint_as_float(words[j] << 16);
+                out[2 * j + 1] = __uint_as_float(words[j] & 0xffff0000u);
+            } else {
+                const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&words[j]));
+                out[2 * j] = f.x;
+                out[2 * j + 1] = f.y;
+            }
+        }
+    }
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// Sum over the block, returned to every thread. `shared` holds 32 floats; every thread must call it.
+__device__ float block_sum(float v, float* shared) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+    v = warp_sum(v);
+    if (lane == 0) shared[warp] = v;
+    __syncthreads();
+    float total = 0.0f;
+    for (int w = 0; w < warps; ++w) total += shared[w];
+    __syncthreads();  // shared is reused by the next call
+    return total;
+}
+
+unsigned blocks_for(int64_t n, int threads) {
+    return static_cast<unsigned>(std::min<int64_t>((n + threads - 1) / threads, 1 << 16));
+}
+
+// ---- embedding, rms_norm ----
+
+template <DType D>
+__global__ void embedding_kernel(const int32_t* ids, const void* table, int64_t vocab, int64_t dim, float* out) {
+    const int64_t t = blockIdx.x;
+    const int32_t id = ids[t];
+    float* o = out + t * dim;
+    for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) o[c] = id < 0 || id >= vocab ? 0.0f : load_w<D>(table, id * dim + c);
+}
+
+template <DType D>
+__global__ void rms_norm_kernel(const float* x, const void* w, float eps, float* out, int64_t cols) {
+    __shared__ float partial[32];
+    const float* xr = x + static_cast<int64_t>(blockIdx.x) * cols;
+    float* o = out + static_cast<int64_t>(blockIdx.x) * cols;
+    float ss = 0.0f;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) ss += xr[c] * xr[c];
+    const float scale = 1.0f / sqrtf(block_sum(ss, partial) / static_cast<float>(cols) + eps);
+    // out may alias x: each element is read and written by the same thread, after the sum was taken.
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) o[c] = xr[c] * scale * load_w<D>(w, c);
+}
+
+// ---- matmul ----
+
+// Tokens one GEMV block handles per pass over the weights.
+constexpr int kGemvTokens = 8;
+constexpr int kGemvWarps = 8;
+// Largest T that takes the GEMV path (T / kGemvTokens passes over the weights, which L2 mostly serves).
+constexpr int64_t kGemvMaxT = 32;
+
+// A warp per output row n, reading the row once for up to kGemvTokens tokens. `vec`: K % 8 == 0 and
+// rows aligned for load_w8.
+template <DType D>
+__global__ void __launch_bounds__(kGemvWarps * 32)
+    gemv_kernel(const float* x, int64_t T, int64_t K, const void* w, const float* bias, float* y, int64_t N, bool vec) {
+    const int lane = threadIdx.x & 31;
+    const int64_t n = static_cast<int64_t>(blockIdx.x) * kGemvWarps + (threadIdx.x >> 5);
+    const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kGemvTokens;
+    if (n >= N) return;
+    const int tn = static_cast<int>(T - t0 < kGemvTokens ? T - t0 : kGemvTokens);
+    constexpr size_t esize = D == DType::F32 ? 4 : 2;
+    const void* row = static_cast<const char*>(w) + static_cast<size_t>(n) * static_cast<size_t>(K) * esize;
+    const float* xt = x + t0 * K;
+    float acc[kGemvTokens] = {};
+    if (vec) {
+        for (int64_t k = lane * 8; k < K; k += 32 * 8) {
+            float wv[8];
+            load_w8<D>(row, k, wv);
+#pragma unroll
+            for (int t = 0; t < kGemvTokens; ++t) {
+                if (t < tn) {
+                    const float4* xp = reinterpret_cast<const float4*>(xt + t * K + k);
+                    const float4 a = xp[0], b = xp[1];
+                    acc[t] += a.x * wv[0] + a.y * wv[1] + a.z * wv[2] + a.w * wv[3] + b.x * wv[4] + b.y * wv[5] +
+                              b.z * wv[6] + b.w * wv[7];
+                }
+            }
+        }
+    } else {
+        for (int64_t k = lane; k < K; k += 32) {
+            const float wk = load_w<D>(row, k);
+#pragma unroll
+            for (int t = 0; t < kGemvTokens; ++t) {
+                if (t < tn) acc[t] += xt[t * K + k] * wk;
+            }
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < kGemvTokens; ++t) {
+        if (t < tn) {
+            const float s = warp_sum(acc[t]);
+            if (lane == 0) y[(t0 + t) * N + n] = bias != nullptr ? s + bias[n] : s;
+        }
+    }
+}
+
+// Tiled GEMM for prefill: a 64x64 tile of y per block, 4x4 per thread, K in steps of 16 through shared memory
+// (weights widened to f32 on the way in).
+constexpr int kTile = 64, kTileK = 16, kGemmThreads = 256;
+
+template <DType D>
+__global__ void __launch_bounds__(kGemmThreads)
+    gemm_kernel(const float* x, int64_t T, int64_t K, const void* w, const float* bias, float* y, int64_t N) {
+    __shared__ float xs[kTileK][kTile + 4];
+    __shared__ float ws[kTileK][kTile + 4];
+    const int tid = threadIdx.x, ty = tid / 16, tx = tid % 16;
+    const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTile, n0 = static_cast<int64_t>(blockIdx.x) * kTile;
+    float acc[4][4] = {};
+    for (int64_t k0 = 0; k0 < K; k0 += kTileK) {
+#pragma unroll
+        for (int i = 0; i < kTile * kTileK / kGemmThreads; ++i) {
+            const int idx = tid + i * kGemmThreads, r = idx / kTileK, c = idx % kTileK;
+            const int64_t k = k0 + c;
+            xs[c][r] = t0 + r < T && k < K ? x[(t0 + r) * K + k] : 0.0f;
+            ws[c][r] = n0 + r < N && k < K ? load_w<D>(w, (n0 + r) * K + k) : 0.0f;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < kTileK; ++kk) {
+            float a[4], b[4];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                a[i] = xs[kk][ty * 4 + i];
+                b[i] = ws[kk][tx * 4 + i];
+            }
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+#pragma unroll
+                for (int j = 0; j < 4; ++j) acc[i][j] += a[i] * b[j];
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const int64_t t = t0 + ty * 4 + i;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const int64_t n = n0 + tx * 4 + j;
+            if (t < T && n < N) y[t * N + n] = bias != nullptr ? acc[i][j] + bias[n] : acc[i][j];
+        }
+    }
+}
+
+// ---- rope, kv_write ----
+
+__global__ void rope_kernel(float* x, const int32_t* positions, int heads, int head_dim, RopeFreqs f) {
+    const int64_t t = blockIdx.x;
+    const int half = head_dim / 2;
+    const float pos = static_cast<float>(positions[t]);
+    float* row = x + t * heads * head_dim;
+    for (int idx = threadIdx.x; idx < heads * half; idx += blockDim.x) {
+        const int h = idx / half, i = idx % half;
+        float s, c;
+        sincosf(pos * f.inv[i], &s, &c);
+        float* v = row + h * head_dim;
+        const float x1 = v[i], x2 = v[half + i];
+        v[i] = x1 * c - x2 * s;
+        v[half + i] = x2 * c + x1 * s;
+    }
+}
+
+__global__ void kv_write_kernel(const float* k, const float* v, const int32_t* slots, float* k_cache, float* v_cache,
+                                int64_t dim, int64_t num_slots) {
+    const int64_t t = blockIdx.x;
+    const int64_t slot = slots[t];
+    if (slot < 0 || slot >= num_slots) return;
+    for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) {
+        k_cache[slot * dim + c] = k[t * dim + c];
+        v_cache[slot * dim + c] = v[t * dim + c];
+    }
+}
+
+// ---- attention ----
+
+constexpr int kAttnWarps = 4;
+constexpr int kPerLane = kMaxHeadDim / 32;  // head elements each lane holds
+// Keys per warp that make splitting the key range worth a second kernel; at most kMaxSplits splits.
+constexpr int64_t kKeysPerWarp = 16;
+constexpr int kMaxSplits = 64;
+// Decode batches (T up to the largest batch bucket) split the key range; prefill has T*heads blocks already.
+constexpr int64_t kSplitMaxT = 32;
+
+// Block (item = t*heads + h, split): an online softmax in f32 per warp over the keys j = (split*warps + warp)
+// + i*splits*warps, merged across the warps at the end (query row t sees positions [0, visible), exactly as
+// the CPU backend's PagedAttentionItem). With one split the block writes the normalised output; otherwise
+// it writes {m, l, acc[head_dim]} to scratch for attention_merge_kernel.
+__global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionParams p, float* scratch) {
+    __shared__ float s_m[kAttnWarps], s_l[kAttnWarps];
+    __shared__ float s_acc[kAttnWarps][kMaxHeadDim];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int64_t item = blockIdx.x;
+    const int64_t t = item / p.heads;
+    const int h = static_cast<int>(item % p.heads);
+    const int split = blockIdx.y, splits = gridDim.y;
+    const int hd = p.head_dim;
+
+    int s = 0;
+    while (s < p.num_seqs && !(p.query_start[s] <= t && t < p.query_start[s + 1])) ++s;
+    int64_t visible = 0;
+    const int32_t* table = nullptr;
+    if (s < p.num_seqs) {
+        const int64_t q_len = p.query_start[s + 1] - p.query_start[s];
+        visible = static_cast<int64_t>(p.seq_lens[s]) - q_len + (t - p.query_start[s]) + 1;
+        const int64_t capacity = static_cast<int64_t>(p.max_blocks) * p.block_size;
+        if (visible > capacity) visible = capacity;
+        table = p.block_tables + static_cast<int64_t>(s) * p.max_blocks;
+    }
+    const float* q = p.q + item * hd;
+    const int64_t kv_stride = static_cast<int64_t>(p.kv_heads) * hd;
+    const int64_t kv_off = static_cast<int64_t>(h / (p.heads / p.kv_heads)) * hd;
+    float qv[kPerLane], acc[kPerLane];
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+        const int d = j * 32 + lane;
+        qv[j] = d < hd ? q[d] : 0.0f;
+        acc[j] = 0.0f;
+    }
+    float m = -kInf, l = 0.0f;
+    const int64_t n = p.indices != nullptr ? p.topk : visible;
+    const int64_t stride = static_cast<int64_t>(splits) * kAttnWarps;
+    for (int64_t j = static_cast<int64_t>(split) * kAttnWarps + warp; j < n; j += stride) {
+        int64_t pos = j;
+        if (p.indices != nullptr) {
+            pos = p.indices[t * p.topk + j];
+            if (pos < 0 || pos >= visible) continue;
+        }
+        const int32_t block = table[pos / p.block_size];
+        if (block < 0) continue;
+        const int64_t slot = static_cast<int64_t>(block) * p.block_size + pos % p.block_size;
+        if (slot >= p.num_slots) continue;
+        const float* kp = p.k_cache + slot * kv_stride + kv_off;
+        const float* vp = p.v_cache + slot * kv_stride + kv_off;
+        float dot = 0.0f;
+#pragma unroll
+        for (int jj = 0; jj < kPerLane; ++jj) {
+            const int d = jj * 32 + lane;
+            if (d < hd) dot += qv[jj] * kp[d];
+        }
+        const float score = warp_sum(dot) * p.scale;
+        if (score > m) {
+            const float correction = expf(m - score);
+            l *= correction;
+#pragma unroll
+            for (int jj = 0; jj < kPerLane; ++jj) acc[jj] *= correction;
+            m = score;
+        }
+        const float pr = expf(score - m);
+        l += pr;
+#pragma unroll
+        for (int jj = 0; jj < kPerLane; ++jj) {
+            const int d = jj * 32 + lane;
+            if (d < hd) acc[jj] += pr * vp[d];
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+        const int d = j * 32 + lane;
+        if (d < hd) s_acc[warp][d] = acc[j];
+    }
+    if (lane == 0) {
+        s_m[warp] = m;
+        s_l[warp] = l;
+    }
+    __syncthreads();
+
+    float M = -kInf;
+    for (int w = 0; w < kAttnWarps; ++w) M = fmaxf(M, s_m[w]);
+    float L = 0.0f;
+    for (int w = 0; w < kAttnWarps; ++w) {
+        if (s_m[w] != -kInf) L += s_l[w] * expf(s_m[w] - M);
+    }
+    float* part = splits > 1 ? scratch + (item * splits + split) * (hd + 2) : nullptr;
+    if (part != nullptr && threadIdx.x == 0) {
+        part[0] = M;
+        part[1] = L;
+    }
+    const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        float o = 0.0f;
+        for (int w = 0; w < kAttnWarps; ++w) {
+            if (s_m[w] != -kInf) o += s_acc[w][d] * expf(s_m[w] - M);
+        }
+        if (part != nullptr) {
+            part[2 + d] = o;
+        } else {
+            p.out[item * hd + d] = o * inv;
+        }
+    }
+}
+
+// Merges the splits of one item (grid: T * heads blocks).
+__global__ void attention_merge_kernel(const float* scratch, int splits, int hd, float* out) {
+    const int64_t item = blockIdx.x;
+    const float* base = scratch + item * splits * (hd + 2);
+    float M = -kInf;
+    for (int b = 0; b < splits; ++b) M = fmaxf(M, base[b * (hd + 2)]);
+    float L = 0.0f;
+    for (int b = 0; b < splits; ++b) {
+        const float mb = base[b * (hd + 2)];
+        if (mb != -kInf) L += base[b * (hd + 2) + 1] * expf(mb - M);
+    }
+    const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        float o = 0.0f;
+        for (int b = 0; b < splits; ++b) {
+            const float mb = base[b * (hd + 2)];
+            if (mb != -kInf) o += base[b * (hd + 2) + 2 + d] * expf(mb - M);
+        }
+        out[item * hd + d] = o * inv;
+    }
+}
+
+// ---- elementwise, gather, argmax, decode state, DSA indexer ----
+
+__global__ void add_kernel(const float* a, const float* b, float* out, int64_t n) {
+    for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+         i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+        out[i] = a[i] + b[i];
+}
+
+__global__ void silu_mul_kernel(const float* gate, const float* up, float* out, int64_t n) {
+    for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+         i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+        out[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+}
+
+__global__ void gather_last_kernel(const float* x, const int32_t* query_start, float* out, int64_t rows, int64_t cols) {
+    const int64_t s = blockIdx.x;
+    const int64_t r = static_cast<int64_t>(query_start[s + 1]) - 1;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) out[s * cols + c] = r < 0 || r >= rows ? 0.0f : x[r * cols + c];
+}
+
+// A candidate of argmax: the best non-NaN value seen and its index (found == false: none yet).
+struct Best {
+    float v;
+    int64_t i;
+    bool found;
+};
+
+__device__ __forceinline__ Best better(const Best& a, const Best& b) {
+    if (a.found != b.found) return a.found ? a : b;
+    if (!a.found || a.v != b.v) return a.v > b.v ? a : b;
+    return a.i < b.i ? a : b;
+}
+
+__device__ Best shfl_best(const Best& b, int o) {
+    return {__shfl_xor_sync(0xffffffffu, b.v, o), __shfl_xor_sync(0xffffffffu, b.i, o),
+            __shfl_xor_sync(0xffffffffu, static_cast<int>(b.found), o) != 0};
+}
+
+constexpr int kArgmaxThreads = 1024;
+
+// One block per row. Each thread scans its strided share in index order (strictly greater keeps the lowest
+// index; NaN never compares greater), then the block reduces, lower index winning ties.
+__global__ void __launch_bounds__(kArgmaxThreads) argmax_kernel(const float* logits, int32_t* ids, int64_t cols) {
+    __shared__ Best s_best[kArgmaxThreads / 32];
+    const float* row = logits + static_cast<int64_t>(blockIdx.x) * cols;
+    Best b{-kInf, 0, false};
+    for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
+        const float v = row[i];
+        if (!isnan(v) && (!b.found || v > b.v)) b = {v, i, true};
+    }
+    for (int o = 16; o > 0; o >>= 1) b = better(b, shfl_best(b, o));
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) s_best[warp] = b;
+    __syncthreads();
+    if (warp == 0) {
+        b = lane < static_cast<int>(blockDim.x >> 5) ? s_best[lane] : Best{-kInf, 0, false};
+        for (int o = 16; o > 0; o >>= 1) b = better(b, shfl_best(b, o));
+        // A row of NaN only gives index 0, as on the CPU.
+        if (lane == 0) ids[blockIdx.x] = b.found ? static_cast<int32_t>(b.i) : 0;
+    }
+}
+
+// The CPU backend's run_advance, one thread per sequence.
+__global__ void advance_kernel(AdvanceParams a) {
+    const int32_t step = *a.step;
+    __syncthreads();  // every thread has read the step before thread 0 advances it
+    for (int s = threadIdx.x; s < a.num_seqs; s += blockDim.x) {
+        const int32_t id = a.sampled[s];
+        if (step >= 0 && step < a.history_rows) a.history[static_cast<int64_t>(step) * a.num_seqs + s] = id;
+        a.token_ids[s] = id;
+        const int32_t pos = a.positions[s] + 1;
+        a.positions[s] = pos;
+        a.seq_lens[s] += 1;
+        const int32_t blk = pos / a.block_size;
+        const int32_t page = blk < a.max_blocks ? a.block_tables[static_cast<int64_t>(s) * a.max_blocks + blk] : -1;
+        a.slots[s] = page < 0 ? -1 : page * a.block_size + pos % a.block_size;
+    }
+    if (threadIdx.x == 0) *a.step = step + 1;
+}
+
+__global__ void dsa_indexer_kernel(const float* q, const float* weights, const float* keys, float* scores,
+                                   int64_t items, int64_t num_keys, int64_t heads, int64_t dim) {
+    for (int64_t item = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; item < items;
+         item += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+        const int64_t t = item / num_keys;
+        const float* k = keys + item % num_keys * dim;
+        float score = 0.0f;
+        for (int64_t h = 0; h < heads; ++h) {
+            const float* qh = q + (t * heads + h) * dim;
+            float dot = 0.0f;
+            for (int64_t d = 0; d < dim; ++d) dot += qh[d] * k[d];
+            if (dot > 0.0f) score += weights[t * heads + h] * dot;
+        }
+        scores[item] = score;
+    }
+}
+
+}  // namespace
+
+void embedding(const int32_t* ids, int64_t T, const void* table, DType dt, int64_t vocab, int64_t dim, float* out,
+               cudaStream_t stream) {
+    if (T == 0) return;
+    with_weight_type(dt, [&](auto tag) {
+        embedding_kernel<decltype(tag)::value><<<static_cast<unsigned>(T), 256, 0, stream>>>(ids, table, vocab, dim, out);
+    });
+    check_launch("embedding");
+}
+
+void rms_norm(const float* x, const void* w, DType wt, float eps, float* out, int64_t rows, int64_t cols,
+              cudaStream_t stream) {
+    if (rows == 0) return;
+    with_weight_type(wt, [&](auto tag) {
+        rms_norm_kernel<decltype(tag)::value><<<static_cast<unsigned>(rows), 256, 0, stream>>>(x, w, eps, out, cols);
+    });
+    check_launch("rms_norm");
+}
+
+void matmul(const float* x, int64_t T, int64_t K, const void* w, DType wt, const float* bias, float* y, int64_t N,
+            cudaStream_t stream) {
+    if (T == 0 || N == 0) return;
+    const auto aligned = [](const void* p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; };
+    with_weight_type(wt, [&](auto tag) {
+        constexpr DType D = decltype(tag)::value;
+        if (T <= kGemvMaxT) {
+            const bool vec = K % 8 == 0 && aligned(x, 16) && aligned(w, 16);
+            const dim3 grid(static_cast<unsigned>((N + kGemvWarps - 1) / kGemvWarps),
+                            static_cast<unsigned>((T + kGemvTokens - 1) / kGemvTokens));
+            gemv_kernel<D><<<grid, kGemvWarps * 32, 0, stream>>>(x, T, K, w, bias, y, N, vec);
+        } else {
+            const dim3 grid(static_cast<unsigned>((N + kTile - 1) / kTile), static_cast<unsigned>((T + kTile - 1) / kTile));
+            gemm_kernel<D><<<grid, kGemmThreads, 0, stream>>>(x, T, K, w, bias, y, N);
+        }
+    });
+    check_launch("matmul");
+}
+
+void rope_neox(float* x, const int32_t* positions, int64_t T, int heads, int head_dim, const RopeFreqs& f,
+               cudaStream_t stream) {
+    if (T == 0) return;
+    rope_kernel<<<static_cast<unsigned>(T), 128, 0, stream>>>(x, positions, heads, head_dim, f);
+    check_launch("rope_neox");
+}
+
+void kv_write(const float* k, const float* v, const int32_t* slots, float* k_cache, float* v_cache, int64_t T,
+              int64_t dim, int64_t num_slots, cudaStream_t stream) {
+    if (T == 0) return;
+    kv_write_kernel<<<static_cast<unsigned>(T), 128, 0, stream>>>(k, v, slots, k_cache, v_cache, dim, num_slots);
+    check_launch("kv_write");
+}
+
+int attention_splits(const AttentionParams& p) {
+    if (p.T > kSplitMaxT) return 1;
+    // The most keys a row can see is fixed when the step is captured (the block table's capacity, or topk),
+    // while the length grows from replay to replay, so the split count follows the capacity.
+    const int64_t keys = p.indices != nullptr ? p.topk : static_cast<int64_t>(p.max_blocks) * p.block_size;
+    return static_cast<int>(std::clamp<int64_t>(keys / (kKeysPerWarp * kAttnWarps), 1, kMaxSplits));
+}
+
+int64_t attention_scratch_floats(const AttentionParams& p, int splits) {
+    return splits > 1 ? p.T * p.heads * splits * (p.head_dim + 2) : 0;
+}
+
+void attention(const AttentionParams& p, int splits, float* scratch, cudaStream_t stream) {
+    const int64_t items = p.T * p.heads;
+    if (items == 0) return;
+    attention_kernel<<<dim3(static_cast<unsigned>(items), static_cast<unsigned>(splits)), kAttnWarps * 32, 0, stream>>>(
+        p, scratch);
+    check_launch("attention");
+    if (splits > 1) {
+        attention_merge_kernel<<<static_cast<unsigned>(items), 128, 0, stream>>>(scratch, splits, p.head_dim, p.out);
+        check_launch("attention merge");
+    }
+}
+
+void add(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream) {
+    if (n == 0) return;
+    add_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(a, b, out, n);
+    check_launch("add");
+}
+
+void silu_mul(const float* gate, const float* up, float* out, int64_t n, cudaStream_t stream) {
+    if (n == 0) return;
+    silu_mul_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(gate, up, out, n);
+    check_launch("silu_mul");
+}
+
+void gather_last(const float* x, const int32_t* query_start, float* out, int64_t rows, int64_t cols, int64_t seqs,
+                 cudaStream_t stream) {
+    if (seqs == 0) return;
+    gather_last_kernel<<<static_cast<unsigned>(seqs), 256, 0, stream>>>(x, query_start, out, rows, cols);
+    check_launch("gather_last");
+}
+
+void argmax(const float* logits, int32_t* ids, int64_t rows, int64_t cols, cudaStream_t stream) {
+    if (rows == 0) return;
+    argmax_kernel<<<static_cast<unsigned>(rows), kArgmaxThreads, 0, stream>>>(logits, ids, cols);
+    check_launch("argmax");
+}
+
+void advance_decode(const AdvanceParams& p, cudaStream_t stream) {
+    advance_kernel<<<1, static_cast<unsigned>(std::clamp(p.num_seqs, 1, 1024)), 0, stream>>>(p);
+    check_launch("advance_decode");
+}
+
+void dsa_indexer(const float* q, const float* weights, const float* keys, float* scores, int64_t rows,
+                 int64_t num_keys, int64_t heads, int64_t dim, cudaStream_t stream) {
+    const int64_t items = rows * num_keys;
+    if (items == 0) return;
+    dsa_indexer_kernel<<<blocks_for(items, 256), 256, 0, stream>>>(q, weights, keys, scores, items, num_keys, heads,
+                                                                     dim);
+    check_launch("dsa_indexer");
+}
+
+}  // namespace tracelm::cuda::ops

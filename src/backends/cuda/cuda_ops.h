@@ -1,0 +1,79 @@
+// Kernel launchers of the CUDA backend (cuda_ops.cu), for cuda_backend.cu only. Each enqueues on `stream`
+// without allocating or synchronising, so it can be captured; arguments were checked by the caller. A failed
+// launch throws std::runtime_error.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "runtime/dtype.h"
+
+namespace tracelm::cuda::ops {
+
+void embedding(const int32_t* ids, int64_t T, const void* table, DType dt, int64_t vocab, int64_t dim, float* out,
+               cudaStream_t stream);
+void rms_norm(const float* x, const void* w, DType wt, float eps, float* out, int64_t rows, int64_t cols,
+              cudaStream_t stream);
+// y[t, n] = sum_k x[t, k] * w[n, k] (+ bias[n]), f32 accumulation: a warp per output row for T <= 32
+// (decode batches), a tiled kernel above.
+void matmul(const float* x, int64_t T, int64_t K, const void* w, DType wt, const float* bias, float* y, int64_t N,
+            cudaStream_t stream);
+
+// Largest head_dim of rope_neox and attention (what the model loader accepts).
+constexpr int kMaxHeadDim = 512;
+// Inverse RoPE frequencies, passed by value so that a captured launch carries them.
+struct RopeFreqs {
+    float inv[kMaxHeadDim / 2];
+};
+void rope_neox(float* x, const int32_t* positions, int64_t T, int heads, int head_dim, const RopeFreqs& f,
+               cudaStream_t stream);
+void kv_write(const float* k, const float* v, const int32_t* slots, float* k_cache, float* v_cache, int64_t T,
+              int64_t dim, int64_t num_slots, cudaStream_t stream);
+
+struct AttentionParams {
+    const float* q;               // [T, heads*head_dim]
+    const float* k_cache;         // [num_slots, kv_heads*head_dim]
+    const float* v_cache;
+    const int32_t* block_tables;  // [num_seqs, max_blocks]
+    const int32_t* seq_lens;      // [num_seqs]
+    const int32_t* query_start;   // [num_seqs + 1]
+    float* out;                   // [T, heads*head_dim]
+    const int64_t* indices;       // sparse attention: [T, topk] positions; null for dense attention
+    int64_t topk;
+    int64_t T, num_slots;
+    int num_seqs, max_blocks, block_size, heads, kv_heads, head_dim;
+    float scale;
+};
+// Splits of the key range attention() uses for these parameters (1: no scratch needed).
+int attention_splits(const AttentionParams& p);
+// Floats of scratch attention() needs with `splits` splits.
+int64_t attention_scratch_floats(const AttentionParams& p, int splits);
+// Paged (or, with indices, sparse) causal attention; with splits > 1 each split writes a partial softmax to
+// `scratch` and a second kernel merges them.
+void attention(const AttentionParams& p, int splits, float* scratch, cudaStream_t stream);
+
+void add(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream);
+void silu_mul(const float* gate, const float* up, float* out, int64_t n, cudaStream_t stream);
+void gather_last(const float* x, const int32_t* query_start, float* out, int64_t rows, int64_t cols, int64_t seqs,
+                 cudaStream_t stream);
+void argmax(const float* logits, int32_t* ids, int64_t rows, int64_t cols, cudaStream_t stream);
+
+struct AdvanceParams {
+    const int32_t* sampled;
+    int32_t* token_ids;
+    int32_t* positions;
+    int32_t* slots;
+    int32_t* seq_lens;
+    const int32_t* block_tables;
+    int32_t* step;
+    int32_t* history;
+    int64_t history_rows;
+    int num_seqs, max_blocks, block_size;
+};
+void advance_decode(const AdvanceParams& p, cudaStream_t stream);
+
+void dsa_indexer(const float* q, const float* weights, const float* keys, float* scores, int64_t rows,
+                 int64_t num_keys, int64_t heads, int64_t dim, cudaStream_t stream);
+
+}  // namespace tracelm::cuda::ops

@@ -1,0 +1,54 @@
+#include "backends/registry.h"
+
+#include <stdexcept>
+
+#include "backends/cpu/cpu_backend.h"
+#ifdef TRACELM_HAVE_CUDA
+#include "backends/cuda/cuda_backend.h"
+#endif
+
+namespace tracelm {
+
+namespace {
+
+std::unique_ptr<Backend> make_cpu(const BackendOptions& o) {
+    return std::make_unique<cpu::CpuBackend>(o.threads > 0 ? o.threads : cpu::ThreadPool::default_threads());
+}
+
+#ifdef TRACELM_HAVE_CUDA
+std::unique_ptr<Backend> make_cuda(const BackendOptions&) { return std::make_unique<cuda::CudaBackend>(); }
+std::string cuda_unavailable() { return cuda::unavailable_reason(); }
+#else
+std::string cuda_unavailable() {
+    return "this tracelm was built without CUDA (configure with -DTRACELM_CUDA=ON on a machine with nvcc)";
+}
+std::unique_ptr<Backend> make_cuda(const BackendOptions&) { throw std::runtime_error(cuda_unavailable()); }
+#endif
+
+}  // namespace
+
+const std::vector<BackendInfo>& backend_registry() {
+    static const std::vector<BackendInfo> registry = {
+        {"cpu", [] { return std::string(); }, make_cpu},
+        {"cuda", cuda_unavailable, make_cuda},
+    };
+    return registry;
+}
+
+std::string backend_names() {
+    std::string out;
+    for (const BackendInfo& b : backend_registry()) out += (out.empty() ? "" : "|") + b.name;
+    return out;
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& name, const BackendOptions& options) {
+    for (const BackendInfo& b : backend_registry()) {
+        if (b.name != name) continue;
+        const std::string why = b.unavailable();
+        if (!why.empty()) throw std::runtime_error("backend '" + name + "' is not available: " + why);
+        return b.make(options);
+    }
+    throw std::runtime_error("unknown backend '" + name + "' (choose " + backend_names() + ")");
+}
+
+}  // namespace tracelm

@@ -1,0 +1,34 @@
+// The backends this build knows, in one list: the CLI's --backend choice and the backend-parameterised
+// tests (tests/test_op_conformance.cpp) both read it, so a new backend only adds an entry in registry.cpp.
+//
+// registry.cpp is not part of tracelm_core (which must not depend on CUDA): it is the tracelm_backends
+// library, which links every backend that was built.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/backend.h"
+
+namespace tracelm {
+
+struct BackendOptions {
+    int threads = 0;  // CPU worker threads; 0: all cores
+};
+
+struct BackendInfo {
+    std::string name;
+    // Empty when this process can make the backend; otherwise why not (not built, no device).
+    std::string (*unavailable)();
+    std::unique_ptr<Backend> (*make)(const BackendOptions&);
+};
+
+// Every backend, built or not; "cpu" first (the reference).
+const std::vector<BackendInfo>& backend_registry();
+// "cpu|cuda", for help texts.
+std::string backend_names();
+// The named backend; std::runtime_error with the reason when it is unknown or unavailable here.
+std::unique_ptr<Backend> make_backend(const std::string& name, const BackendOptions& options = {});
+
+}  // namespace tracelm
