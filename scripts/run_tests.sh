@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
-# The test command: installs dependencies, builds, runs the whole suite under ctest.
+# The test command: installs dependencies, builds, fetches the default model (SmolLM2-135M-Instruct, once,
+# into ~/.cache/tracelm), runs the whole suite under ctest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
 BUILD_DIR=${BUILD_DIR:-build}
+# Without the model its tests skip; CI sets TRACELM_REQUIRE_MODELS=1 so that they must run.
+if ! "$BUILD_DIR"/tracelm fetch-model; then
+  [ -n "${TRACELM_REQUIRE_MODELS:-}" ] && exit 1
+  echo "warning: could not fetch the default model; its tests will skip" >&2
+fi
 # One test process at a time: each already uses every core, and oversubscribed spinning pools crawl.
 ctest --test-dir "$BUILD_DIR" --output-on-failure "$@"

@@ -1,5 +1,7 @@
 #include "model/config.h"
 
+#include "model/gguf.h"
+
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -233,6 +235,69 @@ ModelConfig ModelConfig::from_json_text(const std::string& text, const std::stri
         throw std::runtime_error(source + ": invalid JSON: " + e.what());
     }
     return parse(j, source);
+}
+
+ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
+    const std::string arch(g.get_string("general.architecture"));
+    ModelConfig c;
+    if (arch == "llama") {
+        c.arch = Arch::Llama;
+    } else if (arch == "qwen2") {
+        c.arch = Arch::Qwen2;
+    } else if (arch == "qwen3") {
+        c.arch = Arch::Qwen3;
+    } else {
+        throw std::runtime_error(g.path() + ": general.architecture '" + arch +
+                                 "' is not supported (supported: llama, qwen2, qwen3)");
+    }
+    c.architecture = arch;
+    const std::string p = arch + ".";
+    auto bounded = [&](const std::string& key, int64_t lo, int64_t hi, std::optional<int64_t> dflt = std::nullopt) {
+        const auto v = g.opt_int<int64_t>(key);
+        if (!v && !dflt) throw std::runtime_error(g.path() + ": missing metadata key '" + key + "'");
+        const int64_t x = v ? *v : *dflt;
+        if (x < lo || x > hi)
+            throw std::runtime_error(g.path() + ": metadata '" + key + "' must be in [" + std::to_string(lo) + ", " +
+                                     std::to_string(hi) + "], got " + std::to_string(x));
+        return static_cast<int>(x);
+    };
+    c.hidden_size = bounded(p + "embedding_length", 1, kMaxHidden);
+    c.intermediate_size = bounded(p + "feed_forward_length", 1, kMaxIntermediate);
+    c.num_hidden_layers = bounded(p + "block_count", 1, kMaxLayers);
+    c.num_attention_heads = bounded(p + "attention.head_count", 1, kMaxHeads);
+    c.num_key_value_heads = bounded(p + "attention.head_count_kv", 1, c.num_attention_heads, c.num_attention_heads);
+    if (c.num_attention_heads % c.num_key_value_heads != 0)
+        throw std::runtime_error(g.path() + ": attention.head_count_kv does not divide attention.head_count");
+    const int64_t default_hd = c.hidden_size / c.num_attention_heads;
+    c.head_dim = bounded(p + "attention.key_length", 2, kMaxHeadDim, default_hd);
+    if (bounded(p + "attention.value_length", 2, kMaxHeadDim, c.head_dim) != c.head_dim)
+        throw std::runtime_error(g.path() + ": attention.value_length different from key_length is not supported");
+    if (c.head_dim % 2 != 0) throw std::runtime_error(g.path() + ": head dimension must be even");
+    if (bounded(p + "rope.dimension_count", 1, kMaxHeadDim, c.head_dim) != c.head_dim)
+        throw std::runtime_error(g.path() + ": partial rotary embeddings (rope.dimension_count < head dim) are not supported");
+    if (auto scaling = g.opt_string(p + "rope.scaling.type"); scaling && *scaling != "none")
+        throw std::runtime_error(g.path() + ": rope scaling '" + std::string(*scaling) + "' is not supported");
+    if (g.find_tensor("rope_freqs.weight"))
+        throw std::runtime_error(g.path() + ": per-dimension rope frequency factors (rope_freqs, Llama 3.1 style) are not supported");
+    const float eps = g.get_f32(p + "attention.layer_norm_rms_epsilon");
+    if (!(eps > 0.0f && eps < 1.0f)) throw std::runtime_error(g.path() + ": layer_norm_rms_epsilon out of range");
+    c.rms_norm_eps = eps;
+    const float theta = g.opt_f32(p + "rope.freq_base").value_or(10000.0f);
+    if (!(theta > 0.0f) || !std::isfinite(theta)) throw std::runtime_error(g.path() + ": rope.freq_base out of range");
+    c.rope_theta = theta;
+    const GgufTensor& embd = g.get_tensor("token_embd.weight");
+    if (embd.dims.size() != 2 || embd.dims[0] != c.hidden_size)
+        throw std::runtime_error(g.path() + ": token_embd.weight does not have embedding_length columns");
+    c.vocab_size = bounded(p + "vocab_size", 1, kMaxVocab, embd.dims[1]);
+    c.max_position_embeddings = bounded(p + "context_length", 1, kMaxPositions);
+    c.tie_word_embeddings = g.find_tensor("output.weight") == nullptr;
+    c.attention_bias = g.find_tensor("blk.0.attn_q.bias") != nullptr;
+    c.qk_norm = c.arch == Arch::Qwen3;
+    if (auto bos = g.opt_int<int64_t>("tokenizer.ggml.bos_token_id"); bos && *bos >= 0 && *bos < c.vocab_size)
+        c.bos_token_id = static_cast<int>(*bos);
+    if (auto eos = g.opt_int<int64_t>("tokenizer.ggml.eos_token_id"); eos && *eos >= 0 && *eos < c.vocab_size)
+        c.eos_token_ids.push_back(static_cast<int>(*eos));
+    return c;
 }
 
 ModelConfig ModelConfig::from_file(const std::string& path) {

@@ -8,6 +8,8 @@
 
 namespace tracelm {
 
+class GgufFile;
+
 enum class Arch { Qwen3, Qwen2, Llama };
 
 std::string_view arch_name(Arch a);
@@ -38,6 +40,9 @@ struct ModelConfig {
     // Both throw std::runtime_error naming the source and the offending field.
     static ModelConfig from_file(const std::string& path);
     static ModelConfig from_json_text(const std::string& text, const std::string& source = "config.json");
+    // From the metadata of a GGUF file (general.architecture llama, qwen2 or qwen3; the tensors tell
+    // whether the head is tied and whether q/k/v carry biases).
+    static ModelConfig from_gguf(const GgufFile& file);
 };
 
 }  // namespace tracelm

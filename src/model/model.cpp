@@ -1,96 +1,162 @@
 #include "model/model.h"
 
+#include <cstring>
 #include <filesystem>
 #include <stdexcept>
 
 #include "backends/cpu/paged_attention.h"
+#include "model/gguf_writer.h"
 
 namespace tracelm {
 
 namespace {
+
 std::string shape_str(const std::vector<int64_t>& s) {
     std::string out = "[";
     for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
     return out + "]";
 }
+
+bool is_float(DType dt) { return dt == DType::F32 || dt == DType::BF16 || dt == DType::F16; }
+
 }  // namespace
 
-Tensor Model::bind(Backend& backend, const std::string& name, int64_t rows, int64_t cols, bool as_f32) {
-    const TensorInfo& info = checkpoint_.get(name);
-    const bool vector = rows == 1;
-    const bool shape_ok = vector ? (info.shape.size() == 1 && info.shape[0] == cols)
-                                 : (info.shape.size() == 2 && info.shape[0] == rows && info.shape[1] == cols);
-    if (!shape_ok) {
-        throw std::runtime_error("tensor '" + name + "' in " + dir_ + " has shape " + shape_str(info.shape) +
-                                 ", expected " + (vector ? shape_str({cols}) : shape_str({rows, cols})));
+std::optional<Model::Stored> Model::find(const std::string& name) const {
+    if (checkpoint_) {
+        const TensorInfo* t = checkpoint_->find(name);
+        if (!t) return std::nullopt;
+        return Stored{t->dtype, t->shape, t->data, t->bytes};
     }
-    if (info.dtype != DType::F32 && info.dtype != DType::BF16 && info.dtype != DType::F16) {
-        throw std::runtime_error("tensor '" + name + "' has unsupported dtype " + std::string(dtype_name(info.dtype)));
-    }
-    Buffer* buf = nullptr;
-    DType dt = info.dtype;
-    if (as_f32 && info.dtype != DType::F32) {
-        std::vector<float> f(static_cast<size_t>(rows * cols));
-        const auto* src = static_cast<const uint16_t*>(info.data);
-        for (size_t i = 0; i < f.size(); ++i) f[i] = info.dtype == DType::BF16 ? bf16_to_f32(src[i]) : f16_to_f32(src[i]);
-        converted_.push_back(std::move(f));
-        buf = backend.import_host(converted_.back().data(), converted_.back().size() * sizeof(float), name);
-        dt = DType::F32;
-    } else {
-        buf = backend.import_host(info.data, info.bytes, name);
-    }
-    return whole(buf, dt, rows, cols);
+    const GgufTensor* t = gguf_->find_tensor(gguf_tensor_name(name));
+    if (!t) return std::nullopt;
+    // ggml lists dimensions innermost first.
+    return Stored{t->require_dtype(), std::vector<int64_t>(t->dims.rbegin(), t->dims.rend()), t->data, t->bytes};
 }
 
-std::unique_ptr<Model> Model::load(const std::string& dir, Backend& backend) {
+Tensor Model::bind(Backend& backend, const std::string& name, int64_t rows, int64_t cols, bool as_f32, int heads) {
+    const std::optional<Stored> info = find(name);
+    if (!info) throw std::runtime_error("missing tensor '" + name + "' in " + path_);
+    const bool vector = rows == 1;
+    const bool shape_ok = vector ? (info->shape.size() == 1 && info->shape[0] == cols)
+                                 : (info->shape.size() == 2 && info->shape[0] == rows && info->shape[1] == cols);
+    if (!shape_ok) {
+        throw std::runtime_error("tensor '" + name + "' in " + path_ + " has shape " + shape_str(info->shape) +
+                                 ", expected " + (vector ? shape_str({cols}) : shape_str({rows, cols})));
+    }
+    // Norms and biases are applied elementwise and must be plain floats; matrices may be quantized.
+    if (!is_float(info->dtype) && (vector || as_f32 || !dtype_row_ok(info->dtype, cols))) {
+        throw std::runtime_error("tensor '" + name + "' has unsupported dtype " + std::string(dtype_name(info->dtype)));
+    }
+    parameters_ += rows * cols;
+    ++dtype_counts_[info->dtype];
+    const void* data = info->data;
+    size_t bytes = info->bytes;
+    DType dt = info->dtype;
+    if (heads > 0) {
+        // Undo llama.cpp's conversion, which stores each head's rows as interleaved (first-half,
+        // second-half) pairs so that ggml's pairwise RoPE sees them: row 2j+i of a head holds the
+        // original row i*half+j.
+        const int64_t n = vector ? cols : rows;
+        const size_t row = bytes / static_cast<size_t>(n);
+        const int64_t hd = n / heads, half = hd / 2;
+        std::vector<unsigned char> out(bytes);
+        const auto* src = static_cast<const unsigned char*>(data);
+        for (int64_t h = 0; h < heads; ++h)
+            for (int64_t i = 0; i < 2; ++i)
+                for (int64_t j = 0; j < half; ++j)
+                    std::memcpy(out.data() + static_cast<size_t>(h * hd + i * half + j) * row,
+                                src + static_cast<size_t>(h * hd + 2 * j + i) * row, row);
+        converted_.push_back(std::move(out));
+        data = converted_.back().data();
+    }
+    if (as_f32 && dt != DType::F32) {
+        std::vector<unsigned char> f(static_cast<size_t>(rows * cols) * sizeof(float));
+        const auto* src = static_cast<const uint16_t*>(data);
+        for (int64_t i = 0; i < rows * cols; ++i) {
+            const float v = dt == DType::BF16 ? bf16_to_f32(src[i]) : f16_to_f32(src[i]);
+            std::memcpy(f.data() + static_cast<size_t>(i) * sizeof(float), &v, sizeof(float));
+        }
+        converted_.push_back(std::move(f));
+        data = converted_.back().data();
+        bytes = converted_.back().size();
+        dt = DType::F32;
+    }
+    // Page the weights in now, so that loading (not the first token) pays for reading the file.
+    const auto* bytes_in = static_cast<const volatile unsigned char*>(data);
+    unsigned char sink = 0;
+    for (size_t off = 0; off < bytes; off += 4096) sink = static_cast<unsigned char>(sink + bytes_in[off]);
+    (void)sink;
+    return whole(backend.import_host(data, bytes, name), dt, rows, cols);
+}
+
+std::unique_ptr<Model> Model::load(const std::string& path, Backend& backend,
+                                   const std::function<void(size_t, size_t)>& progress) {
     namespace fs = std::filesystem;
-    if (!fs::is_directory(dir)) throw std::runtime_error("model folder '" + dir + "' does not exist");
-    ModelConfig cfg = ModelConfig::from_file((fs::path(dir) / "config.json").string());
+    std::unique_ptr<Model> m(new Model(path));
+    if (fs::is_directory(path)) {
+        m->config_ = ModelConfig::from_file((fs::path(path) / "config.json").string());
+        m->checkpoint_.emplace(path);
+    } else if (fs::is_regular_file(path)) {
+        m->gguf_.emplace(path);
+        m->config_ = ModelConfig::from_gguf(*m->gguf_);
+    } else {
+        throw std::runtime_error("model '" + path + "' does not exist (expected a folder or a .gguf file)");
+    }
+    const ModelConfig& cfg = m->config_;
     if (cfg.head_dim > cpu::kMaxHeadDim || cfg.head_dim % 2 != 0) {
         throw std::runtime_error("head_dim " + std::to_string(cfg.head_dim) + " is not supported (even, at most " +
                                  std::to_string(cpu::kMaxHeadDim) + ")");
     }
-    std::unique_ptr<Model> m(new Model(dir, cfg, Checkpoint(dir)));
+    m->bind_all(backend, progress);
+    return m;
+}
+
+void Model::bind_all(Backend& backend, const std::function<void(size_t, size_t)>& progress) {
+    const ModelConfig& cfg = config_;
     const int64_t H = cfg.hidden_size, I = cfg.intermediate_size, hd = cfg.head_dim;
     const int64_t q_dim = cfg.num_attention_heads * hd, kv_dim = cfg.num_key_value_heads * hd;
-    ModelWeights& w = m->weights_;
-    w.embed = m->bind(backend, "model.embed_tokens.weight", cfg.vocab_size, H, false);
-    w.final_norm = m->bind(backend, "model.norm.weight", 1, H, false);
-    const bool has_head = m->checkpoint_.find("lm_head.weight") != nullptr;
+    // llama.cpp permutes the q/k rows of llama-architecture GGUFs (not qwen2/qwen3).
+    const bool permuted = gguf_ && cfg.arch == Arch::Llama;
+    const int q_heads = permuted ? cfg.num_attention_heads : 0, k_heads = permuted ? cfg.num_key_value_heads : 0;
+    ModelWeights& w = weights_;
+    w.embed = bind(backend, "model.embed_tokens.weight", cfg.vocab_size, H, false);
+    w.final_norm = bind(backend, "model.norm.weight", 1, H, false);
+    const bool has_head = find("lm_head.weight").has_value();
     if (!cfg.tie_word_embeddings && !has_head) {
-        throw std::runtime_error("missing tensor 'lm_head.weight' in " + dir + " (tie_word_embeddings is false)");
+        throw std::runtime_error("missing tensor 'lm_head.weight' in " + path_ + " (tie_word_embeddings is false)");
     }
-    w.lm_head = has_head && !cfg.tie_word_embeddings ? m->bind(backend, "lm_head.weight", cfg.vocab_size, H, false)
+    w.lm_head = has_head && !cfg.tie_word_embeddings ? bind(backend, "lm_head.weight", cfg.vocab_size, H, false)
                                                       : w.embed;
     for (int l = 0; l < cfg.num_hidden_layers; ++l) {
         const std::string p = "model.layers." + std::to_string(l) + ".";
         LayerWeights L;
-        L.input_norm = m->bind(backend, p + "input_layernorm.weight", 1, H, false);
-        L.post_norm = m->bind(backend, p + "post_attention_layernorm.weight", 1, H, false);
-        L.q_proj = m->bind(backend, p + "self_attn.q_proj.weight", q_dim, H, false);
-        L.k_proj = m->bind(backend, p + "self_attn.k_proj.weight", kv_dim, H, false);
-        L.v_proj = m->bind(backend, p + "self_attn.v_proj.weight", kv_dim, H, false);
-        L.o_proj = m->bind(backend, p + "self_attn.o_proj.weight", H, q_dim, false);
+        L.input_norm = bind(backend, p + "input_layernorm.weight", 1, H, false);
+        L.post_norm = bind(backend, p + "post_attention_layernorm.weight", 1, H, false);
+        L.q_proj = bind(backend, p + "self_attn.q_proj.weight", q_dim, H, false, q_heads);
+        L.k_proj = bind(backend, p + "self_attn.k_proj.weight", kv_dim, H, false, k_heads);
+        L.v_proj = bind(backend, p + "self_attn.v_proj.weight", kv_dim, H, false);
+        L.o_proj = bind(backend, p + "self_attn.o_proj.weight", H, q_dim, false);
         if (cfg.attention_bias) {
-            L.q_bias = m->bind(backend, p + "self_attn.q_proj.bias", 1, q_dim, true);
-            L.k_bias = m->bind(backend, p + "self_attn.k_proj.bias", 1, kv_dim, true);
-            L.v_bias = m->bind(backend, p + "self_attn.v_proj.bias", 1, kv_dim, true);
+            L.q_bias = bind(backend, p + "self_attn.q_proj.bias", 1, q_dim, true, q_heads);
+            L.k_bias = bind(backend, p + "self_attn.k_proj.bias", 1, kv_dim, true, k_heads);
+            L.v_bias = bind(backend, p + "self_attn.v_proj.bias", 1, kv_dim, true);
             // Qwen2 biases q/k/v only; Llama and Qwen3 put attention_bias on o_proj too.
-            if (cfg.arch != Arch::Qwen2) L.o_bias = m->bind(backend, p + "self_attn.o_proj.bias", 1, H, true);
+            if (cfg.arch != Arch::Qwen2 && find(p + "self_attn.o_proj.bias"))
+                L.o_bias = bind(backend, p + "self_attn.o_proj.bias", 1, H, true);
         }
         if (cfg.qk_norm) {
-            L.q_norm = m->bind(backend, p + "self_attn.q_norm.weight", 1, hd, false);
-            L.k_norm = m->bind(backend, p + "self_attn.k_norm.weight", 1, hd, false);
+            L.q_norm = bind(backend, p + "self_attn.q_norm.weight", 1, hd, false);
+            L.k_norm = bind(backend, p + "self_attn.k_norm.weight", 1, hd, false);
         }
-        L.gate_proj = m->bind(backend, p + "mlp.gate_proj.weight", I, H, false);
-        L.up_proj = m->bind(backend, p + "mlp.up_proj.weight", I, H, false);
-        L.down_proj = m->bind(backend, p + "mlp.down_proj.weight", H, I, false);
+        L.gate_proj = bind(backend, p + "mlp.gate_proj.weight", I, H, false);
+        L.up_proj = bind(backend, p + "mlp.up_proj.weight", I, H, false);
+        L.down_proj = bind(backend, p + "mlp.down_proj.weight", H, I, false);
         for (const Tensor* t : {&L.q_proj, &L.k_proj, &L.v_proj, &L.o_proj, &L.gate_proj, &L.up_proj, &L.down_proj})
-            m->decode_weight_bytes_ += t->nbytes();
+            decode_weight_bytes_ += t->nbytes();
         w.layers.push_back(std::move(L));
+        if (progress) progress(static_cast<size_t>(l + 1), static_cast<size_t>(cfg.num_hidden_layers));
     }
-    m->decode_weight_bytes_ += w.lm_head.nbytes();
-    return m;
+    decode_weight_bytes_ += w.lm_head.nbytes();
 }
 
 }  // namespace tracelm

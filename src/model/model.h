@@ -2,12 +2,15 @@
 // plus every weight as a device tensor.
 #pragma once
 
+#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "model/config.h"
+#include "model/gguf.h"
 #include "model/safetensors.h"
 #include "runtime/backend.h"
 
@@ -31,27 +34,50 @@ struct ModelWeights {
 
 class Model {
    public:
-    // Opens a Hugging Face model folder (config.json + safetensors) and maps its weights.
-    static std::unique_ptr<Model> load(const std::string& dir, Backend& backend);
+    // Opens a Hugging Face model folder (config.json + safetensors) or a GGUF file and maps its weights.
+    // `progress` (optional) sees (tensors bound, tensors in all) as the weights are paged in.
+    static std::unique_ptr<Model> load(const std::string& path, Backend& backend,
+                                       const std::function<void(size_t, size_t)>& progress = {});
 
     const ModelConfig& config() const { return config_; }
     const ModelWeights& weights() const { return weights_; }
-    const std::string& dir() const { return dir_; }
+    // The folder, or the GGUF file.
+    const std::string& path() const { return path_; }
+    // The GGUF file (tokenizer and chat template live in its metadata); null for a folder.
+    const GgufFile* gguf() const { return gguf_ ? &*gguf_ : nullptr; }
+    // Parameters (elements of every weight tensor, a tied head counted once).
+    int64_t parameters() const { return parameters_; }
+    // Weight tensors per dtype, e.g. {q4_1: 210, f32: 61, q8_0: 1}.
+    const std::map<DType, int>& dtype_counts() const { return dtype_counts_; }
     // Bytes of weights one decode token reads (every matrix once; a tied head counted once).
     size_t decode_weight_bytes() const { return decode_weight_bytes_; }
     DType weight_dtype() const { return weights_.layers.at(0).q_proj.dtype; }
 
    private:
-    Model(std::string dir, ModelConfig config, Checkpoint checkpoint)
-        : dir_(std::move(dir)), config_(std::move(config)), checkpoint_(std::move(checkpoint)) {}
-    Tensor bind(Backend& backend, const std::string& name, int64_t rows, int64_t cols, bool as_f32);
+    // A weight as stored in the file: shape outermost first ([rows, cols] or [n]).
+    struct Stored {
+        DType dtype;
+        std::vector<int64_t> shape;
+        const void* data;
+        size_t bytes;
+    };
+    explicit Model(std::string path) : path_(std::move(path)) {}
+    // The tensor called `name` in Hugging Face naming, from whichever file backs the model.
+    std::optional<Stored> find(const std::string& name) const;
+    // Binds a weight as a device tensor. as_f32 converts it (biases); heads > 0 reorders the rows of
+    // each of `heads` row groups from GGUF's interleaved-RoPE order back to the NeoX order.
+    Tensor bind(Backend& backend, const std::string& name, int64_t rows, int64_t cols, bool as_f32, int heads = 0);
+    void bind_all(Backend& backend, const std::function<void(size_t, size_t)>& progress);
 
-    std::string dir_;
+    std::string path_;
     ModelConfig config_;
-    Checkpoint checkpoint_;
+    std::optional<Checkpoint> checkpoint_;
+    std::optional<GgufFile> gguf_;
     ModelWeights weights_;
     size_t decode_weight_bytes_ = 0;
-    std::vector<std::vector<float>> converted_;  // host copies of weights converted to f32 (biases)
+    int64_t parameters_ = 0;
+    std::map<DType, int> dtype_counts_;
+    std::vector<std::vector<unsigned char>> converted_;  // host copies of converted or reordered weights
 };
 
 }  // namespace tracelm

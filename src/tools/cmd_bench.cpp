@@ -9,8 +9,13 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/kernels/kernels.h"
+#include "backends/registry.h"
 #include "engine/engine.h"
+#include "tools/backend_choice.h"
 #include "tools/commands.h"
+#ifdef TRACELM_HAVE_CUDA
+#include "backends/cuda/cuda_backend.h"
+#endif
 
 namespace tracelm::tools {
 
@@ -21,6 +26,7 @@ struct BenchArgs {
     int gen_tokens = 128;
     bool json = false;
     int threads = 0;
+    std::string backend = "cpu";
 };
 
 using Clock = std::chrono::steady_clock;
@@ -55,7 +61,7 @@ struct DecodeRun {
     size_t graph_ops = 0;
 };
 
-DecodeRun run_decode(const Model& model, cpu::CpuBackend& backend, const std::vector<int32_t>& prompt, int gen,
+DecodeRun run_decode(const Model& model, Backend& backend, const std::vector<int32_t>& prompt, int gen,
                      bool capture) {
     EngineOptions opt;
     opt.capture = capture;
@@ -69,15 +75,21 @@ DecodeRun run_decode(const Model& model, cpu::CpuBackend& backend, const std::ve
     const int warm = capture ? 2 : 1;
     for (int i = 0; i < warm && i < gen - 1; ++i) engine.step();
     const int timed = gen - 1 - warm;
-    const double busy0 = backend.busy_seconds();
+    // Host time per step: on the CPU the wall time outside the pool's dispatches; on a device, which runs
+    // the steps asynchronously, the time to enqueue them.
+    const auto* cpu_backend = dynamic_cast<const cpu::CpuBackend*>(&backend);
+    const double busy0 = cpu_backend != nullptr ? cpu_backend->busy_seconds() : 0.0;
+    backend.synchronize();
     t0 = Clock::now();
     for (int i = 0; i < timed; ++i) engine.step();
+    const double enqueue = since(t0);
+    backend.synchronize();
     const double wall = since(t0);
-    const double busy = backend.busy_seconds() - busy0;
     if (timed > 0) {
         r.decode_tok_s = timed / wall;
         r.step_us = wall / timed * 1e6;
-        r.host_us_per_step = (wall - busy) / timed * 1e6;
+        r.host_us_per_step =
+            (cpu_backend != nullptr ? wall - (cpu_backend->busy_seconds() - busy0) : enqueue) / timed * 1e6;
     }
     const auto hist = engine.history(gen - 1);
     r.tokens.insert(r.tokens.end(), hist.begin(), hist.end());
@@ -87,7 +99,8 @@ DecodeRun run_decode(const Model& model, cpu::CpuBackend& backend, const std::ve
 
 int run_bench(const BenchArgs& a) {
     if (a.gen_tokens < 8) throw std::runtime_error("--gen-tokens must be at least 8");
-    cpu::CpuBackend backend(a.threads > 0 ? a.threads : cpu::ThreadPool::default_threads());
+    const std::unique_ptr<Backend> device = make_backend(a.backend, {a.threads});
+    Backend& backend = *device;
     const auto model = Model::load(a.model, backend);
     const ModelConfig& c = model->config();
     // A fixed pseudo-random prompt of ordinary token ids.
@@ -100,7 +113,18 @@ int run_bench(const BenchArgs& a) {
 
     const DecodeRun eager = run_decode(*model, backend, prompt, a.gen_tokens, false);
     const DecodeRun replay = run_decode(*model, backend, prompt, a.gen_tokens, true);
-    const double bw = measure_read_bandwidth(backend.threads());
+    // The bandwidth decode is held against: a multi-threaded read sweep on the CPU, device-to-device copies
+    // (bytes read plus written) on a GPU.
+    const auto* cpu_backend = dynamic_cast<const cpu::CpuBackend*>(&backend);
+    double bw = 0.0;
+    std::string bw_kind = "cpu read sweep";
+    if (cpu_backend != nullptr) bw = measure_read_bandwidth(cpu_backend->threads());
+#ifdef TRACELM_HAVE_CUDA
+    if (auto* gpu = dynamic_cast<cuda::CudaBackend*>(&backend)) {
+        bw = gpu->measure_copy_bandwidth(size_t{1} << 30);
+        bw_kind = "device copy (" + gpu->device_name() + ")";
+    }
+#endif
     // Bytes one decode token reads: every weight once plus K and V of the average context.
     const double avg_ctx = a.prompt_tokens + a.gen_tokens / 2.0;
     const double kv_bytes = 2.0 * c.num_hidden_layers * c.num_key_value_heads * c.head_dim * sizeof(float) * avg_ctx;
@@ -110,9 +134,11 @@ int run_bench(const BenchArgs& a) {
 
     nlohmann::json j;
     j["model"] = a.model;
-    j["backend"] = "cpu";
-    j["isa"] = cpu::isa_name(cpu::active_isa());
-    j["threads"] = backend.threads();
+    j["backend"] = backend.name();
+    if (cpu_backend != nullptr) {
+        j["isa"] = cpu::isa_name(cpu::active_isa());
+        j["threads"] = cpu_backend->threads();
+    }
     j["weight_dtype"] = std::string(dtype_name(model->weight_dtype()));
     j["prompt_tokens"] = a.prompt_tokens;
     j["gen_tokens"] = a.gen_tokens;
@@ -126,6 +152,7 @@ int run_bench(const BenchArgs& a) {
     j["replay_host_share"] = replay.host_us_per_step / replay.step_us;
     j["eager_host_us_per_step"] = eager.host_us_per_step;
     j["tokens_match"] = eager.tokens == replay.tokens;
+    j["bandwidth_kind"] = bw_kind;
     j["read_bandwidth_gb_s"] = bw / 1e9;
     j["decode_bytes_per_token"] = bytes_per_token;
     j["decode_bandwidth_share"] = bytes_per_token * replay.decode_tok_s / bw;
@@ -146,11 +173,12 @@ int run_bench(const BenchArgs& a) {
 
 Action add_bench(CLI::App& app) {
     auto a = std::make_shared<BenchArgs>();
-    app.add_option("--model", a->model, "model folder")->required()->check(CLI::ExistingDirectory);
+    app.add_option("--model", a->model, "model folder or GGUF file")->required()->check(CLI::ExistingPath);
     app.add_option("--prompt-tokens", a->prompt_tokens, "prompt length")->check(CLI::Range(1, 1 << 16));
     app.add_option("--gen-tokens", a->gen_tokens, "tokens to generate")->check(CLI::Range(8, 1 << 16));
     app.add_flag("--json", a->json, "print JSON only");
     app.add_option("--threads", a->threads, "worker threads (default: all cores)")->check(CLI::Range(1, 1024));
+    add_backend_option(app, a->backend);
     return [a] { return run_bench(*a); };
 }
 

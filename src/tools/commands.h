@@ -11,6 +11,8 @@ namespace tracelm::tools {
 using Action = std::function<int()>;
 
 Action add_generate(CLI::App& app);
+Action add_chat(CLI::App& app);
+Action add_fetch_model(CLI::App& app);
 Action add_tokenize(CLI::App& app);
 Action add_make_checkpoint(CLI::App& app);
 Action add_bench(CLI::App& app);

@@ -1,0 +1,299 @@
+#include "model/gguf_writer.h"
+
+#include <bit>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+
+#include "model/config.h"
+#include "model/gguf.h"
+#include "model/rng.h"
+#include "model/safetensors.h"
+
+namespace tracelm {
+
+static_assert(std::endian::native == std::endian::little);
+
+namespace {
+
+constexpr uint32_t kAlignment = 32;
+
+template <typename T>
+void put(std::vector<uint8_t>& out, T v) {
+    const auto* p = reinterpret_cast<const uint8_t*>(&v);
+    out.insert(out.end(), p, p + sizeof(T));
+}
+void put_string(std::vector<uint8_t>& out, const std::string& s) {
+    put<uint64_t>(out, s.size());
+    out.insert(out.end(), s.begin(), s.end());
+}
+
+uint32_t ggml_id(DType dt) {
+    for (uint32_t id = 0; id < 64; ++id)
+        if (const GgmlType* t = ggml_type(id); t && t->dtype == dt) return id;
+    throw std::invalid_argument("no ggml type for " + std::string(dtype_name(dt)));
+}
+
+}  // namespace
+
+void GgufWriter::key(const std::string& k, uint32_t type) {
+    put_string(kv_, k);
+    put<uint32_t>(kv_, type);
+    ++n_kv_;
+}
+void GgufWriter::add_u32(const std::string& k, uint32_t v) {
+    key(k, static_cast<uint32_t>(GgufType::U32));
+    put(kv_, v);
+}
+void GgufWriter::add_f32(const std::string& k, float v) {
+    key(k, static_cast<uint32_t>(GgufType::F32));
+    put(kv_, v);
+}
+void GgufWriter::add_bool(const std::string& k, bool v) {
+    key(k, static_cast<uint32_t>(GgufType::Bool));
+    put<uint8_t>(kv_, v ? 1 : 0);
+}
+void GgufWriter::add_string(const std::string& k, const std::string& v) {
+    key(k, static_cast<uint32_t>(GgufType::String));
+    put_string(kv_, v);
+}
+
+void GgufWriter::add_tensor(const std::string& name, DType dtype, std::vector<int64_t> dims, std::vector<uint8_t> bytes) {
+    tensors_.push_back({name, ggml_id(dtype), std::move(dims), std::move(bytes)});
+}
+
+void GgufWriter::write(const std::string& path) const {
+    std::vector<uint8_t> head;
+    head.insert(head.end(), {'G', 'G', 'U', 'F'});
+    put<uint32_t>(head, 3);
+    put<uint64_t>(head, tensors_.size());
+    put<uint64_t>(head, n_kv_);
+    head.insert(head.end(), kv_.begin(), kv_.end());
+    uint64_t offset = 0;
+    for (const Tensor& t : tensors_) {
+        put_string(head, t.name);
+        put<uint32_t>(head, static_cast<uint32_t>(t.dims.size()));
+        for (int64_t d : t.dims) put<uint64_t>(head, static_cast<uint64_t>(d));
+        put<uint32_t>(head, t.type);
+        put<uint64_t>(head, offset);
+        offset += (t.bytes.size() + kAlignment - 1) / kAlignment * kAlignment;
+    }
+    head.resize((head.size() + kAlignment - 1) / kAlignment * kAlignment, 0);
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    if (!out) throw std::runtime_error("cannot write " + path);
+    out.write(reinterpret_cast<const char*>(head.data()), static_cast<std::streamsize>(head.size()));
+    const char zeros[kAlignment] = {};
+    for (const Tensor& t : tensors_) {
+        out.write(reinterpret_cast<const char*>(t.bytes.data()), static_cast<std::streamsize>(t.bytes.size()));
+        out.write(zeros, static_cast<std::streamsize>((kAlignment - t.bytes.size() % kAlignment) % kAlignment));
+    }
+    if (!out) throw std::runtime_error("write error on " + path);
+}
+
+std::string gguf_tensor_name(const std::string& hf) {
+    static const std::pair<const char*, const char*> kTop[] = {
+        {"model.embed_tokens.weight", "token_embd.weight"},
+        {"model.norm.weight", "output_norm.weight"},
+        {"lm_head.weight", "output.weight"},
+    };
+    for (const auto& [from, to] : kTop)
+        if (hf == from) return to;
+    static const std::pair<const char*, const char*> kLayer[] = {
+        {"input_layernorm.weight", "attn_norm.weight"},
+        {"post_attention_layernorm.weight", "ffn_norm.weight"},
+        {"self_attn.q_proj.", "attn_q."},
+        {"self_attn.k_proj.", "attn_k."},
+        {"self_attn.v_proj.", "attn_v."},
+        {"self_attn.o_proj.", "attn_output."},
+        {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+        {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+        {"mlp.gate_proj.", "ffn_gate."},
+        {"mlp.up_proj.", "ffn_up."},
+        {"mlp.down_proj.", "ffn_down."},
+    };
+    const std::string prefix = "model.layers.";
+    if (hf.rfind(prefix, 0) == 0) {
+        const size_t dot = hf.find('.', prefix.size());
+        if (dot == std::string::npos) return hf;
+        const std::string layer = hf.substr(prefix.size(), dot - prefix.size());
+        const std::string rest = hf.substr(dot + 1);
+        for (const auto& [from, to] : kLayer) {
+            const size_t n = std::strlen(from);
+            if (rest.compare(0, n, from) == 0) return "blk." + layer + "." + to + rest.substr(n);
+        }
+    }
+    return hf;
+}
+
+namespace {
+
+void add_arch_metadata(GgufWriter& w, const std::string& arch, const ModelConfig& c) {
+    w.add_string("general.architecture", arch);
+    const std::string p = arch + ".";
+    w.add_u32(p + "block_count", static_cast<uint32_t>(c.num_hidden_layers));
+    w.add_u32(p + "context_length", static_cast<uint32_t>(c.max_position_embeddings));
+    w.add_u32(p + "embedding_length", static_cast<uint32_t>(c.hidden_size));
+    w.add_u32(p + "feed_forward_length", static_cast<uint32_t>(c.intermediate_size));
+    w.add_u32(p + "attention.head_count", static_cast<uint32_t>(c.num_attention_heads));
+    w.add_u32(p + "attention.head_count_kv", static_cast<uint32_t>(c.num_key_value_heads));
+    w.add_u32(p + "attention.key_length", static_cast<uint32_t>(c.head_dim));
+    w.add_u32(p + "attention.value_length", static_cast<uint32_t>(c.head_dim));
+    w.add_u32(p + "rope.dimension_count", static_cast<uint32_t>(c.head_dim));
+    w.add_f32(p + "rope.freq_base", static_cast<float>(c.rope_theta));
+    w.add_f32(p + "attention.layer_norm_rms_epsilon", c.rms_norm_eps);
+    w.add_u32(p + "vocab_size", static_cast<uint32_t>(c.vocab_size));
+}
+
+// llama.cpp's converter stores each head's rows i*half+j at 2j+i (interleaved RoPE pairs).
+std::vector<uint8_t> permute_heads(const uint8_t* src, size_t bytes, int64_t rows, int heads) {
+    std::vector<uint8_t> out(bytes);
+    const size_t row = bytes / static_cast<size_t>(rows);
+    const int64_t hd = rows / heads, half = hd / 2;
+    for (int64_t h = 0; h < heads; ++h)
+        for (int64_t i = 0; i < 2; ++i)
+            for (int64_t j = 0; j < half; ++j)
+                std::memcpy(out.data() + static_cast<size_t>(h * hd + 2 * j + i) * row,
+                            src + static_cast<size_t>(h * hd + i * half + j) * row, row);
+    return out;
+}
+
+}  // namespace
+
+void convert_to_gguf(const std::string& hf_dir, const std::string& out_path) {
+    const ModelConfig c = ModelConfig::from_file(hf_dir + "/config.json");
+    const std::string arch(arch_name(c.arch));
+    const Checkpoint ck(hf_dir);
+    GgufWriter w;
+    add_arch_metadata(w, arch, c);
+    for (const std::string& name : ck.names()) {
+        const TensorInfo& t = ck.get(name);
+        if (c.tie_word_embeddings && name == "lm_head.weight") continue;
+        const auto* data = static_cast<const uint8_t*>(t.data);
+        std::vector<uint8_t> bytes(data, data + t.bytes);
+        const bool q = name.find("self_attn.q_proj.") != std::string::npos;
+        const bool k = name.find("self_attn.k_proj.") != std::string::npos;
+        if (c.arch == Arch::Llama && (q || k))
+            bytes = permute_heads(data, t.bytes, t.shape[0], q ? c.num_attention_heads : c.num_key_value_heads);
+        w.add_tensor(gguf_tensor_name(name), t.dtype, std::vector<int64_t>(t.shape.rbegin(), t.shape.rend()),
+                     std::move(bytes));
+    }
+    w.write(out_path);
+}
+
+namespace {
+
+void put_f16(std::vector<uint8_t>& b, size_t at, float v) {
+    const uint16_t h = f32_to_f16(v);
+    std::memcpy(b.data() + at, &h, 2);
+}
+
+// Random weights of `rows` x `cols` in dtype, values of order `scale`.
+std::vector<uint8_t> random_matrix(DType dt, int64_t rows, int64_t cols, float scale, Xoshiro256& rng) {
+    const size_t bytes = static_cast<size_t>(rows) * dtype_row_bytes(dt, cols);
+    std::vector<uint8_t> b(bytes);
+    auto uniform = [&] { return static_cast<float>(rng.next() >> 40) / static_cast<float>(1 << 24) * 2.0f - 1.0f; };
+    if (!dtype_is_quantized(dt)) {
+        for (int64_t i = 0; i < rows * cols; ++i) {
+            const float v = uniform() * scale;
+            const size_t at = static_cast<size_t>(i) * dtype_size(dt);
+            if (dt == DType::F32) {
+                std::memcpy(b.data() + at, &v, 4);
+            } else if (dt == DType::BF16) {
+                const uint16_t h = f32_to_bf16(v);
+                std::memcpy(b.data() + at, &h, 2);
+            } else {
+                put_f16(b, at, v);
+            }
+        }
+        return b;
+    }
+    for (auto& x : b) x = static_cast<uint8_t>(rng.next() >> 56);
+    // Sensible scales over the random quants: blocks reach about +-scale.
+    const size_t bb = dtype_block_bytes(dt);
+    for (size_t at = 0; at < bytes; at += bb) {
+        switch (dt) {
+            case DType::Q8_0: put_f16(b, at, scale / 127.0f); break;
+            case DType::Q4_0:
+            case DType::Q5_0: put_f16(b, at, scale / 16.0f); break;
+            // Offsets (min) centred on the mean of the quants so that weights are not all of one sign.
+            case DType::Q4_1:
+                put_f16(b, at, scale / 16.0f);
+                put_f16(b, at + 2, -scale / 2.0f);
+                break;
+            case DType::Q5_1:
+                put_f16(b, at, scale / 16.0f);
+                put_f16(b, at + 2, -scale);
+                break;
+            case DType::Q4_K:
+                put_f16(b, at, scale / (8.0f * 63.0f));
+                put_f16(b, at + 2, scale / 63.0f);
+                break;
+            case DType::Q5_K:
+                put_f16(b, at, scale / (16.0f * 63.0f));
+                put_f16(b, at + 2, scale / 63.0f);
+                break;
+            case DType::Q6_K: put_f16(b, at + 208, scale / (32.0f * 127.0f)); break;
+            default: break;
+        }
+    }
+    return b;
+}
+
+}  // namespace
+
+void make_random_gguf(const std::string& arch, DType dtype, uint64_t seed, const std::string& out_path) {
+    ModelConfig c;
+    c.hidden_size = 256;
+    c.intermediate_size = 512;
+    c.num_hidden_layers = 2;
+    c.num_attention_heads = 4;
+    c.num_key_value_heads = 2;
+    c.head_dim = 64;
+    c.rms_norm_eps = 1e-6f;
+    c.rope_theta = 10000.0;
+    c.vocab_size = 512;
+    c.max_position_embeddings = 4096;
+    GgufWriter w;
+    add_arch_metadata(w, arch, c);
+    Xoshiro256 rng(seed);
+    const int64_t H = c.hidden_size, I = c.intermediate_size, hd = c.head_dim;
+    const int64_t qd = c.num_attention_heads * hd, kvd = c.num_key_value_heads * hd;
+    auto matrix = [&](const std::string& name, int64_t rows, int64_t cols, float scale) {
+        w.add_tensor(name, dtype, {cols, rows}, random_matrix(dtype, rows, cols, scale, rng));
+    };
+    auto vec = [&](const std::string& name, int64_t n, float center, float spread) {
+        std::vector<uint8_t> b(static_cast<size_t>(n) * 4);
+        for (int64_t i = 0; i < n; ++i) {
+            const float v = center + spread * (static_cast<float>(rng.next() >> 40) / static_cast<float>(1 << 24) - 0.5f);
+            std::memcpy(b.data() + i * 4, &v, 4);
+        }
+        w.add_tensor(name, DType::F32, {n}, std::move(b));
+    };
+    matrix("token_embd.weight", c.vocab_size, H, 1.0f);
+    vec("output_norm.weight", H, 1.0f, 0.2f);
+    matrix("output.weight", c.vocab_size, H, 0.2f);
+    for (int l = 0; l < c.num_hidden_layers; ++l) {
+        const std::string p = "blk." + std::to_string(l) + ".";
+        vec(p + "attn_norm.weight", H, 1.0f, 0.2f);
+        vec(p + "ffn_norm.weight", H, 1.0f, 0.2f);
+        matrix(p + "attn_q.weight", qd, H, 0.15f);
+        matrix(p + "attn_k.weight", kvd, H, 0.15f);
+        matrix(p + "attn_v.weight", kvd, H, 0.15f);
+        matrix(p + "attn_output.weight", H, qd, 0.1f);
+        if (arch == "qwen2") {
+            vec(p + "attn_q.bias", qd, 0.0f, 0.2f);
+            vec(p + "attn_k.bias", kvd, 0.0f, 0.2f);
+            vec(p + "attn_v.bias", kvd, 0.0f, 0.2f);
+        }
+        if (arch == "qwen3") {
+            vec(p + "attn_q_norm.weight", hd, 1.0f, 0.2f);
+            vec(p + "attn_k_norm.weight", hd, 1.0f, 0.2f);
+        }
+        matrix(p + "ffn_gate.weight", I, H, 0.1f);
+        matrix(p + "ffn_up.weight", I, H, 0.1f);
+        matrix(p + "ffn_down.weight", H, I, 0.07f);
+    }
+    w.write(out_path);
+}
+
+}  // namespace tracelm

@@ -1,0 +1,72 @@
+// Interactive chat: one user line in, the assistant's reply streamed out, the conversation kept.
+#include <cstdio>
+#include <iostream>
+
+#include "backends/registry.h"
+#include "chat/chat_template.h"
+#include "tools/backend_choice.h"
+#include "tools/commands.h"
+#include "tools/model_loading.h"
+
+namespace tracelm::tools {
+
+namespace {
+struct ChatArgs {
+    std::string model;
+    std::string system;
+    int max_tokens = 512;
+    int64_t context = 4096;
+    int threads = 0;
+    std::string backend = "cpu";
+};
+
+int run_chat(const ChatArgs& a) {
+    const std::unique_ptr<Backend> device = make_backend(a.backend, {a.threads});
+    const LoadedModel lm = load_model(a.model, *device);
+    const Tokenizer& tok = lm.tokenizer;
+    const ChatTemplate tmpl = ChatTemplate::detect(tok.chat_template());
+    EngineOptions opt;
+    opt.context = a.context;
+    Engine engine(*lm.model, *device, opt);
+    std::fprintf(stderr, "model: %s\n(type a message; an empty line or end of input quits)\n",
+                 model_summary(*lm.model, engine).c_str());
+
+    std::vector<ChatMessage> conversation;
+    if (!a.system.empty()) conversation.push_back({"system", a.system});
+    std::string line;
+    for (;;) {
+        std::fprintf(stderr, "> ");
+        if (!std::getline(std::cin, line) || line.empty()) break;
+        conversation.push_back({"user", line});
+        // The whole conversation is prefilled again each turn: simple, and exact for any template.
+        const std::vector<int32_t> prompt = encode_prompt(tok, tmpl.apply(conversation));
+        if (static_cast<int64_t>(prompt.size()) >= engine.context())
+            throw std::runtime_error("the conversation no longer fits the context of " +
+                                     std::to_string(engine.context()) + " tokens");
+        const int budget = static_cast<int>(std::min<int64_t>(a.max_tokens, engine.context() - prompt.size()));
+        StreamDecoder stream(tok);
+        const GenerationStats st = generate(engine, tok, *lm.model, prompt, budget, [&](int32_t id) {
+            if (!ends_generation(tok, *lm.model, id)) std::cout << stream.push(id) << std::flush;
+        });
+        std::cout << stream.flush() << "\n";
+        std::vector<int32_t> reply = st.tokens;
+        if (!reply.empty() && ends_generation(tok, *lm.model, reply.back())) reply.pop_back();
+        conversation.push_back({"assistant", tok.decode(reply)});
+    }
+    return 0;
+}
+}  // namespace
+
+Action add_chat(CLI::App& app) {
+    auto a = std::make_shared<ChatArgs>();
+    app.add_option("--model", a->model, "Hugging Face model folder or GGUF file (default: SmolLM2-135M-Instruct)")
+        ->check(CLI::ExistingPath);
+    app.add_option("--system", a->system, "system message");
+    app.add_option("--max-tokens", a->max_tokens, "most tokens per reply")->check(CLI::Range(1, 1 << 20));
+    app.add_option("--context", a->context, "KV cache tokens")->check(CLI::Range(1, 1 << 24));
+    app.add_option("--threads", a->threads, "worker threads (default: all cores)")->check(CLI::Range(1, 1024));
+    add_backend_option(app, a->backend);
+    return [a] { return run_chat(*a); };
+}
+
+}  // namespace tracelm::tools

@@ -1,0 +1,40 @@
+// What the commands that run a model share: resolving --model (the default model when empty),
+// loading weights with a progress bar, the tokenizer, and the one-line model summary.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "engine/engine.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tracelm::tools {
+
+struct LoadedModel {
+    std::unique_ptr<Model> model;
+    Tokenizer tokenizer;
+};
+
+// `path` empty: the default model (fetched into the cache when absent). Progress goes to stderr,
+// as a bar on a terminal.
+LoadedModel load_model(const std::string& path, Backend& backend);
+// "llama, 134.5M parameters (q4_1 x210, f32 x61, q8_0 x1), context 8192 (using 4096), KV cache 180.0 MiB".
+std::string model_summary(const Model& model, const Engine& engine);
+// Prompt ids: BOS first when the tokenizer asks for it.
+std::vector<int32_t> encode_prompt(const Tokenizer& tok, const std::string& text);
+
+struct GenerationStats {
+    std::vector<int32_t> tokens;  // sampled ids, the end-of-generation token included
+    double prefill_s = 0, decode_s = 0;
+    int decode_steps = 0;
+};
+// Greedy generation of up to max_tokens for one prompt, stopping after an end-of-generation token;
+// on_token sees each sampled id as soon as the host reads it (between replays).
+GenerationStats generate(Engine& engine, const Tokenizer& tok, const Model& model, const std::vector<int32_t>& prompt,
+                         int max_tokens, const std::function<void(int32_t)>& on_token);
+// Whether `id` ends generation (the tokenizer's end-of-generation tokens or the model's EOS ids).
+bool ends_generation(const Tokenizer& tok, const Model& model, int32_t id);
+
+}  // namespace tracelm::tools
