@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -56,6 +57,26 @@ TEST_P(SmolLM2, GreedyContinuationsMatchLlamaCpp) {
         }
     }
     EXPECT_GE(agreed * 2, total) << agreed << " of " << total << " tokens agree before the first divergence";
+}
+
+// The CLI's default model and --chat build exactly the prompt llama.cpp was given for the same conversation
+// (ChatML with the template's default system prompt), and decode it from a captured graph.
+TEST(SmolLM2Cli, DefaultModelChatPromptIsTheGoldenPrompt) {
+    TRACELM_NEED_SMOLLM2();
+    std::ifstream f(testing::repo_path("testdata/goldens/smollm2_greedy.json"));
+    const auto g = nlohmann::json::parse(f);
+    const auto& rec = g["records"][5];
+    ASSERT_EQ(rec["prompt"].get<std::string>().find("Write a haiku about the sea."), 115u);
+    const std::string cache =
+        std::filesystem::path(testing::smollm2_gguf_path()).parent_path().parent_path().string();
+    const auto r = testing::run_tracelm_env("TRACELM_CACHE=" + cache,
+                                            "generate --chat --prompt 'Write a haiku about the sea.' --max-tokens 6 --json",
+                                            false);
+    ASSERT_EQ(r.code, 0) << r.out;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["prompt_tokens"].get<size_t>(), rec["prompt_ids"].size());
+    EXPECT_TRUE(j["capture"].get<bool>());
+    EXPECT_EQ(j["tokens"].size(), 6u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Decode, SmolLM2, ::testing::Bool(),

@@ -78,9 +78,11 @@ struct CliResult {
     std::string out;
 };
 
-// Runs `tracelm <args>` through the shell; stdout, plus stderr when asked.
-inline CliResult run_tracelm(const std::string& args, bool with_stderr = true) {
-    const std::string cmd = std::string(TRACELM_BINARY) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
+// Runs `<env> tracelm <args>` through the shell (env: VAR=value assignments, may be empty); stdout, plus
+// stderr when asked.
+inline CliResult run_tracelm_env(const std::string& env, const std::string& args, bool with_stderr = true) {
+    const std::string cmd =
+        env + " " + std::string(TRACELM_BINARY) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
     FILE* p = popen(cmd.c_str(), "r");
     std::string out;
     char buf[4096];
@@ -89,6 +91,7 @@ inline CliResult run_tracelm(const std::string& args, bool with_stderr = true) {
     const int status = pclose(p);
     return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
 }
+inline CliResult run_tracelm(const std::string& args, bool with_stderr = true) { return run_tracelm_env("", args, with_stderr); }
 
 // A two-thread CPU backend with helpers to upload host vectors, read tensors back and draw inputs.
 class BackendTest : public ::testing::Test {
