@@ -1,30 +1,42 @@
 // Qwen2 (q/k/v bias), Llama and Mistral checkpoints written by transformers itself, against the
 // full logits transformers computed for prefill and 20 greedy decode steps
-// (scripts/make_arch_goldens.py). Eager and replayed decode.
+// (scripts/make_arch_goldens.py). Eager and replayed decode, from the folder and from the same checkpoint
+// converted to GGUF (which, for Llama, stores q/k rows permuted the way llama.cpp's converter does).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "backends/cpu/cpu_backend.h"
 #include "engine/engine.h"
+#include "model/gguf_writer.h"
 #include "test_support.h"
 
 namespace tracelm {
 namespace {
 
-class ArchGoldens : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
+class ArchGoldens : public ::testing::TestWithParam<std::tuple<std::string, bool, bool>> {};
 
 TEST_P(ArchGoldens, LogitsAndGreedyTokensMatchTransformers) {
-    const auto& [name, capture] = GetParam();
+    const auto& [name, capture, gguf] = GetParam();
     const std::string dir = testing::repo_path("testdata/models/" + name);
     std::ifstream f(dir + "/goldens.json");
     ASSERT_TRUE(f) << dir;
     const auto g = nlohmann::json::parse(f);
 
+    std::string path = dir;
+    if (gguf) {
+        path = (std::filesystem::temp_directory_path() / ("tracelm-" + std::to_string(getpid()) + "-" + name + ".gguf"))
+                   .string();
+        convert_to_gguf(dir, path);
+    }
     cpu::CpuBackend be(2);
-    const auto model = Model::load(dir, be);
+    const auto model = Model::load(path, be);
+    if (gguf) std::filesystem::remove(path);  // mapped: the data stays readable
     EngineOptions opt;
     opt.capture = capture;
     opt.context = 128;
@@ -55,9 +67,10 @@ TEST_P(ArchGoldens, LogitsAndGreedyTokensMatchTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(Models, ArchGoldens,
                          ::testing::Combine(::testing::Values("tiny-qwen2", "tiny-llama", "tiny-mistral"),
-                                            ::testing::Bool()),
+                                            ::testing::Bool(), ::testing::Bool()),
                          [](const auto& param_info) {
-                             std::string n = std::get<0>(param_info.param) + (std::get<1>(param_info.param) ? "_replay" : "_eager");
+                             std::string n = std::get<0>(param_info.param) + (std::get<1>(param_info.param) ? "_replay" : "_eager") +
+                                             (std::get<2>(param_info.param) ? "_gguf" : "");
                              for (char& c : n)
                                  if (c == '-') c = '_';
                              return n;

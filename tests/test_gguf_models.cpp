@@ -1,6 +1,6 @@
-// Models from GGUF files: converted transformers checkpoints against transformers' own logits (this
-// checks the llama q/k row permutation), the same weights from safetensors and from GGUF, and captured
-// decode == eager decode for every weight type and architecture.
+// Models from GGUF files: the same weights from safetensors and from GGUF, and captured decode == eager
+// decode for every weight type and architecture. (Transformers-saved checkpoints converted to GGUF are
+// checked against transformers' logits in test_arch_goldens.cpp.)
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -20,45 +20,6 @@ namespace {
 std::string temp_file(const std::string& name) {
     return (std::filesystem::temp_directory_path() / ("tracelm-" + std::to_string(getpid()) + "-" + name)).string();
 }
-
-class ConvertedGoldens : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(ConvertedGoldens, GgufOfTransformersCheckpointMatchesTransformers) {
-    const std::string dir = testing::repo_path("testdata/models/" + GetParam());
-    const std::string path = temp_file(GetParam() + ".gguf");
-    convert_to_gguf(dir, path);
-    std::ifstream f(dir + "/goldens.json");
-    const auto g = nlohmann::json::parse(f);
-    cpu::CpuBackend be(2);
-    const auto model = Model::load(path, be);
-    ASSERT_NE(model->gguf(), nullptr);
-    EngineOptions opt;
-    opt.context = 128;
-    Engine engine(*model, be, opt);
-    for (const auto& p : g["prompts"]) {
-        const auto ids = p["prompt_ids"].get<std::vector<int32_t>>();
-        const auto want_tokens = p["tokens"].get<std::vector<int32_t>>();
-        const auto& rows = p["logits"];
-        std::vector<int32_t> got = {engine.start({ids}, static_cast<int>(want_tokens.size()))[0]};
-        double max_diff = 0;
-        for (size_t step = 0; step < rows.size(); ++step) {
-            if (step > 0) {
-                engine.step();
-                got.push_back(engine.sampled()[0]);
-            }
-            const auto logits = engine.logits();
-            const auto want = rows[step].get<std::vector<double>>();
-            for (size_t i = 0; i < want.size(); ++i) max_diff = std::max(max_diff, std::abs(logits[i] - want[i]));
-        }
-        engine.finish();
-        EXPECT_EQ(got, want_tokens);
-        EXPECT_LE(max_diff, 1e-3);
-    }
-    std::filesystem::remove(path);
-}
-
-INSTANTIATE_TEST_SUITE_P(Models, ConvertedGoldens, ::testing::Values("tiny-llama", "tiny-qwen2"),
-                         [](const auto& p) { return p.param == "tiny-llama" ? "llama" : "qwen2"; });
 
 // Greedy tokens of `steps` decode steps and the logits after the last.
 std::pair<std::vector<int32_t>, std::vector<float>> decode(const Model& model, Backend& be, bool capture, int steps,
