@@ -16,22 +16,15 @@
 #include "ops/dsa/dsa_topk.h"
 #include "ops/dsa/dsa_topk_cpu.h"
 #include "ops/dsa/sparse_attention.h"
+#include "runtime/op_checks.h"
 
 namespace tracelm::cpu {
 
 namespace {
 
-void require(bool ok, const char* op, const std::string& what) {
-    if (!ok) throw std::invalid_argument(std::string(op) + ": " + what);
-}
-
-void require_dtype(const Tensor& t, DType dt, const char* op) {
-    require(t.dtype == dt, op,
-            "tensor '" + t.name() + "' has dtype " + std::string(dtype_name(t.dtype)) + ", expected " +
-                std::string(dtype_name(dt)));
-}
-
-bool is_float_weight(DType dt) { return dt == DType::F32 || dt == DType::BF16 || dt == DType::F16; }
+using checks::is_float_weight;
+using checks::require;
+using checks::require_dtype;
 
 // ---- packed op arguments and their entry points (each runs items [b, e)) ----
 
