@@ -6,5 +6,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
 MODEL=${1:-}
-PROMPT=${2:-"What is the capital of France?"}
+PROMPT=${2:-"List three primary colors."}
 build/tracelm generate ${MODEL:+--model "$MODEL"} --chat --prompt "$PROMPT" --max-tokens 128
