@@ -1,6 +1,8 @@
 // Checkpoint folders (single and sharded) and the deterministic random checkpoint writer.
 #include <gtest/gtest.h>
 
+#include "test_support.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -25,25 +27,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-class TempDir {
-   public:
-    TempDir() {
-        char tmpl[] = "/tmp/tracelm_ckpt_XXXXXX";
-        if (mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
-        path_ = tmpl;
-    }
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(path_, ec);
-    }
-    TempDir(const TempDir&) = delete;
-    TempDir& operator=(const TempDir&) = delete;
-    const fs::path& path() const { return path_; }
-    std::string str(const std::string& name = "") const { return name.empty() ? path_.string() : (path_ / name).string(); }
-
-   private:
-    fs::path path_;
-};
+using testing::TempDir;
 
 std::string read_all(const fs::path& path) {
     std::ifstream in(path, std::ios::binary);

@@ -47,24 +47,7 @@ const json& fixtures() {
 }
 const json& spec(const std::string& file) { return fixtures().at("files").at(file); }
 
-class TempDir {
-   public:
-    TempDir() {
-        char tmpl[] = "/tmp/tracelm_gguf_XXXXXX";
-        if (mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
-        path_ = tmpl;
-    }
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(path_, ec);
-    }
-    TempDir(const TempDir&) = delete;
-    TempDir& operator=(const TempDir&) = delete;
-    std::string file(const std::string& name) const { return (path_ / name).string(); }
-
-   private:
-    fs::path path_;
-};
+using testing::TempDir;
 
 // ---- decoding a value independently of the getters, into the JSON form fixtures.json uses ----
 

@@ -1,5 +1,7 @@
 // SafetensorsFile: round trips through the writer and rejection of every kind of malformed file.
 #include <gtest/gtest.h>
+
+#include "test_support.h"
 #include <unistd.h>
 
 #include <cstdlib>
@@ -21,24 +23,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-class TempDir {
-   public:
-    TempDir() {
-        char tmpl[] = "/tmp/tracelm_st_XXXXXX";
-        if (mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
-        path_ = tmpl;
-    }
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(path_, ec);
-    }
-    TempDir(const TempDir&) = delete;
-    TempDir& operator=(const TempDir&) = delete;
-    std::string file(const std::string& name) const { return (path_ / name).string(); }
-
-   private:
-    fs::path path_;
-};
+using testing::TempDir;
 
 std::string read_all(const std::string& path) {
     std::ifstream in(path, std::ios::binary);

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <map>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,29 @@ inline const std::string& generated_checkpoint(const std::string& geometry, uint
     make_random_checkpoint(opt);
     return cache.dirs.emplace(key, opt.out_dir).first->second;
 }
+
+// A fresh folder under /tmp, removed with everything in it at scope exit.
+class TempDir {
+   public:
+    TempDir() {
+        char tmpl[] = "/tmp/tracelm_test_XXXXXX";
+        if (mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
+        path_ = tmpl;
+    }
+    ~TempDir() {
+        std::error_code ec;
+        std::filesystem::remove_all(path_, ec);
+    }
+    TempDir(const TempDir&) = delete;
+    TempDir& operator=(const TempDir&) = delete;
+    const std::filesystem::path& path() const { return path_; }
+    // The folder, or a file in it.
+    std::string str(const std::string& name = "") const { return name.empty() ? path_.string() : (path_ / name).string(); }
+    std::string file(const std::string& name) const { return str(name); }
+
+   private:
+    std::filesystem::path path_;
+};
 
 // Result of running the tracelm executable.
 struct CliResult {
