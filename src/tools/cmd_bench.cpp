@@ -1,7 +1,14 @@
+#include <spawn.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -27,6 +34,7 @@ struct BenchArgs {
     bool json = false;
     int threads = 0;
     std::string backend = "cpu";
+    std::string llamacpp_python = "python3";
 };
 
 using Clock = std::chrono::steady_clock;
@@ -55,6 +63,9 @@ double measure_read_bandwidth(int threads) {
     return best;
 }
 
+// Untimed decode steps of the replayed run: the eager warm step and the capture with its first replay.
+constexpr int kReplayWarmSteps = 2;
+
 struct DecodeRun {
     double prefill_tok_s = 0, decode_tok_s = 0, host_us_per_step = 0, step_us = 0;
     std::vector<int32_t> tokens;
@@ -71,8 +82,7 @@ DecodeRun run_decode(const Model& model, Backend& backend, const std::vector<int
     auto t0 = Clock::now();
     r.tokens.push_back(engine.start({prompt}, gen).at(0));
     r.prefill_tok_s = static_cast<double>(prompt.size()) / since(t0);
-    // Untimed warm-up: the eager warm step and, when capturing, the capture with its first replay.
-    const int warm = capture ? 2 : 1;
+    const int warm = capture ? kReplayWarmSteps : 1;
     for (int i = 0; i < warm && i < gen - 1; ++i) engine.step();
     const int timed = gen - 1 - warm;
     // Host time per step: on the CPU the wall time outside the pool's dispatches; on a device, which runs
@@ -97,6 +107,87 @@ DecodeRun run_decode(const Model& model, Backend& backend, const std::vector<int
     return r;
 }
 
+// Runs argv[0] (searched in PATH) with stdout and stderr into one pipe; returns the exit status (127 when it
+// could not be started, 128 + signal when killed) and the output.
+std::pair<int, std::string> run_process(const std::vector<std::string>& args) {
+    int fds[2];
+    if (pipe(fds) != 0) return {127, "pipe failed"};
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+    posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
+    posix_spawn_file_actions_addclose(&actions, fds[0]);
+    std::vector<char*> argv;
+    for (const std::string& s : args) argv.push_back(const_cast<char*>(s.c_str()));
+    argv.push_back(nullptr);
+    pid_t pid = 0;
+    const int rc = posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    close(fds[1]);
+    std::string out;
+    if (rc == 0) {
+        char buf[4096];
+        ssize_t n;
+        while ((n = read(fds[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+    }
+    close(fds[0]);
+    if (rc != 0) return {127, std::strerror(rc)};
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
+}
+
+struct LlamaCppRun {
+    std::string skipped;  // why there are no numbers; empty when it ran
+    std::string version;
+    double prefill_tok_s = 0, decode_tok_s = 0;
+    std::vector<int32_t> tokens;
+};
+
+// llama.cpp (llama-cpp-python under `python`) on the same GGUF file, prompt, thread count and number of greedy
+// tokens, through scripts/llamacpp_bench.py, which times decode over the same steps as the replayed run.
+LlamaCppRun run_llamacpp(const std::string& python, const std::string& model, int threads,
+                         const std::vector<int32_t>& prompt, int gen, int warm) {
+    LlamaCppRun r;
+    const std::string script = std::string(TRACELM_SOURCE_DIR) + "/scripts/llamacpp_bench.py";
+    if (!std::filesystem::is_regular_file(script)) {
+        r.skipped = script + " not found";
+        return r;
+    }
+    char request[] = "/tmp/tracelm_llamacpp_XXXXXX";
+    const int fd = mkstemp(request);
+    if (fd < 0) {
+        r.skipped = "cannot create a temporary file";
+        return r;
+    }
+    close(fd);
+    const nlohmann::json req = {{"model", std::filesystem::absolute(model).string()}, {"threads", threads},
+                                {"prompt", prompt}, {"gen_tokens", gen}, {"warm_steps", warm}};
+    std::ofstream(request) << req.dump();
+    const auto [code, out] = run_process({python, script, request});
+    std::filesystem::remove(request);
+    const std::string marker = "llamacpp-bench: ";
+    const size_t at = out.rfind(marker);
+    const auto j = at == std::string::npos ? nlohmann::json()
+                                           : nlohmann::json::parse(out.substr(at + marker.size()), nullptr, false);
+    if (!j.is_object() || j.contains("error")) {
+        // The script's error, else the last line the process printed.
+        std::string why = j.is_object() ? j["error"].get<std::string>() : out;
+        if (!j.is_object()) {
+            while (!why.empty() && why.back() == '\n') why.pop_back();
+            why = why.substr(why.rfind('\n') + 1);
+            if (why.empty()) why = "exit status " + std::to_string(code);
+        }
+        r.skipped = python + ": " + why;
+        return r;
+    }
+    r.version = j.value("version", "");
+    r.prefill_tok_s = j.at("prefill_tokens_per_s").get<double>();
+    r.decode_tok_s = j.at("decode_tokens_per_s").get<double>();
+    r.tokens = j.at("tokens").get<std::vector<int32_t>>();
+    return r;
+}
+
 int run_bench(const BenchArgs& a) {
     if (a.gen_tokens < 8) throw std::runtime_error("--gen-tokens must be at least 8");
     const std::unique_ptr<Backend> device = make_backend(a.backend, {a.threads});
@@ -113,9 +204,18 @@ int run_bench(const BenchArgs& a) {
 
     const DecodeRun eager = run_decode(*model, backend, prompt, a.gen_tokens, false);
     const DecodeRun replay = run_decode(*model, backend, prompt, a.gen_tokens, true);
+    const auto* cpu_backend = dynamic_cast<const cpu::CpuBackend*>(&backend);
+    LlamaCppRun llama;
+    if (!std::filesystem::is_regular_file(a.model)) {
+        llama.skipped = "not a GGUF file";
+    } else if (cpu_backend == nullptr) {
+        llama.skipped = "the comparison runs on the CPU backend only";
+    } else {
+        llama = run_llamacpp(a.llamacpp_python, a.model, cpu_backend->threads(), prompt, a.gen_tokens, kReplayWarmSteps);
+    }
+    if (!llama.skipped.empty()) (a.json ? std::cerr : std::cout) << "llama.cpp comparison: skipped (" << llama.skipped << ")\n";
     // The bandwidth decode is held against: a multi-threaded read sweep on the CPU, device-to-device copies
     // (bytes read plus written) on a GPU.
-    const auto* cpu_backend = dynamic_cast<const cpu::CpuBackend*>(&backend);
     double bw = 0.0;
     std::string bw_kind = "cpu read sweep";
     if (cpu_backend != nullptr) bw = measure_read_bandwidth(cpu_backend->threads());
@@ -157,6 +257,19 @@ int run_bench(const BenchArgs& a) {
     j["decode_bytes_per_token"] = bytes_per_token;
     j["decode_bandwidth_share"] = bytes_per_token * replay.decode_tok_s / bw;
     j["peak_rss_mib"] = static_cast<double>(ru.ru_maxrss) / 1024.0;
+    if (llama.skipped.empty()) {
+        j["llamacpp_version"] = llama.version;
+        j["llamacpp_prefill_tokens_per_s"] = llama.prefill_tok_s;
+        j["llamacpp_decode_tokens_per_s"] = llama.decode_tok_s;
+        j["replay_over_llamacpp_decode"] = replay.decode_tok_s / llama.decode_tok_s;
+        // How many leading greedy tokens the two engines share (they round differently, so near-ties may part them).
+        size_t same = 0;
+        while (same < llama.tokens.size() && same < replay.tokens.size() && llama.tokens[same] == replay.tokens[same])
+            ++same;
+        j["llamacpp_same_leading_tokens"] = same;
+    } else {
+        j["llamacpp_skipped"] = llama.skipped;
+    }
     if (a.json) {
         std::cout << j.dump(2) << "\n";
     } else {
@@ -179,6 +292,8 @@ Action add_bench(CLI::App& app) {
     app.add_flag("--json", a->json, "print JSON only");
     app.add_option("--threads", a->threads, "worker threads (default: all cores)")->check(CLI::Range(1, 1024));
     add_backend_option(app, a->backend);
+    app.add_option("--llamacpp-python", a->llamacpp_python,
+                   "python with llama_cpp, to run llama.cpp on the same GGUF file for comparison (default: python3)");
     return [a] { return run_bench(*a); };
 }
 
