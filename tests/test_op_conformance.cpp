@@ -2,7 +2,8 @@
 // reference, itself checked against double-precision references in test_backend_ops.cpp and friends):
 // random inputs go through the reference eagerly, then through the backend under test eagerly and once more
 // captured into a graph and replayed. Float outputs must agree within a relative bound (summation order may
-// differ between backends); integer outputs (ids, indices, decode state) exactly.
+// differ between backends); integer outputs (ids, indices, decode state) exactly. Fused ops are held to the
+// reference running the ops they fuse, one after the other.
 //
 // The backend list comes from backends/registry.h, so a new backend is covered once it registers. A backend
 // this process cannot use (not built, no device) skips with the reason; the "cpu" instance compares the CPU
@@ -62,6 +63,9 @@ struct OpCase {
     std::vector<size_t> outputs;  // indices into tensors compared after the op
     double rel_tol;               // float outputs: max |got - want| <= rel_tol * max |want|
     std::function<void(Backend&, const Bound&)> run;
+    // What the reference backend runs instead of `run`, when set: fused ops are checked against the
+    // composition of the ops they fuse.
+    std::function<void(Backend&, const Bound&)> reference = {};
 };
 
 constexpr int64_t kWsRows = 8, kWsKeys = 1024;
@@ -89,6 +93,7 @@ class Placed {
         for (size_t i = 0; i < c_.tensors.size(); ++i) be_.upload(bound_.t[i], c_.tensors[i].bytes.data());
     }
     void run() { c_.run(be_, bound_); }
+    void run_reference() { (c_.reference ? c_.reference : c_.run)(be_, bound_); }
     std::vector<std::vector<unsigned char>> outputs() {
         std::vector<std::vector<unsigned char>> out;
         for (size_t i : c_.outputs) {
@@ -313,6 +318,86 @@ std::vector<OpCase> elementwise_cases(std::mt19937& rng) {
              [](Backend& be, const Bound& b) { be.silu_mul(b.t[0], b.t[1], b.t[2]); }}};
 }
 
+// ---- fused ops, against the ops they fuse run on the reference ----
+
+std::vector<OpCase> add_rms_norm_cases(std::mt19937& rng) {
+    std::vector<OpCase> out;
+    for (DType w : kWeightTypes) {
+        out.push_back({"add_rms_norm " + dt(w),
+                       {f32("x", 7, 1000, randn(rng, 7000, 3.0f)), f32("delta", 7, 1000, randn(rng, 7000)),
+                        weight("w", w, 1, 1000, randn(rng, 1000)), f32("out", 7, 1000, std::vector<float>(7000))},
+                       {0, 3},
+                       kReduction,
+                       [](Backend& be, const Bound& b) { be.add_rms_norm(b.t[0], b.t[1], b.t[2], 1e-6f, b.t[3]); },
+                       [](Backend& be, const Bound& b) {
+                           be.add(b.t[0], b.t[1], b.t[0]);
+                           be.rms_norm(b.t[0], b.t[2], 1e-6f, b.t[3]);
+                       }});
+    }
+    return out;
+}
+
+std::vector<OpCase> qk_norm_rope_kv_write_cases(std::mt19937& rng) {
+    const int T = 5, H = 4, KV = 2, hd = 64;
+    const int64_t q_dim = H * hd, kv_dim = KV * hd, slots = 16;
+    std::vector<OpCase> out;
+    for (const bool norm : {true, false}) {
+        for (DType w : {DType::F32, DType::BF16}) {
+            if (!norm && w != DType::F32) continue;
+            const auto tensors = [norm](const Bound& b) {
+                return QkvPrologue{b.t[0], b.t[1], b.t[2], norm ? &b.t[3] : nullptr, norm ? &b.t[4] : nullptr, 1e-6f,
+                                   b.t[5], 1e6f, b.t[6], b.t[7], b.t[8], H, KV, hd};
+            };
+            out.push_back(
+                {std::string("qk_norm_rope_kv_write ") + (norm ? "normed " + dt(w) : "without norm"),
+                 {f32("q", T, q_dim, randn(rng, T * q_dim, 2.0f)), f32("k", T, kv_dim, randn(rng, T * kv_dim, 2.0f)),
+                  f32("v", T, kv_dim, randn(rng, T * kv_dim)), weight("q_norm", w, 1, hd, randn(rng, hd)),
+                  weight("k_norm", w, 1, hd, randn(rng, hd)), i32("pos", 1, T, {0, 1, 17, 1000, 4095}),
+                  i32("slots", 1, T, {3, -1, 10, 15, 16}), f32("kc", slots, kv_dim, randn(rng, slots * kv_dim)),
+                  f32("vc", slots, kv_dim, randn(rng, slots * kv_dim))},
+                 {0, 1, 7, 8},
+                 1e-5,  // as rope_neox: angles up to 4095 rad
+                 [tensors](Backend& be, const Bound& b) { be.qk_norm_rope_kv_write(tensors(b)); },
+                 [norm](Backend& be, const Bound& b) {
+                     if (norm) {
+                         const Tensor qh = b.t[0].view(T * H, hd), kh = b.t[1].view(T * KV, hd);
+                         be.rms_norm(qh, b.t[3], 1e-6f, qh);
+                         be.rms_norm(kh, b.t[4], 1e-6f, kh);
+                     }
+                     be.rope_neox(b.t[0], b.t[5], H, hd, 1e6f);
+                     be.rope_neox(b.t[1], b.t[5], KV, hd, 1e6f);
+                     be.kv_write(b.t[1], b.t[2], b.t[6], b.t[7], b.t[8]);
+                 }});
+        }
+    }
+    return out;
+}
+
+std::vector<OpCase> silu_mul_matmul_cases(std::mt19937& rng) {
+    std::vector<OpCase> out;
+    // As matmul: decode batch buckets, the largest fused batch (32), prefill sizes; K = 67 unvectorised.
+    for (DType w : kWeightTypes) {
+        for (int64_t T : {1, 3, 8, 32, 33, 100}) {
+            for (int64_t K : {256, 67}) {
+                const int64_t N = 45;
+                out.push_back({"silu_mul_matmul " + dt(w) + " T=" + std::to_string(T) + " K=" + std::to_string(K),
+                               {f32("gate", T, K, randn(rng, static_cast<size_t>(T * K), 3.0f)),
+                                f32("up", T, K, randn(rng, static_cast<size_t>(T * K))),
+                                weight("w", w, N, K, randn(rng, static_cast<size_t>(N * K))),
+                                f32("y", T, N, std::vector<float>(T * N))},
+                               {3},
+                               kReduction,
+                               [](Backend& be, const Bound& b) { be.silu_mul_matmul(b.t[0], b.t[1], b.t[2], b.t[3]); },
+                               [](Backend& be, const Bound& b) {
+                                   be.silu_mul(b.t[0], b.t[1], b.t[0]);
+                                   be.matmul(b.t[0], b.t[2], nullptr, b.t[3]);
+                               }});
+            }
+        }
+    }
+    return out;
+}
+
 std::vector<OpCase> gather_last_cases(std::mt19937& rng) {
     // Sequences of 0 (first: no last row), 3, 0 and 7 tokens.
     return {{"gather_last",
@@ -406,7 +491,7 @@ class OpConformance : public ::testing::TestWithParam<std::string> {
             std::vector<std::vector<unsigned char>> want;
             {
                 Placed ref(ref_, c);
-                ref.run();
+                ref.run_reference();
                 want = ref.outputs();
             }
             Placed dev(*be_, c);
@@ -437,6 +522,9 @@ TEST_P(OpConformance, KvWrite) { check(kv_write_cases(rng_)); }
 TEST_P(OpConformance, Attention) { check(attention_cases(rng_, false)); }
 TEST_P(OpConformance, SparseAttention) { check(attention_cases(rng_, true)); }
 TEST_P(OpConformance, AddAndSiluMul) { check(elementwise_cases(rng_)); }
+TEST_P(OpConformance, AddRmsNorm) { check(add_rms_norm_cases(rng_)); }
+TEST_P(OpConformance, QkNormRopeKvWrite) { check(qk_norm_rope_kv_write_cases(rng_)); }
+TEST_P(OpConformance, SiluMulMatmul) { check(silu_mul_matmul_cases(rng_)); }
 TEST_P(OpConformance, GatherLast) { check(gather_last_cases(rng_)); }
 TEST_P(OpConformance, Argmax) { check(argmax_cases(rng_)); }
 TEST_P(OpConformance, AdvanceDecode) { check(advance_cases()); }

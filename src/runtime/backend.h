@@ -47,6 +47,19 @@ struct DecodeState {
     int block_size = 0;
 };
 
+// Arguments of Backend::qk_norm_rope_kv_write for T tokens.
+struct QkvPrologue {
+    Tensor q, k, v;                     // [T, heads*head_dim], [T, kv_heads*head_dim] x2 (f32); q, k updated in place
+    const Tensor* q_norm = nullptr;     // per-head RMSNorm weights [head_dim] of q and k: both given or both null
+    const Tensor* k_norm = nullptr;
+    float eps = 0.0f;
+    Tensor positions;                   // [1, T] i32
+    float theta = 0.0f;                 // rope_theta
+    Tensor slot_mapping;                // [1, T] i32
+    Tensor k_cache, v_cache;            // [slots, kv_heads*head_dim]
+    int heads = 0, kv_heads = 0, head_dim = 0;
+};
+
 // Scratch of dsa_topk for up to max_rows rows of max_keys keys, made once (outside capture) by
 // dsa::make_topk_workspace in ops/dsa/dsa_topk.h.
 struct DsaTopkWorkspace {
@@ -101,6 +114,16 @@ class Backend {
     virtual void add(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
     // out = silu(gate) * up
     virtual void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) = 0;
+    // ---- fused ops (each equals the composition of the ops above it names, and removes launches / barriers) ----
+    // x += delta, then out = rms_norm(x, w): a residual add fused with the norm that follows it.
+    virtual void add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w, float eps, const Tensor& out) = 0;
+    // The attention prologue of one layer: per-head rms_norm of p.q and p.k (when p.q_norm / p.k_norm are given),
+    // rope_neox of both, then kv_write of k and v.
+    virtual void qk_norm_rope_kv_write(const QkvPrologue& p) = 0;
+    // out = silu_mul(gate, up) . w^T (as matmul, no bias): the down projection with its input fused. gate and up
+    // are consumed: afterwards their contents are unspecified (a backend may use them as scratch).
+    virtual void silu_mul_matmul(const Tensor& gate, const Tensor& up, const Tensor& w, const Tensor& out) = 0;
+
     // out[s,:] = x[query_start_loc[s+1]-1, :]: the last token of each sequence.
     virtual void gather_last(const Tensor& x, const Tensor& query_start_loc, const Tensor& out) = 0;
     // ids[r] = argmax(logits[r,:]); the lowest index wins ties; NaN never wins.

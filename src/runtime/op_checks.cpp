@@ -83,6 +83,40 @@ void elementwise(const Tensor& a, const Tensor& b, const Tensor& out, const char
     require(a.numel() == b.numel() && a.numel() == out.numel(), op, "shape mismatch");
 }
 
+void add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w, const Tensor& out) {
+    elementwise(x, delta, x, "add_rms_norm");
+    require_dtype(out, DType::F32, "add_rms_norm");
+    require(delta.rows == x.rows && out.rows == x.rows && out.cols == x.cols, "add_rms_norm", "shape mismatch");
+    require(is_float_weight(w.dtype) && w.numel() == x.cols, "add_rms_norm",
+            "weight '" + w.name() + "' length mismatch");
+}
+
+void qk_norm_rope_kv_write(const QkvPrologue& p, int max_head_dim) {
+    const char* op = "qk_norm_rope_kv_write";
+    for (const Tensor* t : {&p.q, &p.k, &p.v, &p.k_cache, &p.v_cache}) require_dtype(*t, DType::F32, op);
+    require_dtype(p.positions, DType::I32, op);
+    require_dtype(p.slot_mapping, DType::I32, op);
+    require(p.heads > 0 && p.kv_heads > 0 && p.head_dim > 0 && p.head_dim % 2 == 0 && p.head_dim <= max_head_dim, op,
+            "bad head geometry");
+    const int64_t T = p.q.rows, kv_dim = static_cast<int64_t>(p.kv_heads) * p.head_dim;
+    require(p.q.cols == static_cast<int64_t>(p.heads) * p.head_dim && p.k.cols == kv_dim && p.v.cols == kv_dim &&
+                p.k.rows == T && p.v.rows == T && p.positions.numel() == T && p.slot_mapping.numel() == T &&
+                p.k_cache.cols == kv_dim && p.v_cache.cols == kv_dim && p.k_cache.rows == p.v_cache.rows,
+            op, "shape mismatch");
+    require((p.q_norm == nullptr) == (p.k_norm == nullptr), op, "q_norm and k_norm must be given together");
+    if (p.q_norm != nullptr) {
+        require(is_float_weight(p.q_norm->dtype) && p.k_norm->dtype == p.q_norm->dtype &&
+                    p.q_norm->numel() == p.head_dim && p.k_norm->numel() == p.head_dim,
+                op, "q/k norm weights must be f32/bf16/f16 of length head_dim, of one dtype");
+    }
+}
+
+void silu_mul_matmul(const Tensor& gate, const Tensor& up, const Tensor& w, const Tensor& out) {
+    elementwise(gate, up, gate, "silu_mul_matmul");
+    require(up.rows == gate.rows, "silu_mul_matmul", "shape mismatch");
+    matmul(gate, w, nullptr, out);
+}
+
 void gather_last(const Tensor& x, const Tensor& query_start_loc, const Tensor& out) {
     require_dtype(x, DType::F32, "gather_last");
     require_dtype(out, DType::F32, "gather_last");

@@ -159,6 +159,60 @@ struct BinaryArgs {
 void run_add(const BinaryArgs& a, int64_t b, int64_t e) { add(a.a, a.b, a.out, b, e); }
 void run_silu_mul(const BinaryArgs& a, int64_t b, int64_t e) { silu_mul(a.a, a.b, a.out, b, e); }
 
+struct AddRmsNormArgs {
+    float* x;
+    const float* delta;
+    const void* w;
+    float* out;
+    int64_t cols;
+    float eps;
+    DType wt;
+};
+// Row by row with the same kernels as add then rms_norm, so the fused op gives their exact numbers.
+void run_add_rms_norm(const AddRmsNormArgs& a, int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+        float* x = a.x + r * a.cols;
+        add(x, a.delta + r * a.cols, x, 0, a.cols);
+    }
+    rms_norm(a.x, a.w, a.wt, a.eps, a.out, a.cols, b, e);
+}
+
+struct QkvPrologueArgs {
+    float* q;
+    float* k;
+    const float* v;
+    const void* q_norm;  // null: no norm
+    const void* k_norm;
+    const int32_t* positions;
+    const float* inv_freq;
+    const int32_t* slots;
+    float* k_cache;
+    float* v_cache;
+    int64_t num_slots;
+    float eps;
+    DType norm_dt;
+    int heads, kv_heads, head_dim;
+};
+// One token per item: its q and k heads normed (per head, with rms_norm) and rotated (as run_rope), then k
+// and v stored at the token's slot (as run_kv_write).
+void run_qkv_prologue(const QkvPrologueArgs& a, int64_t b, int64_t e) {
+    const int64_t q_dim = static_cast<int64_t>(a.heads) * a.head_dim, kv_dim = static_cast<int64_t>(a.kv_heads) * a.head_dim;
+    for (int64_t t = b; t < e; ++t) {
+        float* q = a.q + t * q_dim;
+        float* k = a.k + t * kv_dim;
+        if (a.q_norm != nullptr) {
+            rms_norm(q, a.q_norm, a.norm_dt, a.eps, q, a.head_dim, 0, a.heads);
+            rms_norm(k, a.k_norm, a.norm_dt, a.eps, k, a.head_dim, 0, a.kv_heads);
+        }
+        run_rope(RopeArgs{q, a.positions + t, a.inv_freq, a.heads, a.head_dim}, 0, 1);
+        run_rope(RopeArgs{k, a.positions + t, a.inv_freq, a.kv_heads, a.head_dim}, 0, 1);
+        const int64_t slot = a.slots[t];
+        if (slot < 0 || slot >= a.num_slots) continue;
+        std::memcpy(a.k_cache + slot * kv_dim, k, sizeof(float) * static_cast<size_t>(kv_dim));
+        std::memcpy(a.v_cache + slot * kv_dim, a.v + t * kv_dim, sizeof(float) * static_cast<size_t>(kv_dim));
+    }
+}
+
 struct GatherArgs {
     const float* x;
     const int32_t* query_start;
@@ -522,6 +576,34 @@ void CpuBackend::silu_mul(const Tensor& gate, const Tensor& up, const Tensor& ou
     require(gate.numel() == up.numel() && gate.numel() == out.numel(), "silu_mul", "shape mismatch");
     submit(run_silu_mul, BinaryArgs{gate.ptr<float>(), up.ptr<float>(), out.ptr<float>()},
            Footprint().read(gate).read(up).write(out), out.numel(), 1024);
+}
+
+void CpuBackend::add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w, float eps, const Tensor& out) {
+    checks::add_rms_norm(x, delta, w, out);
+    submit(run_add_rms_norm,
+           AddRmsNormArgs{x.ptr<float>(), delta.ptr<float>(), w.raw(), out.ptr<float>(), x.cols, eps, w.dtype},
+           Footprint().read(delta).read(w).write(x).write(out), x.rows);
+}
+
+void CpuBackend::qk_norm_rope_kv_write(const QkvPrologue& p) {
+    checks::qk_norm_rope_kv_write(p, kMaxHeadDim);
+    Footprint fp;
+    fp.read(p.v).read(p.positions).read(p.slot_mapping).write(p.q).write(p.k).write(p.k_cache).write(p.v_cache);
+    if (p.q_norm != nullptr) fp.read(*p.q_norm).read(*p.k_norm);
+    submit(run_qkv_prologue,
+           QkvPrologueArgs{p.q.ptr<float>(), p.k.ptr<float>(), p.v.ptr<float>(), p.q_norm ? p.q_norm->raw() : nullptr,
+                           p.k_norm ? p.k_norm->raw() : nullptr, p.positions.ptr<int32_t>(),
+                           rope_inv_freq(p.head_dim, p.theta), p.slot_mapping.ptr<int32_t>(), p.k_cache.ptr<float>(),
+                           p.v_cache.ptr<float>(), p.k_cache.rows, p.eps, p.q_norm ? p.q_norm->dtype : DType::F32,
+                           p.heads, p.kv_heads, p.head_dim},
+           fp, p.q.rows);
+}
+
+void CpuBackend::silu_mul_matmul(const Tensor& gate, const Tensor& up, const Tensor& w, const Tensor& out) {
+    // Two recorded ops: a matvec thread needs the whole activation vector, so the product is formed first
+    // (in gate, which the interface lets us consume) behind one barrier.
+    silu_mul(gate, up, gate);
+    matmul(gate, w, nullptr, out);
 }
 
 void CpuBackend::gather_last(const Tensor& x, const Tensor& query_start_loc, const Tensor& out) {

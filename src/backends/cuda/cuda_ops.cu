@@ -111,6 +111,23 @@ __global__ void rms_norm_kernel(const float* x, const void* w, float eps, float*
     for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) o[c] = xr[c] * scale * load_w<D>(w, c);
 }
 
+template <DType D>
+__global__ void add_rms_norm_kernel(float* x, const float* delta, const void* w, float eps, float* out, int64_t cols) {
+    __shared__ float partial[32];
+    float* xr = x + static_cast<int64_t>(blockIdx.x) * cols;
+    const float* dr = delta + static_cast<int64_t>(blockIdx.x) * cols;
+    float* o = out + static_cast<int64_t>(blockIdx.x) * cols;
+    float ss = 0.0f;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+        const float v = xr[c] + dr[c];
+        xr[c] = v;
+        ss += v * v;
+    }
+    const float scale = 1.0f / sqrtf(block_sum(ss, partial) / static_cast<float>(cols) + eps);
+    // Each element is read back by the thread that wrote it.
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) o[c] = xr[c] * scale * load_w<D>(w, c);
+}
+
 // ---- matmul ----
 
 // Tokens one GEMV block handles per pass over the weights.
@@ -238,6 +255,101 @@ __global__ void kv_write_kernel(const float* k, const float* v, const int32_t* s
     for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) {
         k_cache[slot * dim + c] = k[t * dim + c];
         v_cache[slot * dim + c] = v[t * dim + c];
+    }
+}
+
+// Block (t, head) with heads [0, heads) of q then [0, kv_heads) of k: the head is normed (when norm weights
+// are given), rotated, written back, and for k heads stored with the matching v head at the token's slot.
+template <DType D>
+__global__ void qkv_prologue_kernel(QkvPrologueParams p, RopeFreqs f) {
+    __shared__ float partial[32];
+    __shared__ float vals[kMaxHeadDim];
+    const int64_t t = blockIdx.x;
+    const bool is_q = static_cast<int>(blockIdx.y) < p.heads;
+    const int kh = static_cast<int>(blockIdx.y) - p.heads;  // k head when !is_q
+    const int hd = p.head_dim, half = hd / 2;
+    const int64_t kv_dim = static_cast<int64_t>(p.kv_heads) * hd;
+    float* row = is_q ? p.q + (t * p.heads + blockIdx.y) * hd : p.k + t * kv_dim + static_cast<int64_t>(kh) * hd;
+    const void* nw = is_q ? p.q_norm : p.k_norm;
+    float scale = 1.0f;
+    if (nw != nullptr) {  // uniform over the block
+        float ss = 0.0f;
+        for (int d = threadIdx.x; d < hd; d += blockDim.x) ss += row[d] * row[d];
+        scale = 1.0f / sqrtf(block_sum(ss, partial) / static_cast<float>(hd) + p.eps);
+    }
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) vals[d] = nw != nullptr ? row[d] * scale * load_w<D>(nw, d) : row[d];
+    __syncthreads();
+    const int64_t slot = is_q ? -1 : p.slots[t];
+    const bool store = slot >= 0 && slot < p.num_slots;
+    float* kc = store ? p.k_cache + slot * kv_dim + static_cast<int64_t>(kh) * hd : nullptr;
+    const float pos = static_cast<float>(p.positions[t]);
+    for (int i = threadIdx.x; i < half; i += blockDim.x) {
+        float sn, cs;
+        sincosf(pos * f.inv[i], &sn, &cs);
+        const float x1 = vals[i], x2 = vals[half + i];
+        const float r1 = x1 * cs - x2 * sn, r2 = x2 * cs + x1 * sn;
+        row[i] = r1;
+        row[half + i] = r2;
+        if (store) {
+            kc[i] = r1;
+            kc[half + i] = r2;
+        }
+    }
+    if (store) {
+        const int64_t off = static_cast<int64_t>(kh) * hd;
+        for (int d = threadIdx.x; d < hd; d += blockDim.x) p.v_cache[slot * kv_dim + off + d] = p.v[t * kv_dim + off + d];
+    }
+}
+
+// silu_mul fused into the down projection's GEMV: each block first forms silu(gate)*up of its `tpb` tokens in
+// shared memory (dynamic, tpb*K floats), then its warps compute output rows as gemv_kernel does.
+template <DType D>
+__global__ void __launch_bounds__(kGemvWarps * 32) silu_gemv_kernel(const float* gate, const float* up, int64_t T,
+                                                                    int64_t K, const void* w, float* y, int64_t N,
+                                                                    int tpb, bool vec) {
+    extern __shared__ float4 act_storage[];
+    float* act = reinterpret_cast<float*>(act_storage);
+    const int64_t t0 = static_cast<int64_t>(blockIdx.y) * tpb;
+    const int tn = static_cast<int>(T - t0 < tpb ? T - t0 : tpb);
+    const float* g = gate + t0 * K;
+    const float* u = up + t0 * K;
+    for (int64_t i = threadIdx.x; i < static_cast<int64_t>(tn) * K; i += blockDim.x) act[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    __syncthreads();
+    const int lane = threadIdx.x & 31;
+    const int64_t n = static_cast<int64_t>(blockIdx.x) * kGemvWarps + (threadIdx.x >> 5);
+    if (n >= N) return;
+    constexpr size_t esize = D == DType::F32 ? 4 : 2;
+    const void* row = static_cast<const char*>(w) + static_cast<size_t>(n) * static_cast<size_t>(K) * esize;
+    float acc[kGemvTokens] = {};
+    if (vec) {
+        for (int64_t k = lane * 8; k < K; k += 32 * 8) {
+            float wv[8];
+            load_w8<D>(row, k, wv);
+#pragma unroll
+            for (int t = 0; t < kGemvTokens; ++t) {
+                if (t < tn) {
+                    const float4* xp = reinterpret_cast<const float4*>(act + t * K + k);
+                    const float4 a = xp[0], b = xp[1];
+                    acc[t] += a.x * wv[0] + a.y * wv[1] + a.z * wv[2] + a.w * wv[3] + b.x * wv[4] + b.y * wv[5] +
+                              b.z * wv[6] + b.w * wv[7];
+                }
+            }
+        }
+    } else {
+        for (int64_t k = lane; k < K; k += 32) {
+            const float wk = load_w<D>(row, k);
+#pragma unroll
+            for (int t = 0; t < kGemvTokens; ++t) {
+                if (t < tn) acc[t] += act[t * K + k] * wk;
+            }
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < kGemvTokens; ++t) {
+        if (t < tn) {
+            const float sum = warp_sum(acc[t]);
+            if (lane == 0) y[(t0 + t) * N + n] = sum;
+        }
     }
 }
 
@@ -559,6 +671,61 @@ void add(const float* a, const float* b, float* out, int64_t n, cudaStream_t str
     if (n == 0) return;
     add_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(a, b, out, n);
     check_launch("add");
+}
+
+void add_rms_norm(float* x, const float* delta, const void* w, DType wt, float eps, float* out, int64_t rows,
+                  int64_t cols, cudaStream_t stream) {
+    if (rows == 0) return;
+    with_weight_type(wt, [&](auto tag) {
+        add_rms_norm_kernel<decltype(tag)::value>
+            <<<static_cast<unsigned>(rows), 256, 0, stream>>>(x, delta, w, eps, out, cols);
+    });
+    check_launch("add_rms_norm");
+}
+
+void qk_norm_rope_kv_write(const QkvPrologueParams& p, const RopeFreqs& f, cudaStream_t stream) {
+    if (p.T == 0) return;
+    const dim3 grid(static_cast<unsigned>(p.T), static_cast<unsigned>(p.heads + p.kv_heads));
+    with_weight_type(p.q_norm != nullptr ? p.norm_dt : DType::F32, [&](auto tag) {
+        qkv_prologue_kernel<decltype(tag)::value><<<grid, 128, 0, stream>>>(p, f);
+    });
+    check_launch("qk_norm_rope_kv_write");
+}
+
+namespace {
+int g_max_dynamic_shared = 48 * 1024;  // the default limit until init() raises it
+
+// Tokens one silu_gemv block keeps in shared memory (0: K is too large for even one).
+int silu_tokens_per_block(int64_t K) {
+    return static_cast<int>(std::min<int64_t>(kGemvTokens, g_max_dynamic_shared / (K * static_cast<int64_t>(sizeof(float)))));
+}
+}  // namespace
+
+void init(int max_dynamic_shared_bytes) {
+    g_max_dynamic_shared = max_dynamic_shared_bytes;
+    for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
+        with_weight_type(dt, [&](auto tag) {
+            check(cudaFuncSetAttribute(silu_gemv_kernel<decltype(tag)::value>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, max_dynamic_shared_bytes),
+                  "shared memory limit");
+        });
+    }
+}
+
+bool silu_mul_matmul_fuses(int64_t T, int64_t K) { return T <= kGemvMaxT && K > 0 && silu_tokens_per_block(K) >= 1; }
+
+void silu_mul_matmul(const float* gate, const float* up, int64_t T, int64_t K, const void* w, DType wt, float* y,
+                     int64_t N, cudaStream_t stream) {
+    if (T == 0 || N == 0) return;
+    // No more tokens per block than there are: the shared memory asked for limits how many blocks share an SM.
+    const int tpb = static_cast<int>(std::min<int64_t>(silu_tokens_per_block(K), T));
+    const bool vec = K % 8 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
+    const dim3 grid(static_cast<unsigned>((N + kGemvWarps - 1) / kGemvWarps), static_cast<unsigned>((T + tpb - 1) / tpb));
+    const size_t smem = static_cast<size_t>(tpb) * static_cast<size_t>(K) * sizeof(float);
+    with_weight_type(wt, [&](auto tag) {
+        silu_gemv_kernel<decltype(tag)::value><<<grid, kGemvWarps * 32, smem, stream>>>(gate, up, T, K, w, y, N, tpb, vec);
+    });
+    check_launch("silu_mul_matmul");
 }
 
 void silu_mul(const float* gate, const float* up, float* out, int64_t n, cudaStream_t stream) {

@@ -53,6 +53,38 @@ int64_t attention_scratch_floats(const AttentionParams& p, int splits);
 // `scratch` and a second kernel merges them.
 void attention(const AttentionParams& p, int splits, float* scratch, cudaStream_t stream);
 
+// x += delta, then out = rms_norm(x) * w, one block per row.
+void add_rms_norm(float* x, const float* delta, const void* w, DType wt, float eps, float* out, int64_t rows,
+                  int64_t cols, cudaStream_t stream);
+
+struct QkvPrologueParams {
+    float* q;                 // [T, heads*head_dim], updated in place
+    float* k;                 // [T, kv_heads*head_dim], updated in place
+    const float* v;
+    const void* q_norm;       // null: no per-head norm
+    const void* k_norm;
+    DType norm_dt;
+    float eps;
+    const int32_t* positions;
+    const int32_t* slots;
+    float* k_cache;
+    float* v_cache;
+    int64_t T, num_slots;
+    int heads, kv_heads, head_dim;
+};
+// Per-head norm, NeoX RoPE of q and k, and the k/v cache write, in one launch (a block per token and head).
+void qk_norm_rope_kv_write(const QkvPrologueParams& p, const RopeFreqs& f, cudaStream_t stream);
+
+// Lets the kernels that need it use up to `max_dynamic_shared_bytes` of shared memory per block (the device's
+// opt-in limit). Called once when the backend is made, so launch paths only enqueue.
+void init(int max_dynamic_shared_bytes);
+// Whether silu_mul_matmul can fuse for T tokens of K inputs (its GEMV keeps silu(gate)*up of a few tokens in
+// shared memory); otherwise the caller runs silu_mul then matmul.
+bool silu_mul_matmul_fuses(int64_t T, int64_t K);
+// y[t, n] = sum_k silu(gate[t, k]) * up[t, k] * w[n, k], for silu_mul_matmul_fuses(T, K).
+void silu_mul_matmul(const float* gate, const float* up, int64_t T, int64_t K, const void* w, DType wt, float* y,
+                     int64_t N, cudaStream_t stream);
+
 void add(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream);
 void silu_mul(const float* gate, const float* up, float* out, int64_t n, cudaStream_t stream);
 void gather_last(const float* x, const int32_t* query_start, float* out, int64_t rows, int64_t cols, int64_t seqs,
