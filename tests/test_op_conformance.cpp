@@ -373,6 +373,42 @@ std::vector<OpCase> qk_norm_rope_kv_write_cases(std::mt19937& rng) {
     return out;
 }
 
+std::vector<OpCase> matmuls_cases(std::mt19937& rng) {
+    std::vector<OpCase> out;
+    const int64_t K = 256;
+    for (DType w : kWeightTypes) {
+        for (int64_t T : {1, 8, 33}) {
+            for (const bool three : {true, false}) {
+                // q/k/v-like: three matrices, biases on two of them; gate/up-like: two, no bias.
+                const std::vector<int64_t> N = three ? std::vector<int64_t>{45, 20, 21} : std::vector<int64_t>{37, 37};
+                std::vector<HostTensor> t{f32("x", T, K, randn(rng, static_cast<size_t>(T * K)))};
+                for (size_t i = 0; i < N.size(); ++i) {
+                    const std::string id = std::to_string(i);
+                    t.push_back(weight("w" + id, w, N[i], K, randn(rng, static_cast<size_t>(N[i] * K))));
+                    t.push_back(f32("bias" + id, 1, N[i], randn(rng, static_cast<size_t>(N[i]))));
+                    t.push_back(f32("y" + id, T, N[i], std::vector<float>(static_cast<size_t>(T * N[i]))));
+                }
+                const size_t n = N.size();
+                // Tensors of output i: w 1+3i, bias 2+3i, y 3+3i; the first output has no bias.
+                const auto bias = [](const Bound& b, size_t i) { return i == 0 ? nullptr : &b.t[2 + 3 * i]; };
+                std::vector<size_t> outputs;
+                for (size_t i = 0; i < n; ++i) outputs.push_back(3 + 3 * i);
+                out.push_back({"matmuls " + dt(w) + " T=" + std::to_string(T) + " outputs=" + std::to_string(n), t,
+                               outputs, kReduction,
+                               [n, bias](Backend& be, const Bound& b) {
+                                   std::vector<MatmulOut> outs;
+                                   for (size_t i = 0; i < n; ++i) outs.push_back({&b.t[1 + 3 * i], bias(b, i), b.t[3 + 3 * i]});
+                                   be.matmuls(b.t[0], outs);
+                               },
+                               [n, bias](Backend& be, const Bound& b) {
+                                   for (size_t i = 0; i < n; ++i) be.matmul(b.t[0], b.t[1 + 3 * i], bias(b, i), b.t[3 + 3 * i]);
+                               }});
+            }
+        }
+    }
+    return out;
+}
+
 std::vector<OpCase> silu_mul_matmul_cases(std::mt19937& rng) {
     std::vector<OpCase> out;
     // As matmul: decode batch buckets, the largest fused batch (32), prefill sizes; K = 67 unvectorised.
@@ -522,6 +558,7 @@ TEST_P(OpConformance, KvWrite) { check(kv_write_cases(rng_)); }
 TEST_P(OpConformance, Attention) { check(attention_cases(rng_, false)); }
 TEST_P(OpConformance, SparseAttention) { check(attention_cases(rng_, true)); }
 TEST_P(OpConformance, AddAndSiluMul) { check(elementwise_cases(rng_)); }
+TEST_P(OpConformance, Matmuls) { check(matmuls_cases(rng_)); }
 TEST_P(OpConformance, AddRmsNorm) { check(add_rms_norm_cases(rng_)); }
 TEST_P(OpConformance, QkNormRopeKvWrite) { check(qk_norm_rope_kv_write_cases(rng_)); }
 TEST_P(OpConformance, SiluMulMatmul) { check(silu_mul_matmul_cases(rng_)); }

@@ -51,16 +51,17 @@ void Decoder::forward(const StepInputs& in, int T) {
         const LayerWeights& L = w.layers[l];
         const int layer = static_cast<int>(l);
         // h holds this layer's normed input (the previous layer's last residual add was fused with the norm).
-        backend_.matmul(h, L.q_proj, L.q_bias ? &*L.q_bias : nullptr, q);
-        backend_.matmul(h, L.k_proj, L.k_bias ? &*L.k_bias : nullptr, k);
-        backend_.matmul(h, L.v_proj, L.v_bias ? &*L.v_bias : nullptr, v);
+        const MatmulOut qkv[] = {{&L.q_proj, L.q_bias ? &*L.q_bias : nullptr, q},
+                                 {&L.k_proj, L.k_bias ? &*L.k_bias : nullptr, k},
+                                 {&L.v_proj, L.v_bias ? &*L.v_bias : nullptr, v}};
+        backend_.matmuls(h, qkv);
         backend_.qk_norm_rope_kv_write({q, k, v, L.q_norm ? &*L.q_norm : nullptr, L.k_norm ? &*L.k_norm : nullptr, eps,
                                         in.positions, theta, in.slot_mapping, kv_.k(layer), kv_.v(layer), H, KV, hd});
         backend_.attention(q, kv_.k(layer), kv_.v(layer), in.meta, H, KV, hd, scale, attn);
         backend_.matmul(attn, L.o_proj, L.o_bias ? &*L.o_bias : nullptr, proj);
         backend_.add_rms_norm(x, proj, L.post_norm, eps, h);
-        backend_.matmul(h, L.gate_proj, nullptr, gate);
-        backend_.matmul(h, L.up_proj, nullptr, up);
+        const MatmulOut gate_up[] = {{&L.gate_proj, nullptr, gate}, {&L.up_proj, nullptr, up}};
+        backend_.matmuls(h, gate_up);
         backend_.silu_mul_matmul(gate, up, L.down_proj, proj);
         if (l + 1 < w.layers.size()) {
             backend_.add_rms_norm(x, proj, w.layers[l + 1].input_norm, eps, h);

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <stdexcept>
 #include <string>
 
@@ -45,6 +46,13 @@ struct DecodeState {
     Tensor step;          // [1, 1] number of steps taken since seeding
     Tensor history;       // [max_steps, S] sampled ids, row `step` is written each step
     int block_size = 0;
+};
+
+// One output of Backend::matmuls.
+struct MatmulOut {
+    const Tensor* w = nullptr;
+    const Tensor* bias = nullptr;  // may be null
+    Tensor out;
 };
 
 // Arguments of Backend::qk_norm_rope_kv_write for T tokens.
@@ -120,6 +128,10 @@ class Backend {
     // The attention prologue of one layer: per-head rms_norm of p.q and p.k (when p.q_norm / p.k_norm are given),
     // rope_neox of both, then kv_write of k and v.
     virtual void qk_norm_rope_kv_write(const QkvPrologue& p) = 0;
+    // Several matmuls of one input, outs[i].out = x . outs[i].w^T (+ outs[i].bias): the q/k/v and gate/up
+    // projections, in one launch where the backend can. At most kMaxMatmuls outputs.
+    static constexpr size_t kMaxMatmuls = 3;
+    virtual void matmuls(const Tensor& x, std::span<const MatmulOut> outs) = 0;
     // out = silu_mul(gate, up) . w^T (as matmul, no bias): the down projection with its input fused. gate and up
     // are consumed: afterwards their contents are unspecified (a backend may use them as scratch).
     virtual void silu_mul_matmul(const Tensor& gate, const Tensor& up, const Tensor& w, const Tensor& out) = 0;

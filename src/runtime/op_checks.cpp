@@ -83,6 +83,12 @@ void elementwise(const Tensor& a, const Tensor& b, const Tensor& out, const char
     require(a.numel() == b.numel() && a.numel() == out.numel(), op, "shape mismatch");
 }
 
+void matmuls(std::span<const MatmulOut> outs) {
+    require(!outs.empty() && outs.size() <= Backend::kMaxMatmuls, "matmuls",
+            "needs 1 to " + std::to_string(Backend::kMaxMatmuls) + " outputs");
+    for (const MatmulOut& o : outs) require(o.w != nullptr, "matmuls", "missing weight");
+}
+
 void add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w, const Tensor& out) {
     elementwise(x, delta, x, "add_rms_norm");
     require_dtype(out, DType::F32, "add_rms_norm");

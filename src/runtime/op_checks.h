@@ -24,6 +24,8 @@ void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, co
                int kv_heads, int head_dim, int max_head_dim, const Tensor& out, const char* op);
 // add and silu_mul: three f32 tensors of one element count.
 void elementwise(const Tensor& a, const Tensor& b, const Tensor& out, const char* op);
+// 1 to Backend::kMaxMatmuls outputs, each with a weight (each is then checked as a matmul by the backend).
+void matmuls(std::span<const MatmulOut> outs);
 void add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w, const Tensor& out);
 void qk_norm_rope_kv_write(const QkvPrologue& p, int max_head_dim);
 // w: float weights (f32/bf16/f16); backends taking quantized ones check those themselves.

@@ -578,6 +578,13 @@ void CpuBackend::silu_mul(const Tensor& gate, const Tensor& up, const Tensor& ou
            Footprint().read(gate).read(up).write(out), out.numel(), 1024);
 }
 
+void CpuBackend::matmuls(const Tensor& x, std::span<const MatmulOut> outs) {
+    checks::matmuls(outs);
+    // Separate recorded ops: they read the same input and write disjoint outputs, so barrier elision
+    // already runs them in one phase.
+    for (const MatmulOut& o : outs) matmul(x, *o.w, o.bias, o.out);
+}
+
 void CpuBackend::add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w, float eps, const Tensor& out) {
     checks::add_rms_norm(x, delta, w, out);
     submit(run_add_rms_norm,

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <map>
 #include <stdexcept>
 #include <vector>
@@ -338,6 +339,30 @@ void CudaBackend::add(const Tensor& a, const Tensor& b, const Tensor& out) {
 void CudaBackend::silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) {
     checks::elementwise(gate, up, out, "silu_mul");
     ops::silu_mul(gate.ptr<float>(), up.ptr<float>(), out.ptr<float>(), out.numel(), impl_->stream);
+}
+
+void CudaBackend::matmuls(const Tensor& x, std::span<const MatmulOut> outs) {
+    static_assert(std::size(ops::GemvSegments{}.w) >= Backend::kMaxMatmuls);
+    checks::matmuls(outs);
+    bool fuse = x.rows <= ops::kGemvMaxT;
+    for (const MatmulOut& o : outs) {
+        require_supported_weight(*o.w);
+        checks::matmul(x, *o.w, o.bias, o.out);
+        fuse = fuse && o.w->dtype == outs[0].w->dtype;
+    }
+    if (!fuse) {
+        for (const MatmulOut& o : outs) matmul(x, *o.w, o.bias, o.out);
+        return;
+    }
+    ops::GemvSegments g{};
+    for (const MatmulOut& o : outs) {
+        g.w[g.count] = o.w->raw();
+        g.bias[g.count] = o.bias ? o.bias->ptr<float>() : nullptr;
+        g.y[g.count] = o.out.ptr<float>();
+        g.rows[g.count] = o.w->rows;
+        ++g.count;
+    }
+    ops::gemv(x.ptr<float>(), x.rows, x.cols, g, outs[0].w->dtype, impl_->stream);
 }
 
 void CudaBackend::add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w, float eps, const Tensor& out) {

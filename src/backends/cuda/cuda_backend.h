@@ -52,6 +52,7 @@ class CudaBackend final : public Backend {
                    int kv_heads, int head_dim, float scale, const Tensor& out) override;
     void add(const Tensor& a, const Tensor& b, const Tensor& out) override;
     void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) override;
+    void matmuls(const Tensor& x, std::span<const MatmulOut> outs) override;
     void add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w, float eps, const Tensor& out) override;
     void qk_norm_rope_kv_write(const QkvPrologue& p) override;
     void silu_mul_matmul(const Tensor& gate, const Tensor& up, const Tensor& w, const Tensor& out) override;

@@ -133,23 +133,17 @@ __global__ void add_rms_norm_kernel(float* x, const float* delta, const void* w,
 // Tokens one GEMV block handles per pass over the weights.
 constexpr int kGemvTokens = 8;
 constexpr int kGemvWarps = 8;
-// Largest T that takes the GEMV path (T / kGemvTokens passes over the weights, which L2 mostly serves).
-constexpr int64_t kGemvMaxT = 32;
+// kGemvMaxT (cuda_ops.h) = 4 passes over the weights at most, which L2 mostly serves.
+static_assert(kGemvMaxT <= 4 * kGemvTokens);
 
-// A warp per output row n, reading the row once for up to kGemvTokens tokens. `vec`: K % 8 == 0 and
-// rows aligned for load_w8.
+// One warp's dot products of weight row `row` with tn <= kGemvTokens input rows x[t*K ..] (global or shared
+// memory), summed over the warp into every lane's acc. `vec`: K % 8 == 0, row and x 16-byte aligned.
 template <DType D>
-__global__ void __launch_bounds__(kGemvWarps * 32)
-    gemv_kernel(const float* x, int64_t T, int64_t K, const void* w, const float* bias, float* y, int64_t N, bool vec) {
+__device__ __forceinline__ void gemv_row(const float* x, int tn, int64_t K, const void* row, bool vec,
+                                         float (&acc)[kGemvTokens]) {
     const int lane = threadIdx.x & 31;
-    const int64_t n = static_cast<int64_t>(blockIdx.x) * kGemvWarps + (threadIdx.x >> 5);
-    const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kGemvTokens;
-    if (n >= N) return;
-    const int tn = static_cast<int>(T - t0 < kGemvTokens ? T - t0 : kGemvTokens);
-    constexpr size_t esize = D == DType::F32 ? 4 : 2;
-    const void* row = static_cast<const char*>(w) + static_cast<size_t>(n) * static_cast<size_t>(K) * esize;
-    const float* xt = x + t0 * K;
-    float acc[kGemvTokens] = {};
+#pragma unroll
+    for (int t = 0; t < kGemvTokens; ++t) acc[t] = 0.0f;
     if (vec) {
         for (int64_t k = lane * 8; k < K; k += 32 * 8) {
             float wv[8];
@@ -157,7 +151,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
 #pragma unroll
             for (int t = 0; t < kGemvTokens; ++t) {
                 if (t < tn) {
-                    const float4* xp = reinterpret_cast<const float4*>(xt + t * K + k);
+                    const float4* xp = reinterpret_cast<const float4*>(x + t * K + k);
                     const float4 a = xp[0], b = xp[1];
                     acc[t] += a.x * wv[0] + a.y * wv[1] + a.z * wv[2] + a.w * wv[3] + b.x * wv[4] + b.y * wv[5] +
                               b.z * wv[6] + b.w * wv[7];
@@ -169,16 +163,39 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
             const float wk = load_w<D>(row, k);
 #pragma unroll
             for (int t = 0; t < kGemvTokens; ++t) {
-                if (t < tn) acc[t] += xt[t * K + k] * wk;
+                if (t < tn) acc[t] += x[t * K + k] * wk;
             }
         }
     }
 #pragma unroll
+    for (int t = 0; t < kGemvTokens; ++t) acc[t] = warp_sum(acc[t]);
+}
+
+template <DType D>
+__device__ __forceinline__ const void* weight_row(const void* w, int64_t n, int64_t K) {
+    constexpr size_t esize = D == DType::F32 ? 4 : 2;
+    return static_cast<const char*>(w) + static_cast<size_t>(n) * static_cast<size_t>(K) * esize;
+}
+
+// A warp per output row, reading the row once for up to kGemvTokens tokens (blockIdx.y picks them). The rows
+// of the segments are numbered end to end, so one launch serves several matrices of one input.
+template <DType D>
+__global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(const float* x, int64_t T, int64_t K, GemvSegments g,
+                                                               bool vec) {
+    int64_t n = static_cast<int64_t>(blockIdx.x) * kGemvWarps + (threadIdx.x >> 5);
+    int s = 0;
+    while (s < g.count && n >= g.rows[s]) n -= g.rows[s++];
+    if (s == g.count) return;
+    const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kGemvTokens;
+    const int tn = static_cast<int>(T - t0 < kGemvTokens ? T - t0 : kGemvTokens);
+    float acc[kGemvTokens];
+    gemv_row<D>(x + t0 * K, tn, K, weight_row<D>(g.w[s], n, K), vec, acc);
+    if ((threadIdx.x & 31) != 0) return;
+    const int64_t N = g.rows[s];
+    const float b = g.bias[s] != nullptr ? g.bias[s][n] : 0.0f;
+#pragma unroll
     for (int t = 0; t < kGemvTokens; ++t) {
-        if (t < tn) {
-            const float s = warp_sum(acc[t]);
-            if (lane == 0) y[(t0 + t) * N + n] = bias != nullptr ? s + bias[n] : s;
-        }
+        if (t < tn) g.y[s][(t0 + t) * N + n] = g.bias[s] != nullptr ? acc[t] + b : acc[t];
     }
 }
 
@@ -315,41 +332,14 @@ __global__ void __launch_bounds__(kGemvWarps * 32) silu_gemv_kernel(const float*
     const float* u = up + t0 * K;
     for (int64_t i = threadIdx.x; i < static_cast<int64_t>(tn) * K; i += blockDim.x) act[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
     __syncthreads();
-    const int lane = threadIdx.x & 31;
     const int64_t n = static_cast<int64_t>(blockIdx.x) * kGemvWarps + (threadIdx.x >> 5);
     if (n >= N) return;
-    constexpr size_t esize = D == DType::F32 ? 4 : 2;
-    const void* row = static_cast<const char*>(w) + static_cast<size_t>(n) * static_cast<size_t>(K) * esize;
-    float acc[kGemvTokens] = {};
-    if (vec) {
-        for (int64_t k = lane * 8; k < K; k += 32 * 8) {
-            float wv[8];
-            load_w8<D>(row, k, wv);
-#pragma unroll
-            for (int t = 0; t < kGemvTokens; ++t) {
-                if (t < tn) {
-                    const float4* xp = reinterpret_cast<const float4*>(act + t * K + k);
-                    const float4 a = xp[0], b = xp[1];
-                    acc[t] += a.x * wv[0] + a.y * wv[1] + a.z * wv[2] + a.w * wv[3] + b.x * wv[4] + b.y * wv[5] +
-                              b.z * wv[6] + b.w * wv[7];
-                }
-            }
-        }
-    } else {
-        for (int64_t k = lane; k < K; k += 32) {
-            const float wk = load_w<D>(row, k);
-#pragma unroll
-            for (int t = 0; t < kGemvTokens; ++t) {
-                if (t < tn) acc[t] += act[t * K + k] * wk;
-            }
-        }
-    }
+    float acc[kGemvTokens];
+    gemv_row<D>(act, tn, K, weight_row<D>(w, n, K), vec, acc);
+    if ((threadIdx.x & 31) != 0) return;
 #pragma unroll
     for (int t = 0; t < kGemvTokens; ++t) {
-        if (t < tn) {
-            const float sum = warp_sum(acc[t]);
-            if (lane == 0) y[(t0 + t) * N + n] = sum;
-        }
+        if (t < tn) y[(t0 + t) * N + n] = acc[t];
     }
 }
 
@@ -610,21 +600,38 @@ void rms_norm(const float* x, const void* w, DType wt, float eps, float* out, in
     check_launch("rms_norm");
 }
 
+namespace {
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+}  // namespace
+
+void gemv(const float* x, int64_t T, int64_t K, const GemvSegments& g, DType wt, cudaStream_t stream) {
+    int64_t rows = 0;
+    bool vec = K % 8 == 0 && aligned16(x);
+    for (int s = 0; s < g.count; ++s) {
+        rows += g.rows[s];
+        vec = vec && aligned16(g.w[s]);
+    }
+    if (T == 0 || rows == 0) return;
+    with_weight_type(wt, [&](auto tag) {
+        const dim3 grid(static_cast<unsigned>((rows + kGemvWarps - 1) / kGemvWarps),
+                        static_cast<unsigned>((T + kGemvTokens - 1) / kGemvTokens));
+        gemv_kernel<decltype(tag)::value><<<grid, kGemvWarps * 32, 0, stream>>>(x, T, K, g, vec);
+    });
+    check_launch("gemv");
+}
+
 void matmul(const float* x, int64_t T, int64_t K, const void* w, DType wt, const float* bias, float* y, int64_t N,
             cudaStream_t stream) {
     if (T == 0 || N == 0) return;
-    const auto aligned = [](const void* p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; };
+    if (T <= kGemvMaxT) {
+        GemvSegments g{};
+        g.w[0] = w, g.bias[0] = bias, g.y[0] = y, g.rows[0] = N, g.count = 1;
+        gemv(x, T, K, g, wt, stream);
+        return;
+    }
     with_weight_type(wt, [&](auto tag) {
-        constexpr DType D = decltype(tag)::value;
-        if (T <= kGemvMaxT) {
-            const bool vec = K % 8 == 0 && aligned(x, 16) && aligned(w, 16);
-            const dim3 grid(static_cast<unsigned>((N + kGemvWarps - 1) / kGemvWarps),
-                            static_cast<unsigned>((T + kGemvTokens - 1) / kGemvTokens));
-            gemv_kernel<D><<<grid, kGemvWarps * 32, 0, stream>>>(x, T, K, w, bias, y, N, vec);
-        } else {
-            const dim3 grid(static_cast<unsigned>((N + kTile - 1) / kTile), static_cast<unsigned>((T + kTile - 1) / kTile));
-            gemm_kernel<D><<<grid, kGemmThreads, 0, stream>>>(x, T, K, w, bias, y, N);
-        }
+        const dim3 grid(static_cast<unsigned>((N + kTile - 1) / kTile), static_cast<unsigned>((T + kTile - 1) / kTile));
+        gemm_kernel<decltype(tag)::value><<<grid, kGemmThreads, 0, stream>>>(x, T, K, w, bias, y, N);
     });
     check_launch("matmul");
 }
@@ -719,7 +726,7 @@ void silu_mul_matmul(const float* gate, const float* up, int64_t T, int64_t K, c
     if (T == 0 || N == 0) return;
     // No more tokens per block than there are: the shared memory asked for limits how many blocks share an SM.
     const int tpb = static_cast<int>(std::min<int64_t>(silu_tokens_per_block(K), T));
-    const bool vec = K % 8 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
+    const bool vec = K % 8 == 0 && aligned16(w);
     const dim3 grid(static_cast<unsigned>((N + kGemvWarps - 1) / kGemvWarps), static_cast<unsigned>((T + tpb - 1) / tpb));
     const size_t smem = static_cast<size_t>(tpb) * static_cast<size_t>(K) * sizeof(float);
     with_weight_type(wt, [&](auto tag) {

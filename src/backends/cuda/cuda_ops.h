@@ -15,10 +15,23 @@ void embedding(const int32_t* ids, int64_t T, const void* table, DType dt, int64
                cudaStream_t stream);
 void rms_norm(const float* x, const void* w, DType wt, float eps, float* out, int64_t rows, int64_t cols,
               cudaStream_t stream);
-// y[t, n] = sum_k x[t, k] * w[n, k] (+ bias[n]), f32 accumulation: a warp per output row for T <= 32
-// (decode batches), a tiled kernel above.
+// y[t, n] = sum_k x[t, k] * w[n, k] (+ bias[n]), f32 accumulation: gemv() for T <= kGemvMaxT (decode
+// batches), a tiled kernel above.
 void matmul(const float* x, int64_t T, int64_t K, const void* w, DType wt, const float* bias, float* y, int64_t N,
             cudaStream_t stream);
+
+// Largest T gemv() takes.
+constexpr int64_t kGemvMaxT = 32;
+// Up to three matrices of one weight type and input width, each with its bias (may be null) and output.
+struct GemvSegments {
+    const void* w[3];
+    const float* bias[3];
+    float* y[3];
+    int64_t rows[3];
+    int count;
+};
+// Every segment's y = x . w^T (+ bias) in one launch: a warp per output row. T <= kGemvMaxT.
+void gemv(const float* x, int64_t T, int64_t K, const GemvSegments& g, DType wt, cudaStream_t stream);
 
 // Largest head_dim of rope_neox and attention (what the model loader accepts).
 constexpr int kMaxHeadDim = 512;
