@@ -1,5 +1,6 @@
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -26,6 +27,7 @@ struct BenchArgs {
     int gen_tokens = 128;
     bool json = false;
     int threads = 0;
+    int rounds = 3;
     std::string backend = "cpu";
 };
 
@@ -111,24 +113,54 @@ int run_bench(const BenchArgs& a) {
         id = static_cast<int32_t>((x >> 8) % static_cast<uint32_t>(std::min(c.vocab_size, 150000)));
     }
 
-    const DecodeRun eager = run_decode(*model, backend, prompt, a.gen_tokens, false);
-    const DecodeRun replay = run_decode(*model, backend, prompt, a.gen_tokens, true);
     // The bandwidth decode is held against: a multi-threaded read sweep on the CPU, device-to-device copies
     // (bytes read plus written) on a GPU.
     const auto* cpu_backend = dynamic_cast<const cpu::CpuBackend*>(&backend);
-    double bw = 0.0;
     std::string bw_kind = "cpu read sweep";
-    if (cpu_backend != nullptr) bw = measure_read_bandwidth(cpu_backend->threads());
+    const auto measure_bandwidth = [&]() -> double {
 #ifdef TRACELM_HAVE_CUDA
-    if (auto* gpu = dynamic_cast<cuda::CudaBackend*>(&backend)) {
-        bw = gpu->measure_copy_bandwidth(size_t{1} << 30);
-        bw_kind = "device copy (" + gpu->device_name() + ")";
-    }
+        if (auto* gpu = dynamic_cast<cuda::CudaBackend*>(&backend)) {
+            bw_kind = "device copy (" + gpu->device_name() + ")";
+            return gpu->measure_copy_bandwidth(size_t{1} << 30);
+        }
 #endif
+        return cpu_backend != nullptr ? measure_read_bandwidth(cpu_backend->threads()) : 0.0;
+    };
     // Bytes one decode token reads: every weight once plus K and V of the average context.
     const double avg_ctx = a.prompt_tokens + a.gen_tokens / 2.0;
     const double kv_bytes = 2.0 * c.num_hidden_layers * c.num_key_value_heads * c.head_dim * sizeof(float) * avg_ctx;
     const double bytes_per_token = static_cast<double>(model->decode_weight_bytes()) + kv_bytes;
+
+    // Rounds of eager decode, replayed decode and a bandwidth measurement, back to back: on a shared machine
+    // speed drifts over seconds, so each ratio is taken within a round and the medians are reported.
+    struct Round {
+        DecodeRun eager, replay;
+        double bw = 0.0;
+    };
+    std::vector<Round> rounds;
+    for (int r = 0; r < a.rounds; ++r) {
+        Round rd;
+        rd.eager = run_decode(*model, backend, prompt, a.gen_tokens, false);
+        rd.replay = run_decode(*model, backend, prompt, a.gen_tokens, true);
+        rd.bw = measure_bandwidth();
+        rounds.push_back(std::move(rd));
+    }
+    const auto median = [&](auto&& f) {
+        std::vector<double> v;
+        for (const Round& rd : rounds) v.push_back(f(rd));
+        std::sort(v.begin(), v.end());
+        return v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2.0;
+    };
+    bool tokens_match = true;
+    nlohmann::json per_round = nlohmann::json::array();
+    for (const Round& rd : rounds) {
+        tokens_match = tokens_match && rd.eager.tokens == rd.replay.tokens && rd.eager.tokens == rounds[0].eager.tokens;
+        per_round.push_back({{"decode_eager_tokens_per_s", rd.eager.decode_tok_s},
+                             {"decode_replay_tokens_per_s", rd.replay.decode_tok_s},
+                             {"read_bandwidth_gb_s", rd.bw / 1e9},
+                             {"decode_bandwidth_share", bytes_per_token * rd.replay.decode_tok_s / rd.bw}});
+    }
+    const DecodeRun& replay = rounds[0].replay;
     rusage ru{};
     getrusage(RUSAGE_SELF, &ru);
 
@@ -142,32 +174,44 @@ int run_bench(const BenchArgs& a) {
     j["weight_dtype"] = std::string(dtype_name(model->weight_dtype()));
     j["prompt_tokens"] = a.prompt_tokens;
     j["gen_tokens"] = a.gen_tokens;
-    j["prefill_tokens_per_s"] = eager.prefill_tok_s;
-    j["decode_eager_tokens_per_s"] = eager.decode_tok_s;
-    j["decode_replay_tokens_per_s"] = replay.decode_tok_s;
-    j["replay_over_eager"] = replay.decode_tok_s / eager.decode_tok_s;
+    j["rounds"] = a.rounds;
+    j["prefill_tokens_per_s"] = median([](const Round& rd) { return rd.eager.prefill_tok_s; });
+    j["decode_eager_tokens_per_s"] = median([](const Round& rd) { return rd.eager.decode_tok_s; });
+    j["decode_replay_tokens_per_s"] = median([](const Round& rd) { return rd.replay.decode_tok_s; });
+    j["replay_over_eager"] = median([](const Round& rd) { return rd.replay.decode_tok_s / rd.eager.decode_tok_s; });
     j["graph_ops"] = replay.graph_ops;
-    j["replay_step_us"] = replay.step_us;
-    j["replay_host_us_per_step"] = replay.host_us_per_step;
-    j["replay_host_share"] = replay.host_us_per_step / replay.step_us;
-    j["eager_host_us_per_step"] = eager.host_us_per_step;
-    j["tokens_match"] = eager.tokens == replay.tokens;
+    j["replay_step_us"] = median([](const Round& rd) { return rd.replay.step_us; });
+    j["replay_host_us_per_step"] = median([](const Round& rd) { return rd.replay.host_us_per_step; });
+    j["replay_host_share"] = median([](const Round& rd) { return rd.replay.host_us_per_step / rd.replay.step_us; });
+    j["eager_host_us_per_step"] = median([](const Round& rd) { return rd.eager.host_us_per_step; });
+    j["tokens_match"] = tokens_match;
     j["bandwidth_kind"] = bw_kind;
-    j["read_bandwidth_gb_s"] = bw / 1e9;
+    j["read_bandwidth_gb_s"] = median([](const Round& rd) { return rd.bw; }) / 1e9;
     j["decode_bytes_per_token"] = bytes_per_token;
-    j["decode_bandwidth_share"] = bytes_per_token * replay.decode_tok_s / bw;
+    j["decode_bandwidth_share"] =
+        median([&](const Round& rd) { return bytes_per_token * rd.replay.decode_tok_s / rd.bw; });
+    j["per_round"] = per_round;
     j["peak_rss_mib"] = static_cast<double>(ru.ru_maxrss) / 1024.0;
     if (a.json) {
         std::cout << j.dump(2) << "\n";
     } else {
         std::printf("%-34s %14s\n", "metric", "value");
         for (auto it = j.begin(); it != j.end(); ++it) {
+            if (it.value().is_array()) continue;  // per_round: its own table below
             std::printf("%-34s %14s\n", it.key().c_str(), it.value().is_string() ? it.value().get<std::string>().c_str()
                                                                                 : it.value().dump().c_str());
         }
+        std::printf("\n%-6s %14s %14s %14s %14s\n", "round", "eager tok/s", "replay tok/s", "bandwidth GB/s",
+                    "decode share");
+        for (size_t r = 0; r < per_round.size(); ++r) {
+            const auto& pr = per_round[r];
+            std::printf("%-6zu %14.2f %14.2f %14.2f %14.3f\n", r + 1, pr["decode_eager_tokens_per_s"].get<double>(),
+                        pr["decode_replay_tokens_per_s"].get<double>(), pr["read_bandwidth_gb_s"].get<double>(),
+                        pr["decode_bandwidth_share"].get<double>());
+        }
         std::cout << "json: " << j.dump() << "\n";
     }
-    return eager.tokens == replay.tokens ? 0 : 2;
+    return tokens_match ? 0 : 2;
 }
 }  // namespace
 
@@ -177,6 +221,8 @@ Action add_bench(CLI::App& app) {
     app.add_option("--prompt-tokens", a->prompt_tokens, "prompt length")->check(CLI::Range(1, 1 << 16));
     app.add_option("--gen-tokens", a->gen_tokens, "tokens to generate")->check(CLI::Range(8, 1 << 16));
     app.add_flag("--json", a->json, "print JSON only");
+    app.add_option("--rounds", a->rounds, "rounds of eager decode, replayed decode and bandwidth (medians reported)")
+        ->check(CLI::Range(1, 100));
     app.add_option("--threads", a->threads, "worker threads (default: all cores)")->check(CLI::Range(1, 1024));
     add_backend_option(app, a->backend);
     return [a] { return run_bench(*a); };
