@@ -78,6 +78,8 @@ void run_matmul(const MatmulArgs& a, int64_t b, int64_t e) { matmul(a.x, a.T, a.
 
 // Rows of a matmul go to threads in units of this many (float weights: the op's grain).
 constexpr int64_t kMatmulRowGrain = 16;
+// Float-weight matmuls are split dynamically in chunks of this many rows (a few hundred KB of weights).
+constexpr int64_t kMatmulRowChunk = 4 * kMatmulRowGrain;
 
 // Quantized weights: the items are the pool's threads (item i runs on thread i). Each quantizes all T
 // activation rows into its own slice of the backend's scratch (act + i * act_stride) and computes its share
@@ -336,7 +338,7 @@ CpuBackend::~CpuBackend() {
 
 template <typename Args>
 void CpuBackend::submit(void (*fn)(const Args&, int64_t, int64_t), const Args& args, const Footprint& fp,
-                        int64_t items, int64_t grain) {
+                        int64_t items, int64_t grain, int64_t chunk) {
     static_assert(sizeof(Args) + sizeof(fn) <= CpuOp::kArgBytes, "op arguments too large");
     static_assert(std::is_trivially_copyable_v<Args>);
     CpuOp op;
@@ -351,6 +353,7 @@ void CpuBackend::submit(void (*fn)(const Args&, int64_t, int64_t), const Args& a
     };
     op.items = items;
     op.grain = grain < 1 ? 1 : grain;
+    op.chunk = chunk;
     std::memcpy(op.args, &fn, sizeof(fn));
     std::memcpy(op.args + sizeof(fn), &args, sizeof(Args));
     if (capturing()) {
@@ -497,7 +500,7 @@ void CpuBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, co
     if (!dtype_is_quantized(w.dtype)) {
         submit(run_matmul,
                MatmulArgs{x.ptr<float>(), w.raw(), bias_ptr, out.ptr<float>(), x.rows, x.cols, w.rows, w.dtype}, fp,
-               w.rows, kMatmulRowGrain);
+               w.rows, kMatmulRowGrain, kMatmulRowChunk);
         return;
     }
     // The activation scratch is found or made here, at submission, so that no eager call and no replay

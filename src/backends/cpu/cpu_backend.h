@@ -76,7 +76,7 @@ class CpuBackend final : public Backend {
     // op needs a barrier before it.
     template <typename Args>
     void submit(void (*fn)(const Args&, int64_t, int64_t), const Args& args, const Footprint& fp, int64_t items,
-                int64_t grain = 1);
+                int64_t grain = 1, int64_t chunk = 0);
     const float* rope_inv_freq(int head_dim, float theta);
 
     ThreadPool pool_;
