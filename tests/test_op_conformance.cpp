@@ -196,28 +196,30 @@ std::vector<OpCase> rms_norm_cases(std::mt19937& rng) {
     return out;
 }
 
+// Calls f(weight type, T, K) for the shapes matmul-like ops are checked at. T: decode batch buckets and the
+// largest matrix-vector batch, then prefill sizes. K = 67 is not a multiple of 8 (the unvectorised path).
+template <typename F>
+void for_matmul_shapes(F&& f) {
+    for (DType w : kWeightTypes)
+        for (int64_t T : {1, 3, 8, 32, 33, 100})
+            for (int64_t K : {256, 67}) f(w, T, K);
+}
+
 std::vector<OpCase> matmul_cases(std::mt19937& rng) {
     std::vector<OpCase> out;
-    // T: decode batch buckets and the largest matrix-vector batch, then prefill sizes. K = 67 is not a
-    // multiple of 8 (the unvectorised path).
-    for (DType w : kWeightTypes) {
-        for (int64_t T : {1, 3, 8, 32, 33, 100}) {
-            for (int64_t K : {256, 67}) {
-                const int64_t N = 45;
-                const bool bias = T % 2 == 1;
-                out.push_back({"matmul " + dt(w) + " T=" + std::to_string(T) + " K=" + std::to_string(K) +
-                                   (bias ? " bias" : ""),
-                               {f32("x", T, K, randn(rng, static_cast<size_t>(T * K))),
-                                weight("w", w, N, K, randn(rng, static_cast<size_t>(N * K))),
-                                f32("bias", 1, N, randn(rng, N)), f32("y", T, N, std::vector<float>(T * N))},
-                               {3},
-                               kReduction,
-                               [bias](Backend& be, const Bound& b) {
-                                   be.matmul(b.t[0], b.t[1], bias ? &b.t[2] : nullptr, b.t[3]);
-                               }});
-            }
-        }
-    }
+    for_matmul_shapes([&](DType w, int64_t T, int64_t K) {
+        const int64_t N = 45;
+        const bool bias = T % 2 == 1;
+        out.push_back({"matmul " + dt(w) + " T=" + std::to_string(T) + " K=" + std::to_string(K) + (bias ? " bias" : ""),
+                       {f32("x", T, K, randn(rng, static_cast<size_t>(T * K))),
+                        weight("w", w, N, K, randn(rng, static_cast<size_t>(N * K))), f32("bias", 1, N, randn(rng, N)),
+                        f32("y", T, N, std::vector<float>(T * N))},
+                       {3},
+                       kReduction,
+                       [bias](Backend& be, const Bound& b) {
+                           be.matmul(b.t[0], b.t[1], bias ? &b.t[2] : nullptr, b.t[3]);
+                       }});
+    });
     return out;
 }
 
@@ -411,26 +413,21 @@ std::vector<OpCase> matmuls_cases(std::mt19937& rng) {
 
 std::vector<OpCase> silu_mul_matmul_cases(std::mt19937& rng) {
     std::vector<OpCase> out;
-    // As matmul: decode batch buckets, the largest fused batch (32), prefill sizes; K = 67 unvectorised.
-    for (DType w : kWeightTypes) {
-        for (int64_t T : {1, 3, 8, 32, 33, 100}) {
-            for (int64_t K : {256, 67}) {
-                const int64_t N = 45;
-                out.push_back({"silu_mul_matmul " + dt(w) + " T=" + std::to_string(T) + " K=" + std::to_string(K),
-                               {f32("gate", T, K, randn(rng, static_cast<size_t>(T * K), 3.0f)),
-                                f32("up", T, K, randn(rng, static_cast<size_t>(T * K))),
-                                weight("w", w, N, K, randn(rng, static_cast<size_t>(N * K))),
-                                f32("y", T, N, std::vector<float>(T * N))},
-                               {3},
-                               kReduction,
-                               [](Backend& be, const Bound& b) { be.silu_mul_matmul(b.t[0], b.t[1], b.t[2], b.t[3]); },
-                               [](Backend& be, const Bound& b) {
-                                   be.silu_mul(b.t[0], b.t[1], b.t[0]);
-                                   be.matmul(b.t[0], b.t[2], nullptr, b.t[3]);
-                               }});
-            }
-        }
-    }
+    for_matmul_shapes([&](DType w, int64_t T, int64_t K) {
+        const int64_t N = 45;
+        out.push_back({"silu_mul_matmul " + dt(w) + " T=" + std::to_string(T) + " K=" + std::to_string(K),
+                       {f32("gate", T, K, randn(rng, static_cast<size_t>(T * K), 3.0f)),
+                        f32("up", T, K, randn(rng, static_cast<size_t>(T * K))),
+                        weight("w", w, N, K, randn(rng, static_cast<size_t>(N * K))),
+                        f32("y", T, N, std::vector<float>(T * N))},
+                       {3},
+                       kReduction,
+                       [](Backend& be, const Bound& b) { be.silu_mul_matmul(b.t[0], b.t[1], b.t[2], b.t[3]); },
+                       [](Backend& be, const Bound& b) {
+                           be.silu_mul(b.t[0], b.t[1], b.t[0]);
+                           be.matmul(b.t[0], b.t[2], nullptr, b.t[3]);
+                       }});
+    });
     return out;
 }
 
