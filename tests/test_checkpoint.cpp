@@ -57,7 +57,7 @@ MakeCheckpointOptions tiny_options(const TempDir& dir, const std::string& out, u
     MakeCheckpointOptions o;
     o.geometry = "tiny";
     o.seed = seed;
-    o.out_dir = (dir.path() / out).string();
+    o.out = (dir.path() / out).string();
     o.tokenizer_dir = fake_tokenizer(dir).string();
     return o;
 }
@@ -202,7 +202,7 @@ TEST(RandomCheckpoint, TinyHasHfLayoutConfigAndSaneValues) {
     TempDir dir;
     const MakeCheckpointOptions o = tiny_options(dir, "ck", 1);
     make_random_checkpoint(o);
-    const fs::path out(o.out_dir);
+    const fs::path out(o.out);
     EXPECT_FALSE(fs::exists(out / "model.safetensors.index.json"));
     EXPECT_EQ(read_all(out / "tokenizer.json"), read_all(fs::path(o.tokenizer_dir) / "tokenizer.json"));
     EXPECT_EQ(read_all(out / "tokenizer_config.json"), read_all(fs::path(o.tokenizer_dir) / "tokenizer_config.json"));
@@ -234,7 +234,7 @@ TEST(RandomCheckpoint, TinyHasHfLayoutConfigAndSaneValues) {
     EXPECT_EQ(raw.at("max_window_layers"), 2);
     EXPECT_EQ(raw.at("use_cache"), true);
 
-    const Checkpoint ck(o.out_dir);
+    const Checkpoint ck(o.out);
     const auto expected = expected_tiny_tensors();
     std::vector<std::string> names;
     for (const auto& kv : expected) names.push_back(kv.first);
@@ -294,18 +294,18 @@ TEST(RandomCheckpoint, BytesArePinned) {
     TempDir dir;
     MakeCheckpointOptions o = tiny_options(dir, "f32", 0);
     make_random_checkpoint(o);
-    EXPECT_EQ(fnv1a64_file(o.out_dir + "/model.safetensors"), 0x0ec38c845c575e48ull);
-    o.out_dir = dir.str("bf16");
+    EXPECT_EQ(fnv1a64_file(o.out + "/model.safetensors"), 0x0ec38c845c575e48ull);
+    o.out = dir.str("bf16");
     o.dtype = DType::BF16;
     make_random_checkpoint(o);
-    EXPECT_EQ(fnv1a64_file(o.out_dir + "/model.safetensors"), 0xff0f64787c88eba1ull);
+    EXPECT_EQ(fnv1a64_file(o.out + "/model.safetensors"), 0xff0f64787c88eba1ull);
 }
 
 TEST(RandomCheckpoint, Bf16IsTheRoundedF32) {
     TempDir dir;
     MakeCheckpointOptions o = tiny_options(dir, "f32", 9);
     make_random_checkpoint(o);
-    o.out_dir = dir.str("bf16");
+    o.out = dir.str("bf16");
     o.dtype = DType::BF16;
     make_random_checkpoint(o);
     const Checkpoint f(dir.str("f32")), b(dir.str("bf16"));
@@ -329,11 +329,11 @@ TEST(RandomCheckpoint, ShardedLikeHf) {
     TempDir dir;
     MakeCheckpointOptions o = tiny_options(dir, "whole", 3);
     make_random_checkpoint(o);
-    o.out_dir = dir.str("sharded");
+    o.out = dir.str("sharded");
     o.max_shard_bytes = 100000;
     make_random_checkpoint(o);
 
-    const fs::path out(o.out_dir);
+    const fs::path out(o.out);
     EXPECT_FALSE(fs::exists(out / "model.safetensors"));
     const json index = json::parse(read_all(out / "model.safetensors.index.json"));
     // The embedding (over the limit) is emitted alone first, then the layers fill shards in order.
@@ -343,7 +343,7 @@ TEST(RandomCheckpoint, ShardedLikeHf) {
     EXPECT_EQ(wm.at("model.norm.weight"), "model-00006-of-00006.safetensors");
     uint64_t total = 0;
     std::map<std::string, uint64_t> shard_bytes;
-    const Checkpoint whole(dir.str("whole")), sharded(o.out_dir);
+    const Checkpoint whole(dir.str("whole")), sharded(o.out);
     for (const auto& [name, file] : wm.items()) {
         shard_bytes[file.get<std::string>()] += sharded.get(name).bytes;
         total += sharded.get(name).bytes;
@@ -374,11 +374,11 @@ TEST(RandomCheckpoint, RewritingAFolderReplacesOldWeights) {
     MakeCheckpointOptions o = tiny_options(dir, "ck", 3);
     o.max_shard_bytes = 100000;
     make_random_checkpoint(o);
-    write_all(fs::path(o.out_dir) / "notes.txt", "keep me");
+    write_all(fs::path(o.out) / "notes.txt", "keep me");
     o.max_shard_bytes = 0;
     make_random_checkpoint(o);
     std::vector<std::string> files;
-    for (const auto& e : fs::directory_iterator(o.out_dir)) files.push_back(e.path().filename().string());
+    for (const auto& e : fs::directory_iterator(o.out)) files.push_back(e.path().filename().string());
     std::sort(files.begin(), files.end());
     EXPECT_EQ(files, (std::vector<std::string>{"config.json", "model.safetensors", "notes.txt", "tokenizer.json",
                                                "tokenizer_config.json"}));
@@ -395,7 +395,7 @@ TEST(RandomCheckpoint, BadOptions) {
     o.dtype = DType::F32;
     o.tokenizer_dir = dir.str("no_tokenizer");
     expect_error([&] { make_random_checkpoint(o); }, {dir.str("no_tokenizer") + "/tokenizer.json"});
-    EXPECT_FALSE(fs::exists(o.out_dir));
+    EXPECT_FALSE(fs::exists(o.out));
     EXPECT_NE(MakeCheckpointOptions{}.tokenizer_dir.find("/models/qwen3-tokenizer"), std::string::npos);
 }
 

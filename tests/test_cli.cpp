@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -138,6 +139,49 @@ TEST(Cli, TokenizeJsonlMatchesTheIndependentGoldens) {
     EXPECT_GT(lines, 100);
     const Result one = run("tokenize --model " + quote(dir) + " --text 'Hello, world!'", false);
     EXPECT_EQ(nlohmann::json::parse(one.out), nlohmann::json::parse("[9707,11,1879,0]"));
+}
+
+// A GGUF file from make-checkpoint --format gguf carries its tokenizer; the bench on it says in one line why
+// llama.cpp did not run (here: no such python) and reports everything else.
+TEST(Cli, BenchOnAGgufFileGoesOnWithoutLlamaCpp) {
+    testing::TempDir dir;
+    const std::string gguf = dir.file("tiny-q8_0.gguf");
+    Result r = run("make-checkpoint --geometry tiny --seed 2 --format gguf --dtype q8_0 --out " + quote(gguf));
+    ASSERT_EQ(r.code, 0) << r.out;
+    r = run("tokenize --model " + quote(gguf) + " --text 'Hello, world!'", false);
+    EXPECT_EQ(nlohmann::json::parse(r.out), nlohmann::json::parse("[9707,11,1879,0]"));
+    const std::string bench = "bench --model " + quote(gguf) + " --prompt-tokens 8 --gen-tokens 8 --llamacpp-python /nonexistent/python";
+    r = run(bench);
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find("llama.cpp comparison: skipped (/nonexistent/python: "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("decode_replay_tokens_per_s"), std::string::npos) << r.out;
+    r = run(bench + " --json", false);  // stdout is the JSON alone; the reason is in it
+    ASSERT_EQ(r.code, 0) << r.out;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_NE(j.value("llamacpp_skipped", "").find("/nonexistent/python"), std::string::npos) << r.out;
+    EXPECT_FALSE(j.contains("llamacpp_decode_tokens_per_s"));
+    EXPECT_GT(j["decode_replay_tokens_per_s"].get<double>(), 0.0);
+}
+
+// With TRACELM_LLAMACPP_PYTHON naming a python that has llama_cpp (llama-cpp-python), the bench runs llama.cpp
+// on the same file and prompt: its speeds and the ratio are reported, and on the f32 model its greedy tokens
+// agree with tracelm's (llama.cpp keeps K/V in f16, so a near-tie could part them late: at least half).
+TEST(Cli, BenchRunsLlamaCppOnTheSameFile) {
+    const char* python = std::getenv("TRACELM_LLAMACPP_PYTHON");
+    if (python == nullptr) GTEST_SKIP() << "TRACELM_LLAMACPP_PYTHON is not set";
+    testing::TempDir dir;
+    const std::string gguf = dir.file("tiny-f32.gguf");
+    ASSERT_EQ(run("make-checkpoint --geometry tiny --seed 2 --format gguf --out " + quote(gguf)).code, 0);
+    const Result r = run("bench --json --model " + quote(gguf) + " --prompt-tokens 16 --gen-tokens 24 --llamacpp-python " +
+                         quote(python), false);
+    ASSERT_EQ(r.code, 0) << r.out;
+    const auto j = nlohmann::json::parse(r.out);
+    ASSERT_FALSE(j.contains("llamacpp_skipped")) << j["llamacpp_skipped"];
+    EXPECT_GT(j["llamacpp_prefill_tokens_per_s"].get<double>(), 0.0);
+    EXPECT_GT(j["llamacpp_decode_tokens_per_s"].get<double>(), 0.0);
+    EXPECT_DOUBLE_EQ(j["replay_over_llamacpp_decode"].get<double>(),
+                     j["decode_replay_tokens_per_s"].get<double>() / j["llamacpp_decode_tokens_per_s"].get<double>());
+    EXPECT_GE(j["llamacpp_same_leading_tokens"].get<int>(), 12);
 }
 
 TEST(Cli, MissingModelFolderIsRefused) {

@@ -1,18 +1,25 @@
-// Models from GGUF files: the same weights from safetensors and from GGUF, and captured decode == eager
-// decode for every weight type and architecture. (Transformers-saved checkpoints converted to GGUF are
-// checked against transformers' logits in test_arch_goldens.cpp.)
+// Models from GGUF files: the same weights from safetensors and from GGUF, captured decode == eager decode for
+// every weight type and architecture, and the random Qwen3 checkpoints that make-checkpoint writes as GGUF
+// (same model as the safetensors ones; quantized within the block types' error; the tokenizer in the
+// metadata). (Transformers-saved checkpoints converted to GGUF are checked against transformers' logits in
+// test_arch_goldens.cpp.)
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <nlohmann/json.hpp>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/kernels/kernels.h"
 #include "engine/engine.h"
+#include "model/gguf.h"
 #include "model/gguf_writer.h"
+#include "model/safetensors.h"
 #include "test_support.h"
+#include "tokenizer/tokenizer.h"
 
 namespace tracelm {
 namespace {
@@ -85,6 +92,191 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& p) {
         return std::get<0>(p.param) + "_" + std::string(dtype_name(std::get<1>(p.param)));
     });
+
+// ---- random Qwen3 checkpoints as GGUF (make-checkpoint --format gguf) ----
+
+// The tiny checkpoint of `seed` as a GGUF file of `dtype`, written once per test process.
+const std::string& random_gguf(DType dtype, uint64_t seed) {
+    static testing::TempDir dir;
+    static std::map<std::string, std::string> made;
+    const std::string name = "tiny-" + std::to_string(seed) + "-" + std::string(dtype_name(dtype)) + ".gguf";
+    if (auto it = made.find(name); it != made.end()) return it->second;
+    MakeCheckpointOptions o;
+    o.geometry = "tiny";
+    o.seed = seed;
+    o.format = CheckpointFormat::Gguf;
+    o.dtype = dtype;
+    o.out = dir.file(name);
+    o.tokenizer_dir = testing::repo_path("models/qwen3-tokenizer");
+    make_random_checkpoint(o);
+    return made.emplace(name, o.out).first->second;
+}
+
+std::vector<float> row_f32(const void* data, DType dt, int64_t cols, int64_t row) {
+    std::vector<float> out(static_cast<size_t>(cols));
+    cpu::row_to_f32(static_cast<const uint8_t*>(data) + static_cast<size_t>(row) * dtype_row_bytes(dt, cols), dt, cols,
+                    out.data());
+    return out;
+}
+
+// The largest distance a value may be from its quantized form, for the 32-element block of f32 values at x:
+// Q8_0 rounds x / d to an integer (d = max|x| / 127, within half a step) and stores d as f16 (relative error
+// 2^-11, times |q| <= 127); Q4_0 steps by |d| = max|x| / 8 and clips the one value of opposite sign to the
+// largest at 7 steps instead of 8 (a full step), with d also stored as f16; F16 rounds each value (half an
+// ulp: relative 2^-11, or 2^-25 among subnormals).
+double quantization_bound(DType dt, const float* x, int64_t j) {
+    double amax = 0;
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(static_cast<double>(x[i])));
+    switch (dt) {
+        case DType::Q8_0: return amax / 127 * (0.5 + 127 * 0x1p-11);
+        case DType::Q4_0: return amax / 8 * (1 + 8 * 0x1p-11);
+        case DType::F16: return std::max(std::fabs(static_cast<double>(x[j])) * 0x1p-11, 0x1p-25);
+        default: return 0;  // F32 and BF16 hold the safetensors values exactly
+    }
+}
+
+class RandomGguf : public ::testing::TestWithParam<DType> {};
+
+TEST_P(RandomGguf, HoldsTheSafetensorsCheckpointsWeights) {
+    const DType dt = GetParam();
+    const GgufFile g(random_gguf(dt, 5));
+    // The bf16 GGUF holds the bf16 checkpoint; the others are made from the f32 values.
+    const Checkpoint ck(testing::generated_checkpoint("tiny", 5, dt == DType::BF16 ? DType::BF16 : DType::F32));
+    EXPECT_EQ(g.get_string("general.architecture"), "qwen3");
+    EXPECT_EQ(g.get_u32("qwen3.block_count"), 2u);
+    EXPECT_EQ(g.find_tensor("output.weight"), nullptr);  // tied to token_embd, as in the config
+    ASSERT_EQ(g.tensors().size(), ck.names().size());
+    for (const std::string& name : ck.names()) {
+        SCOPED_TRACE(name);
+        const TensorInfo& st = ck.get(name);
+        const GgufTensor& gt = g.get_tensor(gguf_tensor_name(name));
+        const bool matrix = st.shape.size() == 2;
+        EXPECT_EQ(gt.dims, std::vector<int64_t>(st.shape.rbegin(), st.shape.rend()));
+        ASSERT_EQ(gt.dtype, matrix ? dt : DType::F32);  // norms stay f32
+        const int64_t cols = st.shape.back(), rows = matrix ? st.shape[0] : 1;
+        for (int64_t r = 0; r < rows; ++r) {
+            const auto want = row_f32(st.data, st.dtype, cols, r), got = row_f32(gt.data, *gt.dtype, cols, r);
+            for (int64_t k = 0; k < cols; ++k) {
+                const float* block = want.data() + k / 32 * 32;
+                ASSERT_LE(std::fabs(static_cast<double>(got[k]) - want[k]),
+                          matrix ? quantization_bound(dt, block, k % 32) : 0.0)
+                    << "row " << r << " col " << k;
+            }
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, RandomGguf,
+                         ::testing::Values(DType::F32, DType::BF16, DType::F16, DType::Q8_0, DType::Q4_0),
+                         [](const auto& p) { return std::string(dtype_name(p.param)); });
+
+const std::vector<int32_t> kPrompt = {9707, 11, 1879, 0, 785, 6722, 315, 9625, 374};
+
+TEST(RandomGgufModel, SameLogitsAsTheSafetensorsCheckpointForF32AndBf16) {
+    for (DType dt : {DType::F32, DType::BF16}) {
+        SCOPED_TRACE(std::string(dtype_name(dt)));
+        cpu::CpuBackend be(2);
+        const auto st = Model::load(testing::generated_checkpoint("tiny", 5, dt), be);
+        const auto gg = Model::load(random_gguf(dt, 5), be);
+        const auto a = decode(*st, be, true, 16, kPrompt);
+        const auto b = decode(*gg, be, true, 16, kPrompt);
+        EXPECT_EQ(a.first, b.first);
+        EXPECT_EQ(a.second, b.second);
+    }
+}
+
+// The quantized models' logits against the f32 model's, at the end of a prompt followed by 16 greedy tokens of
+// the f32 model. The relative RMS error of one matmul: weights uniform in a block's +-amax have RMS amax/sqrt(3)
+// and a rounding error of RMS step/sqrt(12), step = amax/127 (Q8_0) or amax/8 (Q4_0), so relative 1/254 and
+// 1/16; the 8-bit activations add about 1/200 (normal values, block max about 2.2 sigma). Through two layers'
+// residual stream and the head the logits may carry up to 4 times that (measured: 2.5 to 2.7 times).
+TEST(RandomGgufModel, QuantizedLogitsStayWithinTheBlockTypesError) {
+    cpu::CpuBackend be(2);
+    const auto f32 = Model::load(random_gguf(DType::F32, 5), be);
+    std::vector<int32_t> prompt = kPrompt;
+    const auto greedy = decode(*f32, be, true, 16, kPrompt).first;
+    prompt.insert(prompt.end(), greedy.begin(), greedy.end() - 1);
+    const auto exact = decode(*f32, be, false, 1, prompt).second;
+    auto rms = [](const std::vector<double>& v) {
+        double s = 0;
+        for (double x : v) s += x * x;
+        return std::sqrt(s / static_cast<double>(v.size()));
+    };
+    const double activation_err = 1.0 / 200;
+    for (const auto& [dt, weight_err] : {std::pair{DType::Q8_0, 1.0 / 254}, std::pair{DType::Q4_0, 1.0 / 16}}) {
+        SCOPED_TRACE(std::string(dtype_name(dt)));
+        const auto q = Model::load(random_gguf(dt, 5), be);
+        const auto got = decode(*q, be, false, 1, prompt).second;
+        ASSERT_EQ(got.size(), exact.size());
+        std::vector<double> want(exact.begin(), exact.end()), diff(got.size());
+        for (size_t i = 0; i < got.size(); ++i) diff[i] = static_cast<double>(got[i]) - exact[i];
+        EXPECT_LE(rms(diff) / rms(want), 4 * std::hypot(weight_err, activation_err));
+    }
+}
+
+TEST(RandomGgufModel, TokenizerMetadataIsQwen3s) {
+    const GgufFile g(random_gguf(DType::Q8_0, 5));
+    EXPECT_EQ(g.get_string("tokenizer.ggml.model"), "gpt2");
+    EXPECT_EQ(g.get_string("tokenizer.ggml.pre"), "qwen2");
+    const auto tokens = g.get_string_array("tokenizer.ggml.tokens");
+    const auto types = g.get_i32_array("tokenizer.ggml.token_type");
+    ASSERT_EQ(tokens.size(), 151936u);  // the model's vocabulary, padded past the tokenizer's 151669
+    ASSERT_EQ(types.size(), tokens.size());
+    // What llama.cpp's converter writes for Qwen3 (facts from the published Qwen3 GGUF files).
+    EXPECT_EQ(tokens[9707], "Hello");
+    EXPECT_EQ(types[9707], 1);  // normal
+    EXPECT_EQ(tokens[151645], "<|im_end|>");
+    EXPECT_EQ(types[151645], 3);  // control
+    EXPECT_EQ(types[151659], 3);  // <|fim_prefix|>: not special in tokenizer.json, but spelled like a control token
+    EXPECT_EQ(tokens[151667], "<think>");
+    EXPECT_EQ(types[151667], 4);  // user-defined: matched in text even without special-token parsing
+    EXPECT_EQ(tokens[151700], "[PAD151700]");
+    EXPECT_EQ(types[151700], 5);  // unused
+    EXPECT_EQ(g.get_string_array("tokenizer.ggml.merges").size(), 151387u);
+    EXPECT_EQ(g.get_string_array("tokenizer.ggml.merges")[0], "\u0120 \u0120");
+    EXPECT_EQ(g.get_u32("tokenizer.ggml.bos_token_id"), 151643u);
+    EXPECT_EQ(g.get_u32("tokenizer.ggml.eos_token_id"), 151645u);
+    EXPECT_EQ(g.get_u32("tokenizer.ggml.padding_token_id"), 151643u);
+    EXPECT_FALSE(g.get_bool("tokenizer.ggml.add_bos_token"));
+    EXPECT_NE(g.get_string("tokenizer.chat_template").find("<|im_start|>"), std::string::npos);
+
+    // Tokenizes like the independent goldens of the tokenizer.json (which llama.cpp also reproduces from it).
+    const Tokenizer tok = Tokenizer::from_gguf(g);
+    std::ifstream in(testing::repo_path("testdata/tokenizer/qwen3_encode.jsonl"));
+    std::string line;
+    int lines = 0;
+    while (std::getline(in, line)) {
+        const auto j = nlohmann::json::parse(line);
+        EXPECT_EQ(tok.encode(j["text"].get<std::string>()), j["ids"].get<std::vector<int32_t>>()) << line;
+        ++lines;
+    }
+    EXPECT_GT(lines, 100);
+}
+
+TEST(RandomGgufModel, OnlyQwen2PreTokenizersAndGgufTypesAreWritten) {
+    testing::TempDir dir;
+    std::ofstream(dir.file("tokenizer.json"))
+        << R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "pre_tokenizer": {"type": "ByteLevel"}})";
+    std::ofstream(dir.file("tokenizer_config.json")) << "{}";
+    MakeCheckpointOptions o;
+    o.format = CheckpointFormat::Gguf;
+    o.out = dir.file("x.gguf");
+    o.tokenizer_dir = dir.str();
+    try {
+        make_random_checkpoint(o);
+        ADD_FAILURE() << "no error";
+    } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find("pre-tokenizer is not Qwen2's"), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(std::filesystem::exists(o.out));
+    o.tokenizer_dir = testing::repo_path("models/qwen3-tokenizer");
+    o.dtype = DType::Q4_1;
+    EXPECT_THROW(make_random_checkpoint(o), std::runtime_error);
+    o.format = CheckpointFormat::Safetensors;
+    o.dtype = DType::Q8_0;
+    o.out = dir.file("folder");
+    EXPECT_THROW(make_random_checkpoint(o), std::runtime_error);
+}
 
 }  // namespace
 }  // namespace tracelm

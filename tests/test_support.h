@@ -67,10 +67,10 @@ inline const std::string& generated_checkpoint(const std::string& geometry, uint
     opt.geometry = geometry;
     opt.seed = seed;
     opt.dtype = dtype;
-    opt.out_dir = cache.root + "/" + key;
+    opt.out = cache.root + "/" + key;
     opt.tokenizer_dir = repo_path("models/qwen3-tokenizer");
     make_random_checkpoint(opt);
-    return cache.dirs.emplace(key, opt.out_dir).first->second;
+    return cache.dirs.emplace(key, opt.out).first->second;
 }
 
 // A fresh folder under /tmp, removed with everything in it at scope exit.

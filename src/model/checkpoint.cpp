@@ -12,6 +12,9 @@
 #include <optional>
 #include <stdexcept>
 
+#include "model/config.h"
+#include "model/gguf_writer.h"
+#include "model/quantize.h"
 #include "model/rng.h"
 
 namespace tracelm {
@@ -172,16 +175,17 @@ std::vector<RandomTensor> qwen3_tensors(const Geometry& g, DType dt) {
     return out;
 }
 
-void write_random_tensor(const RandomTensor& t, uint64_t seed, OutFile& out) {
+// Hands the tensor's values to `sink` in order, in chunks of a whole number of 32-element blocks.
+void random_values(const RandomTensor& t, uint64_t seed, const std::function<void(const float*, size_t)>& sink) {
     Xoshiro256 rng(SplitMix64(seed).next() ^ fnv1a64(t.spec.name));
     // sqrt and division are exactly rounded, so the scale is the same everywhere.
     const float scale = t.fan_in > 0 ? static_cast<float>(std::sqrt(3.0 / static_cast<double>(t.fan_in))) : 0.0f;
     constexpr int32_t kTenth = 838860;  // 0.1 * 2^23
 
-    constexpr size_t kChunk = size_t{1} << 20;  // elements per write
+    constexpr size_t kChunk = size_t{1} << 20;
     std::vector<float> vals(kChunk);
-    std::vector<uint16_t> bf16(t.spec.dtype == DType::BF16 ? kChunk : 0);
-    uint64_t left = t.spec.bytes() / dtype_size(t.spec.dtype);
+    uint64_t left = 1;
+    for (int64_t d : t.spec.shape) left *= static_cast<uint64_t>(d);
     while (left > 0) {
         const size_t n = left < kChunk ? static_cast<size_t>(left) : kChunk;
         if (t.fan_in > 0) {
@@ -193,14 +197,27 @@ void write_random_tensor(const RandomTensor& t, uint64_t seed, OutFile& out) {
                 vals[i] = static_cast<float>((1 << 23) + k) * (1.0f / 8388608.0f);
             }
         }
-        if (bf16.empty()) {
-            out.write(vals.data(), n * sizeof(float));
-        } else {
-            for (size_t i = 0; i < n; ++i) bf16[i] = f32_to_bf16(vals[i]);
-            out.write(bf16.data(), n * sizeof(uint16_t));
-        }
+        sink(vals.data(), n);
         left -= n;
     }
+}
+
+// The values stored as `dtype` (a plain float type or a GGUF block type) in the sink's pieces; with
+// `round_to_bf16`, each value is first rounded to bf16.
+void write_random_tensor(const RandomTensor& t, uint64_t seed, DType dtype, bool round_to_bf16,
+                         const std::function<void(const void*, size_t)>& out) {
+    std::vector<uint8_t> buf;
+    std::vector<float> rounded;
+    random_values(t, seed, [&](const float* v, size_t n) {
+        if (round_to_bf16) {
+            rounded.resize(n);
+            for (size_t i = 0; i < n; ++i) rounded[i] = bf16_to_f32(f32_to_bf16(v[i]));
+            v = rounded.data();
+        }
+        buf.resize(dtype_row_bytes(dtype, static_cast<int64_t>(n)));
+        quantize_row(dtype, v, static_cast<int64_t>(n), buf.data());
+        out(buf.data(), buf.size());
+    });
 }
 
 json qwen3_config_json(const Geometry& g, DType dt) {
@@ -278,6 +295,28 @@ void remove_old_weights(const fs::path& dir) {
     }
 }
 
+// The same model as one GGUF file (general.architecture qwen3, the tokenizer in the metadata). Matrices are of
+// the requested type, quantized from the f32 values; the norms are f32, as llama.cpp's converter keeps them,
+// holding what a checkpoint of that dtype holds (the bf16 values for bf16).
+void write_random_gguf(const Geometry& g, const MakeCheckpointOptions& opts) {
+    if (!can_quantize_to(opts.dtype))
+        throw std::runtime_error("GGUF random checkpoints are f32, f16, bf16, q8_0 or q4_0, not " +
+                                 std::string(dtype_name(opts.dtype)));
+    const ModelConfig c = ModelConfig::from_json_text(qwen3_config_json(g, opts.dtype).dump());
+    GgufWriter w;
+    add_arch_metadata(w, std::string(arch_name(c.arch)), c);
+    add_bpe_tokenizer_metadata(w, opts.tokenizer_dir, c.vocab_size, c.bos_token_id);
+    for (const RandomTensor& t : qwen3_tensors(g, DType::F32)) {
+        const DType dt = t.spec.shape.size() == 2 ? opts.dtype : DType::F32;
+        const bool round_to_bf16 = dt == DType::F32 && opts.dtype == DType::BF16;
+        w.add_tensor(gguf_tensor_name(t.spec.name), dt, {t.spec.shape.rbegin(), t.spec.shape.rend()},
+                     [t, seed = opts.seed, dt, round_to_bf16](const GgufWriter::Sink& sink) {
+                         write_random_tensor(t, seed, dt, round_to_bf16, sink);
+                     });
+    }
+    w.write(opts.out);
+}
+
 std::string shard_name(size_t i, size_t n) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "model-%05zu-of-%05zu.safetensors", i + 1, n);
@@ -306,10 +345,15 @@ std::string default_tokenizer_dir() { return std::string(TRACELM_SOURCE_DIR) + "
 
 void make_random_checkpoint(const MakeCheckpointOptions& opts) {
     const Geometry g = geometry_by_name(opts.geometry);
+    if (opts.out.empty()) throw std::runtime_error("random checkpoint: no output path given");
+    if (opts.format == CheckpointFormat::Gguf) {
+        write_random_gguf(g, opts);
+        return;
+    }
     if (opts.dtype != DType::F32 && opts.dtype != DType::BF16)
-        throw std::runtime_error("random checkpoints are f32 or bf16, not " + std::string(dtype_name(opts.dtype)));
-    if (opts.out_dir.empty()) throw std::runtime_error("random checkpoint: no output directory given");
-    const fs::path dir(opts.out_dir);
+        throw std::runtime_error("random safetensors checkpoints are f32 or bf16, not " +
+                                 std::string(dtype_name(opts.dtype)));
+    const fs::path dir(opts.out);
     const fs::path tok(opts.tokenizer_dir);
     for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
         if (!fs::is_regular_file(tok / f))
@@ -332,7 +376,8 @@ void make_random_checkpoint(const MakeCheckpointOptions& opts) {
             total_bytes += tensors[i].spec.bytes();
         }
         write_streamed((dir / file).string(), specs, metadata, [&](size_t k, OutFile& out) {
-            write_random_tensor(tensors[shards[s][k]], opts.seed, out);
+            write_random_tensor(tensors[shards[s][k]], opts.seed, opts.dtype, false,
+                                [&](const void* p, size_t n) { out.write(p, n); });
         });
     }
     if (shards.size() > 1) {

@@ -26,20 +26,25 @@ void write_safetensors(const std::string& path, const std::vector<TensorToWrite>
 // <TRACELM_SOURCE_DIR>/models/qwen3-tokenizer.
 std::string default_tokenizer_dir();
 
+enum class CheckpointFormat { Safetensors, Gguf };
+
 struct MakeCheckpointOptions {
     std::string geometry = "tiny";  // "tiny" or "qwen3-0.6b"
     uint64_t seed = 0;
-    std::string out_dir;
-    DType dtype = DType::F32;  // F32 or BF16
+    CheckpointFormat format = CheckpointFormat::Safetensors;
+    std::string out;           // Safetensors: the folder; Gguf: the file
+    DType dtype = DType::F32;  // F32 or BF16; Gguf also F16, Q8_0, Q4_0 (see quantize.h)
     std::string tokenizer_dir = default_tokenizer_dir();  // tokenizer.json, tokenizer_config.json come from here
     uint64_t max_shard_bytes = 0;  // 0: one model.safetensors; else HF-style shards plus index
 };
 
 // Writes config.json, the weights and the tokenizer files of a random Qwen3ForCausalLM into
-// out_dir (created if needed; earlier weight files there are removed). Every tensor is a pure
-// function of (seed, its name, geometry, dtype), computed with integer arithmetic and exactly
-// rounded float ops, so the bytes are identical on every machine and compiler, and sharded and
-// unsharded checkpoints hold the same values. Tensors are streamed to disk in bounded memory.
+// out (created if needed; earlier weight files there are removed), or with format Gguf the same model
+// as one GGUF file `out` that llama.cpp loads (tokenizer in the metadata; max_shard_bytes unused). Every
+// tensor is a pure function of (seed, its name, geometry, dtype), computed with integer arithmetic and
+// exactly rounded float ops, so the bytes are identical on every machine and compiler, sharded and
+// unsharded checkpoints hold the same values, and a GGUF file holds them (quantized for Q8_0 / Q4_0).
+// Tensors are streamed to disk in bounded memory.
 void make_random_checkpoint(const MakeCheckpointOptions& opts);
 
 // FNV-1a 64-bit over the file's bytes.

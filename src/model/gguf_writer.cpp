@@ -2,13 +2,18 @@
 
 #include <bit>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 
 #include "model/config.h"
 #include "model/gguf.h"
 #include "model/rng.h"
 #include "model/safetensors.h"
+#include "tokenizer/gguf_vocab.h"
 
 namespace tracelm {
 
@@ -45,6 +50,10 @@ void GgufWriter::add_u32(const std::string& k, uint32_t v) {
     key(k, static_cast<uint32_t>(GgufType::U32));
     put(kv_, v);
 }
+void GgufWriter::add_i32(const std::string& k, int32_t v) {
+    key(k, static_cast<uint32_t>(GgufType::I32));
+    put(kv_, v);
+}
 void GgufWriter::add_f32(const std::string& k, float v) {
     key(k, static_cast<uint32_t>(GgufType::F32));
     put(kv_, v);
@@ -57,9 +66,36 @@ void GgufWriter::add_string(const std::string& k, const std::string& v) {
     key(k, static_cast<uint32_t>(GgufType::String));
     put_string(kv_, v);
 }
+void GgufWriter::add_string_array(const std::string& k, const std::vector<std::string>& v) {
+    key(k, static_cast<uint32_t>(GgufType::Array));
+    put<uint32_t>(kv_, static_cast<uint32_t>(GgufType::String));
+    put<uint64_t>(kv_, v.size());
+    for (const std::string& s : v) put_string(kv_, s);
+}
+void GgufWriter::add_i32_array(const std::string& k, const std::vector<int32_t>& v) {
+    key(k, static_cast<uint32_t>(GgufType::Array));
+    put<uint32_t>(kv_, static_cast<uint32_t>(GgufType::I32));
+    put<uint64_t>(kv_, v.size());
+    for (int32_t x : v) put(kv_, x);
+}
+
+void GgufWriter::add_tensor(const std::string& name, DType dtype, std::vector<int64_t> dims,
+                            std::function<void(const Sink&)> produce) {
+    if (dims.empty() || !dtype_row_ok(dtype, dims[0]))
+        throw std::invalid_argument("tensor '" + name + "': rows of " + std::string(dtype_name(dtype)) +
+                                    " must be whole blocks");
+    uint64_t rows = 1;
+    for (size_t i = 1; i < dims.size(); ++i) rows *= static_cast<uint64_t>(dims[i]);
+    const uint64_t bytes = rows * dtype_row_bytes(dtype, dims[0]);
+    tensors_.push_back({name, ggml_id(dtype), std::move(dims), bytes, std::move(produce)});
+}
 
 void GgufWriter::add_tensor(const std::string& name, DType dtype, std::vector<int64_t> dims, std::vector<uint8_t> bytes) {
-    tensors_.push_back({name, ggml_id(dtype), std::move(dims), std::move(bytes)});
+    auto data = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
+    add_tensor(name, dtype, std::move(dims), [data](const Sink& sink) { sink(data->data(), data->size()); });
+    if (tensors_.back().bytes != data->size())
+        throw std::invalid_argument("tensor '" + name + "' has " + std::to_string(data->size()) +
+                                    " bytes, its type and dims need " + std::to_string(tensors_.back().bytes));
 }
 
 void GgufWriter::write(const std::string& path) const {
@@ -76,18 +112,33 @@ void GgufWriter::write(const std::string& path) const {
         for (int64_t d : t.dims) put<uint64_t>(head, static_cast<uint64_t>(d));
         put<uint32_t>(head, t.type);
         put<uint64_t>(head, offset);
-        offset += (t.bytes.size() + kAlignment - 1) / kAlignment * kAlignment;
+        offset += (t.bytes + kAlignment - 1) / kAlignment * kAlignment;
     }
     head.resize((head.size() + kAlignment - 1) / kAlignment * kAlignment, 0);
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error("cannot write " + path);
-    out.write(reinterpret_cast<const char*>(head.data()), static_cast<std::streamsize>(head.size()));
-    const char zeros[kAlignment] = {};
-    for (const Tensor& t : tensors_) {
-        out.write(reinterpret_cast<const char*>(t.bytes.data()), static_cast<std::streamsize>(t.bytes.size()));
-        out.write(zeros, static_cast<std::streamsize>((kAlignment - t.bytes.size() % kAlignment) % kAlignment));
+    const std::string tmp = path + ".tmp";
+    try {
+        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+        if (!out) throw std::runtime_error("cannot write " + path);
+        out.write(reinterpret_cast<const char*>(head.data()), static_cast<std::streamsize>(head.size()));
+        const char zeros[kAlignment] = {};
+        for (const Tensor& t : tensors_) {
+            uint64_t written = 0;
+            t.produce([&](const void* p, size_t n) {
+                if (written + n > t.bytes) throw std::logic_error("tensor '" + t.name + "': too many bytes produced");
+                out.write(static_cast<const char*>(p), static_cast<std::streamsize>(n));
+                written += n;
+            });
+            if (written != t.bytes) throw std::logic_error("tensor '" + t.name + "': too few bytes produced");
+            out.write(zeros, static_cast<std::streamsize>((kAlignment - t.bytes % kAlignment) % kAlignment));
+        }
+        out.close();
+        if (!out) throw std::runtime_error("write error on " + path);
+        std::filesystem::rename(tmp, path);
+    } catch (...) {
+        std::error_code ec;
+        std::filesystem::remove(tmp, ec);
+        throw;
     }
-    if (!out) throw std::runtime_error("write error on " + path);
 }
 
 std::string gguf_tensor_name(const std::string& hf) {
@@ -125,8 +176,6 @@ std::string gguf_tensor_name(const std::string& hf) {
     return hf;
 }
 
-namespace {
-
 void add_arch_metadata(GgufWriter& w, const std::string& arch, const ModelConfig& c) {
     w.add_string("general.architecture", arch);
     const std::string p = arch + ".";
@@ -143,6 +192,8 @@ void add_arch_metadata(GgufWriter& w, const std::string& arch, const ModelConfig
     w.add_f32(p + "attention.layer_norm_rms_epsilon", c.rms_norm_eps);
     w.add_u32(p + "vocab_size", static_cast<uint32_t>(c.vocab_size));
 }
+
+namespace {
 
 // llama.cpp's converter stores each head's rows i*half+j at 2j+i (interleaved RoPE pairs).
 std::vector<uint8_t> permute_heads(const uint8_t* src, size_t bytes, int64_t rows, int heads) {
@@ -178,6 +229,95 @@ void convert_to_gguf(const std::string& hf_dir, const std::string& out_path) {
                      std::move(bytes));
     }
     w.write(out_path);
+}
+
+namespace {
+
+// The Split regex of Qwen2's (and Qwen3's) tokenizer.json, which llama.cpp calls pre-tokenizer "qwen2".
+constexpr std::string_view kQwen2SplitRegex =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+nlohmann::json read_json_file(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) throw std::runtime_error(path + ": cannot open");
+    auto j = nlohmann::json::parse(in, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) throw std::runtime_error(path + ": not a JSON object");
+    return j;
+}
+
+bool is_qwen2_pre_tokenizer(const nlohmann::json& pre) {
+    if (!pre.is_object() || pre.value("type", "") != "Sequence" || !pre.contains("pretokenizers")) return false;
+    for (const auto& p : pre["pretokenizers"]) {
+        if (p.value("type", "") == "Split" && p.contains("pattern") && p["pattern"].is_object() &&
+            p["pattern"].value("Regex", "") == kQwen2SplitRegex)
+            return true;
+    }
+    return false;
+}
+
+}  // namespace
+
+void add_bpe_tokenizer_metadata(GgufWriter& w, const std::string& dir, int64_t vocab_size, std::optional<int32_t> bos_id) {
+    const std::string tok_path = dir + "/tokenizer.json", cfg_path = dir + "/tokenizer_config.json";
+    const nlohmann::json tok = read_json_file(tok_path), cfg = read_json_file(cfg_path);
+    auto bad = [&](const std::string& what) { return std::runtime_error(tok_path + ": " + what); };
+    if (!tok.contains("model") || tok["model"].value("type", "") != "BPE" || !tok["model"].contains("vocab") ||
+        !tok["model"]["vocab"].is_object() || !tok["model"].contains("merges") || !tok["model"]["merges"].is_array())
+        throw bad("not a BPE tokenizer with vocab and merges");
+    if (!is_qwen2_pre_tokenizer(tok.value("pre_tokenizer", nlohmann::json())))
+        throw bad("the pre-tokenizer is not Qwen2's, the only one written to GGUF");
+
+    std::vector<std::string> tokens(static_cast<size_t>(vocab_size));
+    std::vector<int32_t> types(static_cast<size_t>(vocab_size), static_cast<int32_t>(GgufTokenType::Unused));
+    std::map<std::string, int32_t, std::less<>> ids;
+    auto set = [&](const std::string& text, const nlohmann::json& id_json, GgufTokenType type) {
+        const int64_t id = id_json.is_number_integer() ? id_json.get<int64_t>() : -1;
+        if (id < 0 || id >= vocab_size) throw bad("token '" + text + "' has an id outside the vocabulary");
+        tokens[static_cast<size_t>(id)] = text;
+        types[static_cast<size_t>(id)] = static_cast<int32_t>(type);
+        ids[text] = static_cast<int32_t>(id);
+    };
+    for (const auto& [text, id] : tok["model"]["vocab"].items()) set(text, id, GgufTokenType::Normal);
+    for (const auto& a : tok.value("added_tokens", nlohmann::json::array())) {
+        const std::string text = a.value("content", "");
+        const bool looks_special = text.size() >= 4 && text.starts_with("<|") && text.ends_with("|>");
+        set(text, a.value("id", nlohmann::json()),
+            a.value("special", false) || looks_special ? GgufTokenType::Control : GgufTokenType::UserDefined);
+    }
+    for (size_t i = 0; i < tokens.size(); ++i)
+        if (types[i] == static_cast<int32_t>(GgufTokenType::Unused)) tokens[i] = "[PAD" + std::to_string(i) + "]";
+
+    std::vector<std::string> merges;
+    for (const auto& m : tok["model"]["merges"]) {
+        if (m.is_string()) {
+            merges.push_back(m.get<std::string>());
+        } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+            merges.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
+        } else {
+            throw bad("a merge is neither \"a b\" nor [\"a\", \"b\"]");
+        }
+    }
+    // tokenizer_config.json names special tokens by text, either as a string or as {"content": ...}.
+    auto special_id = [&](const char* key) -> std::optional<int32_t> {
+        if (!cfg.contains(key) || cfg[key].is_null()) return std::nullopt;
+        const nlohmann::json& v = cfg[key];
+        const std::string text = v.is_string() ? v.get<std::string>() : v.is_object() ? v.value("content", "") : "";
+        const auto it = ids.find(text);
+        if (it == ids.end()) throw std::runtime_error(cfg_path + ": " + key + " '" + text + "' is not a token");
+        return it->second;
+    };
+
+    w.add_string("tokenizer.ggml.model", "gpt2");
+    w.add_string("tokenizer.ggml.pre", "qwen2");
+    w.add_string_array("tokenizer.ggml.tokens", tokens);
+    w.add_i32_array("tokenizer.ggml.token_type", types);
+    w.add_string_array("tokenizer.ggml.merges", merges);
+    if (const auto bos = bos_id ? bos_id : special_id("bos_token")) w.add_u32("tokenizer.ggml.bos_token_id", *bos);
+    if (const auto eos = special_id("eos_token")) w.add_u32("tokenizer.ggml.eos_token_id", *eos);
+    if (const auto pad = special_id("pad_token")) w.add_u32("tokenizer.ggml.padding_token_id", *pad);
+    w.add_bool("tokenizer.ggml.add_bos_token", cfg.value("add_bos_token", false));
+    if (cfg.contains("chat_template") && cfg["chat_template"].is_string())
+        w.add_string("tokenizer.chat_template", cfg["chat_template"].get<std::string>());
 }
 
 namespace {

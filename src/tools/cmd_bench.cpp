@@ -1,8 +1,15 @@
+#include <spawn.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -29,6 +36,7 @@ struct BenchArgs {
     int threads = 0;
     int rounds = 3;
     std::string backend = "cpu";
+    std::string llamacpp_python = "python3";
 };
 
 using Clock = std::chrono::steady_clock;
@@ -57,6 +65,9 @@ double measure_read_bandwidth(int threads) {
     return best;
 }
 
+// Untimed decode steps of the replayed run: the eager warm step and the capture with its first replay.
+constexpr int kReplayWarmSteps = 2;
+
 struct DecodeRun {
     double prefill_tok_s = 0, decode_tok_s = 0, host_us_per_step = 0, step_us = 0;
     std::vector<int32_t> tokens;
@@ -73,8 +84,7 @@ DecodeRun run_decode(const Model& model, Backend& backend, const std::vector<int
     auto t0 = Clock::now();
     r.tokens.push_back(engine.start({prompt}, gen).at(0));
     r.prefill_tok_s = static_cast<double>(prompt.size()) / since(t0);
-    // Untimed warm-up: the eager warm step and, when capturing, the capture with its first replay.
-    const int warm = capture ? 2 : 1;
+    const int warm = capture ? kReplayWarmSteps : 1;
     for (int i = 0; i < warm && i < gen - 1; ++i) engine.step();
     const int timed = gen - 1 - warm;
     // Host time per step: on the CPU the wall time outside the pool's dispatches; on a device, which runs
@@ -99,6 +109,87 @@ DecodeRun run_decode(const Model& model, Backend& backend, const std::vector<int
     return r;
 }
 
+// Runs argv[0] (searched in PATH) with stdout and stderr into one pipe; returns the exit status (127 when it
+// could not be started, 128 + signal when killed) and the output.
+std::pair<int, std::string> run_process(const std::vector<std::string>& args) {
+    int fds[2];
+    if (pipe(fds) != 0) return {127, "pipe failed"};
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+    posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
+    posix_spawn_file_actions_addclose(&actions, fds[0]);
+    std::vector<char*> argv;
+    for (const std::string& s : args) argv.push_back(const_cast<char*>(s.c_str()));
+    argv.push_back(nullptr);
+    pid_t pid = 0;
+    const int rc = posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    close(fds[1]);
+    std::string out;
+    if (rc == 0) {
+        char buf[4096];
+        ssize_t n;
+        while ((n = read(fds[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+    }
+    close(fds[0]);
+    if (rc != 0) return {127, std::strerror(rc)};
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
+}
+
+struct LlamaCppRun {
+    std::string skipped;  // why there are no numbers; empty when it ran
+    std::string version;
+    double prefill_tok_s = 0, decode_tok_s = 0;
+    std::vector<int32_t> tokens;
+};
+
+// llama.cpp (llama-cpp-python under `python`) on the same GGUF file, prompt, thread count and number of greedy
+// tokens, through scripts/llamacpp_bench.py, which times decode over the same steps as the replayed run.
+LlamaCppRun run_llamacpp(const std::string& python, const std::string& model, int threads,
+                         const std::vector<int32_t>& prompt, int gen, int warm) {
+    LlamaCppRun r;
+    const std::string script = std::string(TRACELM_SOURCE_DIR) + "/scripts/llamacpp_bench.py";
+    if (!std::filesystem::is_regular_file(script)) {
+        r.skipped = script + " not found";
+        return r;
+    }
+    char request[] = "/tmp/tracelm_llamacpp_XXXXXX";
+    const int fd = mkstemp(request);
+    if (fd < 0) {
+        r.skipped = "cannot create a temporary file";
+        return r;
+    }
+    close(fd);
+    const nlohmann::json req = {{"model", std::filesystem::absolute(model).string()}, {"threads", threads},
+                                {"prompt", prompt}, {"gen_tokens", gen}, {"warm_steps", warm}};
+    std::ofstream(request) << req.dump();
+    const auto [code, out] = run_process({python, script, request});
+    std::filesystem::remove(request);
+    const std::string marker = "llamacpp-bench: ";
+    const size_t at = out.rfind(marker);
+    const auto j = at == std::string::npos ? nlohmann::json()
+                                           : nlohmann::json::parse(out.substr(at + marker.size()), nullptr, false);
+    if (!j.is_object() || j.contains("error")) {
+        // The script's error, else the last line the process printed.
+        std::string why = j.is_object() ? j["error"].get<std::string>() : out;
+        if (!j.is_object()) {
+            while (!why.empty() && why.back() == '\n') why.pop_back();
+            why = why.substr(why.rfind('\n') + 1);
+            if (why.empty()) why = "exit status " + std::to_string(code);
+        }
+        r.skipped = python + ": " + why;
+        return r;
+    }
+    r.version = j.value("version", "");
+    r.prefill_tok_s = j.at("prefill_tokens_per_s").get<double>();
+    r.decode_tok_s = j.at("decode_tokens_per_s").get<double>();
+    r.tokens = j.at("tokens").get<std::vector<int32_t>>();
+    return r;
+}
+
 int run_bench(const BenchArgs& a) {
     if (a.gen_tokens < 8) throw std::runtime_error("--gen-tokens must be at least 8");
     const std::unique_ptr<Backend> device = make_backend(a.backend, {a.threads});
@@ -116,6 +207,13 @@ int run_bench(const BenchArgs& a) {
     // The bandwidth decode is held against: a multi-threaded read sweep on the CPU, device-to-device copies
     // (bytes read plus written) on a GPU.
     const auto* cpu_backend = dynamic_cast<const cpu::CpuBackend*>(&backend);
+    // llama.cpp on the same file, when it can run here (once per round, like the other measurements).
+    std::string llama_skipped;
+    if (!std::filesystem::is_regular_file(a.model)) {
+        llama_skipped = "not a GGUF file";
+    } else if (cpu_backend == nullptr) {
+        llama_skipped = "the comparison runs on the CPU backend only";
+    }
     std::string bw_kind = "cpu read sweep";
     const auto measure_bandwidth = [&]() -> double {
 #ifdef TRACELM_HAVE_CUDA
@@ -136,6 +234,7 @@ int run_bench(const BenchArgs& a) {
     struct Round {
         DecodeRun eager, replay;
         double bw = 0.0;
+        LlamaCppRun llama;
     };
     std::vector<Round> rounds;
     for (int r = 0; r < a.rounds; ++r) {
@@ -143,6 +242,11 @@ int run_bench(const BenchArgs& a) {
         rd.eager = run_decode(*model, backend, prompt, a.gen_tokens, false);
         rd.replay = run_decode(*model, backend, prompt, a.gen_tokens, true);
         rd.bw = measure_bandwidth();
+        if (llama_skipped.empty()) {
+            rd.llama = run_llamacpp(a.llamacpp_python, a.model, cpu_backend->threads(), prompt, a.gen_tokens,
+                                    kReplayWarmSteps);
+            llama_skipped = rd.llama.skipped;
+        }
         rounds.push_back(std::move(rd));
     }
     const auto median = [&](auto&& f) {
@@ -159,6 +263,13 @@ int run_bench(const BenchArgs& a) {
                              {"decode_replay_tokens_per_s", rd.replay.decode_tok_s},
                              {"read_bandwidth_gb_s", rd.bw / 1e9},
                              {"decode_bandwidth_share", bytes_per_token * rd.replay.decode_tok_s / rd.bw}});
+        if (llama_skipped.empty()) {
+            per_round.back()["llamacpp_decode_tokens_per_s"] = rd.llama.decode_tok_s;
+            per_round.back()["replay_over_llamacpp_decode"] = rd.replay.decode_tok_s / rd.llama.decode_tok_s;
+        }
+    }
+    if (!llama_skipped.empty()) {
+        (a.json ? std::cerr : std::cout) << "llama.cpp comparison: skipped (" << llama_skipped << ")\n";
     }
     const DecodeRun& replay = rounds[0].replay;
     rusage ru{};
@@ -192,6 +303,21 @@ int run_bench(const BenchArgs& a) {
         median([&](const Round& rd) { return bytes_per_token * rd.replay.decode_tok_s / rd.bw; });
     j["per_round"] = per_round;
     j["peak_rss_mib"] = static_cast<double>(ru.ru_maxrss) / 1024.0;
+    if (llama_skipped.empty()) {
+        const LlamaCppRun& llama = rounds[0].llama;
+        j["llamacpp_version"] = llama.version;
+        j["llamacpp_prefill_tokens_per_s"] = median([](const Round& rd) { return rd.llama.prefill_tok_s; });
+        j["llamacpp_decode_tokens_per_s"] = median([](const Round& rd) { return rd.llama.decode_tok_s; });
+        j["replay_over_llamacpp_decode"] =
+            median([](const Round& rd) { return rd.replay.decode_tok_s / rd.llama.decode_tok_s; });
+        // How many leading greedy tokens the two engines share (they round differently, so near-ties may part them).
+        size_t same = 0;
+        while (same < llama.tokens.size() && same < replay.tokens.size() && llama.tokens[same] == replay.tokens[same])
+            ++same;
+        j["llamacpp_same_leading_tokens"] = same;
+    } else {
+        j["llamacpp_skipped"] = llama_skipped;
+    }
     if (a.json) {
         std::cout << j.dump(2) << "\n";
     } else {
@@ -201,13 +327,16 @@ int run_bench(const BenchArgs& a) {
             std::printf("%-34s %14s\n", it.key().c_str(), it.value().is_string() ? it.value().get<std::string>().c_str()
                                                                                 : it.value().dump().c_str());
         }
-        std::printf("\n%-6s %14s %14s %14s %14s\n", "round", "eager tok/s", "replay tok/s", "bandwidth GB/s",
-                    "decode share");
+        std::printf("\n%-6s %14s %14s %14s %14s %16s\n", "round", "eager tok/s", "replay tok/s", "bandwidth GB/s",
+                    "decode share", "llama.cpp tok/s");
         for (size_t r = 0; r < per_round.size(); ++r) {
             const auto& pr = per_round[r];
-            std::printf("%-6zu %14.2f %14.2f %14.2f %14.3f\n", r + 1, pr["decode_eager_tokens_per_s"].get<double>(),
+            std::printf("%-6zu %14.2f %14.2f %14.2f %14.3f %16s\n", r + 1, pr["decode_eager_tokens_per_s"].get<double>(),
                         pr["decode_replay_tokens_per_s"].get<double>(), pr["read_bandwidth_gb_s"].get<double>(),
-                        pr["decode_bandwidth_share"].get<double>());
+                        pr["decode_bandwidth_share"].get<double>(),
+                        pr.contains("llamacpp_decode_tokens_per_s")
+                            ? std::to_string(pr["llamacpp_decode_tokens_per_s"].get<double>()).c_str()
+                            : "-");
         }
         std::cout << "json: " << j.dump() << "\n";
     }
@@ -225,6 +354,8 @@ Action add_bench(CLI::App& app) {
         ->check(CLI::Range(1, 100));
     app.add_option("--threads", a->threads, "worker threads (default: all cores)")->check(CLI::Range(1, 1024));
     add_backend_option(app, a->backend);
+    app.add_option("--llamacpp-python", a->llamacpp_python,
+                   "python with llama_cpp, to run llama.cpp on the same GGUF file for comparison (default: python3)");
     return [a] { return run_bench(*a); };
 }
 

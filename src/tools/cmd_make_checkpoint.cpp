@@ -1,4 +1,5 @@
 #include <iostream>
+#include <map>
 
 #include "model/checkpoint.h"
 #include "tools/commands.h"
@@ -9,6 +10,7 @@ namespace {
 struct MakeArgs {
     MakeCheckpointOptions opt;
     std::string dtype = "f32";
+    std::string format = "safetensors";
 };
 }  // namespace
 
@@ -16,16 +18,22 @@ Action add_make_checkpoint(CLI::App& app) {
     auto a = std::make_shared<MakeArgs>();
     app.add_option("--geometry", a->opt.geometry, "model geometry")->required()->check(CLI::IsMember({"tiny", "qwen3-0.6b"}));
     app.add_option("--seed", a->opt.seed, "random seed")->required();
-    app.add_option("--out", a->opt.out_dir, "output folder")->required();
-    app.add_option("--dtype", a->dtype, "weight dtype")->check(CLI::IsMember({"f32", "bf16"}));
+    app.add_option("--out", a->opt.out, "output folder (safetensors) or file (gguf)")->required();
+    app.add_option("--format", a->format, "safetensors: a Hugging Face folder; gguf: one GGUF file")
+        ->check(CLI::IsMember({"safetensors", "gguf"}));
+    app.add_option("--dtype", a->dtype, "weight dtype (f16, q8_0, q4_0: gguf only)")
+        ->check(CLI::IsMember({"f32", "bf16", "f16", "q8_0", "q4_0"}));
     app.add_option("--tokenizer", a->opt.tokenizer_dir, "folder with tokenizer.json and tokenizer_config.json")
         ->check(CLI::ExistingDirectory);
     app.add_option("--max-shard-bytes", a->opt.max_shard_bytes, "split the weights into shards of at most this size");
     return [a] {
-        a->opt.dtype = a->dtype == "bf16" ? DType::BF16 : DType::F32;
+        static const std::map<std::string, DType> kTypes = {
+            {"f32", DType::F32}, {"bf16", DType::BF16}, {"f16", DType::F16}, {"q8_0", DType::Q8_0}, {"q4_0", DType::Q4_0}};
+        a->opt.dtype = kTypes.at(a->dtype);
+        a->opt.format = a->format == "gguf" ? CheckpointFormat::Gguf : CheckpointFormat::Safetensors;
         make_random_checkpoint(a->opt);
-        std::cout << "wrote " << a->opt.geometry << " checkpoint (" << a->dtype << ", seed " << a->opt.seed << ") to "
-                  << a->opt.out_dir << "\n";
+        std::cout << "wrote " << a->opt.geometry << " checkpoint (" << a->format << ", " << a->dtype << ", seed "
+                  << a->opt.seed << ") to " << a->opt.out << "\n";
         return 0;
     };
 }
