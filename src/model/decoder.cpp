@@ -37,7 +37,7 @@ void Decoder::forward(const StepInputs& in, int T) {
     const ModelWeights& w = model_.weights();
     const int H = c.num_attention_heads, KV = c.num_key_value_heads, hd = c.head_dim;
     const float eps = static_cast<float>(c.rms_norm_eps);
-    const RopeSpec rope{static_cast<float>(c.rope_theta), {}};
+    const RopeSpec rope = model_.rope();
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     const int S = in.meta.num_seqs;
 
