@@ -92,6 +92,48 @@ INSTANTIATE_TEST_SUITE_P(
         return std::get<0>(p.param) + "_" + std::string(dtype_name(std::get<1>(p.param)));
     });
 
+// llama.cpp's converter keeps Llama 3.1 scaling as per-pair divisors in the f32 vector rope_freqs.weight (no
+// rope.scaling.type), and linear scaling as rope.scaling.type "linear" plus rope.scaling.factor.
+TEST(GgufModels, ConvertedRopeScalingIsStoredAsLlamaCppStoresIt) {
+    const std::string path = temp_file("rope-scaling.gguf");
+    const auto golden = [](const std::string& name) {
+        std::ifstream f(testing::repo_path("testdata/models/" + name + "/goldens.json"));
+        return nlohmann::json::parse(f);
+    };
+    {
+        convert_to_gguf(testing::repo_path("testdata/models/tiny-llama3-rope"), path);
+        const GgufFile g(path);
+        EXPECT_EQ(g.find("llama.rope.scaling.type"), nullptr);
+        const GgufTensor* t = g.find_tensor("rope_freqs.weight");
+        ASSERT_NE(t, nullptr);
+        EXPECT_EQ(ggml_type_name(t->ggml_type), "F32");
+        ASSERT_EQ(t->dims, std::vector<int64_t>{16});  // head_dim 32
+        // Each factor is the plain frequency over the one transformers uses.
+        const auto inv_freq = golden("tiny-llama3-rope")["inv_freq"].get<std::vector<double>>();
+        std::vector<float> factors(16);
+        std::memcpy(factors.data(), t->data, sizeof(float) * factors.size());
+        for (size_t i = 0; i < factors.size(); ++i) {
+            const double plain = std::pow(10000.0, -2.0 * static_cast<double>(i) / 32.0);
+            EXPECT_NEAR(factors[i], plain / inv_freq[i], 1e-5 * factors[i]) << "pair " << i;
+        }
+    }
+    {
+        convert_to_gguf(testing::repo_path("testdata/models/tiny-llama-linear-rope"), path);
+        const GgufFile g(path);
+        EXPECT_EQ(g.get_string("llama.rope.scaling.type"), "linear");
+        EXPECT_EQ(g.get_f32("llama.rope.scaling.factor"), 4.0f);
+        EXPECT_EQ(g.find_tensor("rope_freqs.weight"), nullptr);
+    }
+    {
+        convert_to_gguf(testing::repo_path("testdata/models/tiny-llama"), path);
+        const GgufFile g(path);
+        EXPECT_EQ(g.find("llama.rope.scaling.type"), nullptr);
+        EXPECT_EQ(g.find("llama.rope.scaling.factor"), nullptr);
+        EXPECT_EQ(g.find_tensor("rope_freqs.weight"), nullptr);
+    }
+    std::filesystem::remove(path);
+}
+
 // A llama GGUF with only what ModelConfig::from_gguf reads (head_dim 16, so 8 rope factors), plus what `extra`
 // adds; returns the parsed configuration.
 ModelConfig config_from_gguf(const std::function<void(GgufWriter&)>& extra) {
