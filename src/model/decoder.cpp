@@ -37,7 +37,7 @@ void Decoder::forward(const StepInputs& in, int T) {
     const ModelWeights& w = model_.weights();
     const int H = c.num_attention_heads, KV = c.num_key_value_heads, hd = c.head_dim;
     const float eps = static_cast<float>(c.rms_norm_eps);
-    const float theta = static_cast<float>(c.rope_theta);
+    const RopeSpec rope = model_.rope();
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     const int S = in.meta.num_seqs;
 
@@ -56,7 +56,7 @@ void Decoder::forward(const StepInputs& in, int T) {
                                  {&L.v_proj, L.v_bias ? &*L.v_bias : nullptr, v}};
         backend_.matmuls(h, qkv);
         backend_.qk_norm_rope_kv_write({q, k, v, L.q_norm ? &*L.q_norm : nullptr, L.k_norm ? &*L.k_norm : nullptr, eps,
-                                        in.positions, theta, in.slot_mapping, kv_.k(layer), kv_.v(layer), H, KV, hd});
+                                        in.positions, rope, in.slot_mapping, kv_.k(layer), kv_.v(layer), H, KV, hd});
         backend_.attention(q, kv_.k(layer), kv_.v(layer), in.meta, H, KV, hd, scale, attn);
         backend_.matmul(attn, L.o_proj, L.o_bias ? &*L.o_bias : nullptr, proj);
         backend_.add_rms_norm(x, proj, L.post_norm, eps, h);

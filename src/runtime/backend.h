@@ -15,6 +15,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "runtime/rope.h"
 #include "runtime/tensor.h"
 
 namespace tracelm {
@@ -62,7 +63,7 @@ struct QkvPrologue {
     const Tensor* k_norm = nullptr;
     float eps = 0.0f;
     Tensor positions;                   // [1, T] i32
-    float theta = 0.0f;                 // rope_theta
+    RopeSpec rope;                      // the frequencies (theta, scaling factors)
     Tensor slot_mapping;                // [1, T] i32
     Tensor k_cache, v_cache;            // [slots, kv_heads*head_dim]
     int heads = 0, kv_heads = 0, head_dim = 0;
@@ -110,8 +111,8 @@ class Backend {
     virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) = 0;
     // out[t,n] = sum_k x[t,k] * w[n,k] (+ bias[n]); w is [N,K] in f32/bf16/f16, bias may be null.
     virtual void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) = 0;
-    // In place NeoX rotary embedding of x [T, heads*head_dim] at positions[t].
-    virtual void rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, float theta) = 0;
+    // In place NeoX rotary embedding of x [T, heads*head_dim] at positions[t], with the frequencies of `rope`.
+    virtual void rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, const RopeSpec& rope) = 0;
     // k_cache/v_cache [slots, kv_dim]; row t of k/v goes to slot_mapping[t] (skipped when < 0).
     virtual void kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
                           const Tensor& v_cache) = 0;

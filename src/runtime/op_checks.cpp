@@ -1,5 +1,6 @@
 #include "runtime/op_checks.h"
 
+#include <cmath>
 #include <stdexcept>
 
 namespace tracelm::checks {
@@ -47,12 +48,22 @@ void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& 
     }
 }
 
-void rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, int max_head_dim) {
+void rope_spec(const RopeSpec& rope, int head_dim, const char* op) {
+    require(std::isfinite(rope.theta) && rope.theta > 0.0f, op, "theta must be finite and positive");
+    require(rope.factors.empty() || rope.factors.size() == static_cast<size_t>(head_dim / 2), op,
+            "rope factors: " + std::to_string(rope.factors.size()) + " given, expected head_dim/2 = " +
+                std::to_string(head_dim / 2));
+    for (const float f : rope.factors) require(std::isfinite(f) && f > 0.0f, op, "rope factors must be finite and positive");
+}
+
+void rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, const RopeSpec& rope,
+               int max_head_dim) {
     require_dtype(x, DType::F32, "rope_neox");
     require_dtype(positions, DType::I32, "rope_neox");
     require(head_dim > 0 && head_dim % 2 == 0 && head_dim <= max_head_dim, "rope_neox", "bad head_dim");
     require(x.cols == static_cast<int64_t>(heads) * head_dim && positions.numel() == x.rows, "rope_neox",
             "shape mismatch on '" + x.name() + "'");
+    rope_spec(rope, head_dim, "rope_neox");
 }
 
 void kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
@@ -109,6 +120,7 @@ void qk_norm_rope_kv_write(const QkvPrologue& p, int max_head_dim) {
                 p.k.rows == T && p.v.rows == T && p.positions.numel() == T && p.slot_mapping.numel() == T &&
                 p.k_cache.cols == kv_dim && p.v_cache.cols == kv_dim && p.k_cache.rows == p.v_cache.rows,
             op, "shape mismatch");
+    rope_spec(p.rope, p.head_dim, op);
     require((p.q_norm == nullptr) == (p.k_norm == nullptr), op, "q_norm and k_norm must be given together");
     if (p.q_norm != nullptr) {
         require(is_float_weight(p.q_norm->dtype) && p.k_norm->dtype == p.q_norm->dtype &&

@@ -16,7 +16,10 @@ void copy(const Tensor& dst, const Tensor& src);
 void embedding(const Tensor& ids, const Tensor& table, const Tensor& out);
 void rms_norm(const Tensor& x, const Tensor& w, const Tensor& out);
 void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out);
-void rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, int max_head_dim);
+// theta finite and positive; factors empty or head_dim/2 finite positive values.
+void rope_spec(const RopeSpec& rope, int head_dim, const char* op);
+void rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, const RopeSpec& rope,
+               int max_head_dim);
 void kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
               const Tensor& v_cache);
 // attention and sparse_attention (named `op` in errors).

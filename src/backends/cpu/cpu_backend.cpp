@@ -525,25 +525,22 @@ void CpuBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, co
            fp, threads());
 }
 
-const float* CpuBackend::rope_inv_freq(int head_dim, float theta) {
-    auto& table = rope_tables_[{head_dim, theta}];
-    if (table.empty()) {
-        // Same recipe as the reference implementations: theta^(-2i/d) evaluated in f32.
-        for (int i = 0; i < head_dim / 2; ++i) {
-            const float exponent = static_cast<float>(2 * i) / static_cast<float>(head_dim);
-            table.push_back(1.0f / std::pow(theta, exponent));
-        }
-    }
-    return table.data();
+const float* CpuBackend::rope_inv_freq(int head_dim, const RopeSpec& rope) {
+    for (const RopeTable& t : rope_tables_)
+        if (t.head_dim == head_dim && t.theta == rope.theta && std::ranges::equal(t.factors, rope.factors))
+            return t.inv_freq.data();
+    RopeTable& t = rope_tables_.emplace_back();
+    t.head_dim = head_dim;
+    t.theta = rope.theta;
+    t.factors.assign(rope.factors.begin(), rope.factors.end());
+    t.inv_freq.resize(static_cast<size_t>(head_dim / 2));
+    tracelm::rope_inv_freq(rope, head_dim, t.inv_freq.data());
+    return t.inv_freq.data();
 }
 
-void CpuBackend::rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, float theta) {
-    require_dtype(x, DType::F32, "rope_neox");
-    require_dtype(positions, DType::I32, "rope_neox");
-    require(head_dim > 0 && head_dim % 2 == 0 && head_dim <= kMaxHeadDim, "rope_neox", "bad head_dim");
-    require(x.cols == static_cast<int64_t>(heads) * head_dim && positions.numel() == x.rows, "rope_neox",
-            "shape mismatch on '" + x.name() + "'");
-    submit(run_rope, RopeArgs{x.ptr<float>(), positions.ptr<int32_t>(), rope_inv_freq(head_dim, theta), heads, head_dim},
+void CpuBackend::rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, const RopeSpec& rope) {
+    checks::rope_neox(x, positions, heads, head_dim, rope, kMaxHeadDim);
+    submit(run_rope, RopeArgs{x.ptr<float>(), positions.ptr<int32_t>(), rope_inv_freq(head_dim, rope), heads, head_dim},
            Footprint().read(positions).write(x), x.rows);
 }
 
@@ -603,7 +600,7 @@ void CpuBackend::qk_norm_rope_kv_write(const QkvPrologue& p) {
     submit(run_qkv_prologue,
            QkvPrologueArgs{p.q.ptr<float>(), p.k.ptr<float>(), p.v.ptr<float>(), p.q_norm ? p.q_norm->raw() : nullptr,
                            p.k_norm ? p.k_norm->raw() : nullptr, p.positions.ptr<int32_t>(),
-                           rope_inv_freq(p.head_dim, p.theta), p.slot_mapping.ptr<int32_t>(), p.k_cache.ptr<float>(),
+                           rope_inv_freq(p.head_dim, p.rope), p.slot_mapping.ptr<int32_t>(), p.k_cache.ptr<float>(),
                            p.v_cache.ptr<float>(), p.k_cache.rows, p.eps, p.q_norm ? p.q_norm->dtype : DType::F32,
                            p.heads, p.kv_heads, p.head_dim},
            fp, p.q.rows);

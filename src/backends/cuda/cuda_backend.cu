@@ -28,12 +28,10 @@ void require_supported_weight(const Tensor& w) {
     }
 }
 
-// The CPU backend's recipe: theta^(-2i/d) evaluated in f32 on the host.
-ops::RopeFreqs rope_freqs(int head_dim, float theta) {
+// The CPU backend's frequencies, computed on the host (the launch carries them by value).
+ops::RopeFreqs rope_freqs(int head_dim, const RopeSpec& rope) {
     ops::RopeFreqs f{};
-    for (int i = 0; i < head_dim / 2; ++i) {
-        f.inv[i] = 1.0f / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(head_dim));
-    }
+    rope_inv_freq(rope, head_dim, f.inv);
     return f;
 }
 
@@ -268,9 +266,9 @@ void CudaBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, c
                 w.rows, impl_->stream);
 }
 
-void CudaBackend::rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, float theta) {
-    checks::rope_neox(x, positions, heads, head_dim, ops::kMaxHeadDim);
-    ops::rope_neox(x.ptr<float>(), positions.ptr<int32_t>(), x.rows, heads, head_dim, rope_freqs(head_dim, theta),
+void CudaBackend::rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, const RopeSpec& rope) {
+    checks::rope_neox(x, positions, heads, head_dim, rope, ops::kMaxHeadDim);
+    ops::rope_neox(x.ptr<float>(), positions.ptr<int32_t>(), x.rows, heads, head_dim, rope_freqs(head_dim, rope),
                    impl_->stream);
 }
 
@@ -380,7 +378,7 @@ void CudaBackend::qk_norm_rope_kv_write(const QkvPrologue& p) {
                                 p.q_norm ? p.q_norm->dtype : DType::F32, p.eps, p.positions.ptr<int32_t>(),
                                 p.slot_mapping.ptr<int32_t>(), p.k_cache.ptr<float>(), p.v_cache.ptr<float>(),
                                 p.q.rows, p.k_cache.rows, p.heads, p.kv_heads, p.head_dim},
-                               rope_freqs(p.head_dim, p.theta), impl_->stream);
+                               rope_freqs(p.head_dim, p.rope), impl_->stream);
 }
 
 void CudaBackend::silu_mul_matmul(const Tensor& gate, const Tensor& up, const Tensor& w, const Tensor& out) {

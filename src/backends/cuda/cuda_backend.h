@@ -45,7 +45,7 @@ class CudaBackend final : public Backend {
     void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) override;
     void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) override;
     void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) override;
-    void rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, float theta) override;
+    void rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, const RopeSpec& rope) override;
     void kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
                   const Tensor& v_cache) override;
     void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta, int heads,
