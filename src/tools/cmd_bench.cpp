@@ -13,6 +13,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
@@ -74,39 +75,77 @@ struct DecodeRun {
     size_t graph_ops = 0;
 };
 
-DecodeRun run_decode(const Model& model, Backend& backend, const std::vector<int32_t>& prompt, int gen,
-                     bool capture) {
-    EngineOptions opt;
-    opt.capture = capture;
-    opt.context = static_cast<int64_t>(prompt.size()) + gen;
-    Engine engine(model, backend, opt);
-    DecodeRun r;
-    auto t0 = Clock::now();
-    r.tokens.push_back(engine.start({prompt}, gen).at(0));
-    r.prefill_tok_s = static_cast<double>(prompt.size()) / since(t0);
-    const int warm = capture ? kReplayWarmSteps : 1;
-    for (int i = 0; i < warm && i < gen - 1; ++i) engine.step();
-    const int timed = gen - 1 - warm;
-    // Host time per step: on the CPU the wall time outside the pool's dispatches; on a device, which runs
-    // the steps asynchronously, the time to enqueue them.
+// Wall time, enqueue time and host time outside kernels of timed decode steps.
+struct StepTimes {
+    double wall = 0, enqueue = 0, busy = 0;
+    int steps = 0;
+};
+
+// One decode step of `engine`, timed to completion. Host time: on the CPU the wall time outside the pool's
+// dispatches; on a device, which runs the step asynchronously, the time to enqueue it.
+void timed_step(Engine& engine, Backend& backend, StepTimes& t) {
     const auto* cpu_backend = dynamic_cast<const cpu::CpuBackend*>(&backend);
     const double busy0 = cpu_backend != nullptr ? cpu_backend->busy_seconds() : 0.0;
     backend.synchronize();
-    t0 = Clock::now();
-    for (int i = 0; i < timed; ++i) engine.step();
-    const double enqueue = since(t0);
+    const auto t0 = Clock::now();
+    engine.step();
+    t.enqueue += since(t0);
     backend.synchronize();
-    const double wall = since(t0);
-    if (timed > 0) {
-        r.decode_tok_s = timed / wall;
-        r.step_us = wall / timed * 1e6;
-        r.host_us_per_step =
-            (cpu_backend != nullptr ? wall - (cpu_backend->busy_seconds() - busy0) : enqueue) / timed * 1e6;
+    t.wall += since(t0);
+    t.busy += cpu_backend != nullptr ? cpu_backend->busy_seconds() - busy0 : 0.0;
+    ++t.steps;
+}
+
+DecodeRun summarize(const StepTimes& t, bool cpu) {
+    DecodeRun r;
+    if (t.steps > 0) {
+        r.decode_tok_s = t.steps / t.wall;
+        r.step_us = t.wall / t.steps * 1e6;
+        r.host_us_per_step = (cpu ? t.wall - t.busy : t.enqueue) / t.steps * 1e6;
     }
-    const auto hist = engine.history(gen - 1);
-    r.tokens.insert(r.tokens.end(), hist.begin(), hist.end());
-    r.graph_ops = engine.graph_ops();
     return r;
+}
+
+// Eager and captured decode of the same prompt, their timed steps alternating (eager, replay, eager, ...) so
+// that both see the same machine: on a shared VM speed drifts over seconds, which would bias two runs made
+// one after the other. Untimed: the eager warm step, and the capture with its first replay.
+std::pair<DecodeRun, DecodeRun> run_decode_pair(const Model& model, Backend& backend, const std::vector<int32_t>& prompt,
+                                                int gen) {
+    EngineOptions opt;
+    opt.context = static_cast<int64_t>(prompt.size()) + gen;
+    opt.capture = false;
+    Engine eager(model, backend, opt);
+    opt.capture = true;
+    Engine replay(model, backend, opt);
+    std::pair<DecodeRun, DecodeRun> out;
+    std::vector<int32_t> first;
+    for (Engine* e : {&eager, &replay}) {
+        const auto t0 = Clock::now();
+        first.push_back(e->start({prompt}, gen).at(0));
+        (e == &eager ? out.first : out.second).prefill_tok_s = static_cast<double>(prompt.size()) / since(t0);
+    }
+    eager.step();
+    for (int i = 0; i < kReplayWarmSteps; ++i) replay.step();
+    StepTimes te, tr;
+    const int timed = gen - 1 - kReplayWarmSteps;
+    for (int i = 0; i < timed; ++i) {
+        timed_step(eager, backend, te);
+        timed_step(replay, backend, tr);
+    }
+    for (int i = 1 + timed; i < gen - 1; ++i) eager.step();  // the step the replayed run spent on its capture
+    const bool cpu = dynamic_cast<const cpu::CpuBackend*>(&backend) != nullptr;
+    const double prefill_e = out.first.prefill_tok_s, prefill_r = out.second.prefill_tok_s;
+    out.first = summarize(te, cpu);
+    out.second = summarize(tr, cpu);
+    out.first.prefill_tok_s = prefill_e;
+    out.second.prefill_tok_s = prefill_r;
+    for (auto [e, r] : {std::pair{&eager, &out.first}, std::pair{&replay, &out.second}}) {
+        r->tokens = {first[e == &eager ? 0 : 1]};
+        const auto hist = e->history(gen - 1);
+        r->tokens.insert(r->tokens.end(), hist.begin(), hist.end());
+        r->graph_ops = e->graph_ops();
+    }
+    return out;
 }
 
 // Runs argv[0] (searched in PATH) with stdout and stderr into one pipe; returns the exit status (127 when it
@@ -229,7 +268,7 @@ int run_bench(const BenchArgs& a) {
     const double kv_bytes = 2.0 * c.num_hidden_layers * c.num_key_value_heads * c.head_dim * sizeof(float) * avg_ctx;
     const double bytes_per_token = static_cast<double>(model->decode_weight_bytes()) + kv_bytes;
 
-    // Rounds of eager decode, replayed decode and a bandwidth measurement, back to back: on a shared machine
+    // Rounds of paired eager / replayed decode and a bandwidth measurement, back to back: on a shared machine
     // speed drifts over seconds, so each ratio is taken within a round and the medians are reported.
     struct Round {
         DecodeRun eager, replay;
@@ -239,8 +278,7 @@ int run_bench(const BenchArgs& a) {
     std::vector<Round> rounds;
     for (int r = 0; r < a.rounds; ++r) {
         Round rd;
-        rd.eager = run_decode(*model, backend, prompt, a.gen_tokens, false);
-        rd.replay = run_decode(*model, backend, prompt, a.gen_tokens, true);
+        std::tie(rd.eager, rd.replay) = run_decode_pair(*model, backend, prompt, a.gen_tokens);
         rd.bw = measure_bandwidth();
         if (llama_skipped.empty()) {
             rd.llama = run_llamacpp(a.llamacpp_python, a.model, cpu_backend->threads(), prompt, a.gen_tokens,
