@@ -2,6 +2,9 @@
 // full logits transformers computed for prefill and 20 greedy decode steps
 // (scripts/make_arch_goldens.py). Eager and replayed decode, from the folder and from the same checkpoint
 // converted to GGUF (which, for Llama, stores q/k rows permuted the way llama.cpp's converter does).
+// Two Llamas scale RoPE ("llama3" as in Llama 3.1, and "linear"); their GGUF carries the scaling as
+// llama.cpp's converter writes it (the tensor rope_freqs.weight, the rope.scaling.* keys), and their goldens
+// also hold transformers' inverse frequencies, which the model's must match.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -14,6 +17,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "engine/engine.h"
 #include "model/gguf_writer.h"
+#include "runtime/rope.h"
 #include "test_support.h"
 
 namespace tracelm {
@@ -37,6 +41,13 @@ TEST_P(ArchGoldens, LogitsAndGreedyTokensMatchTransformers) {
     cpu::CpuBackend be(2);
     const auto model = Model::load(path, be);
     if (gguf) std::filesystem::remove(path);  // mapped: the data stays readable
+    if (g.contains("inv_freq")) {
+        const auto want = g["inv_freq"].get<std::vector<double>>();
+        std::vector<float> got(want.size());
+        ASSERT_EQ(static_cast<size_t>(model->config().head_dim / 2), want.size());
+        rope_inv_freq(model->rope(), model->config().head_dim, got.data());
+        for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6 * want[i]) << "pair " << i;
+    }
     EngineOptions opt;
     opt.capture = capture;
     opt.context = 128;
@@ -66,7 +77,8 @@ TEST_P(ArchGoldens, LogitsAndGreedyTokensMatchTransformers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, ArchGoldens,
-                         ::testing::Combine(::testing::Values("tiny-qwen2", "tiny-llama", "tiny-mistral"),
+                         ::testing::Combine(::testing::Values("tiny-qwen2", "tiny-llama", "tiny-mistral", "tiny-llama3-rope",
+                                                              "tiny-llama-linear-rope"),
                                             ::testing::Bool(), ::testing::Bool()),
                          [](const auto& param_info) {
                              std::string n = std::get<0>(param_info.param) + (std::get<1>(param_info.param) ? "_replay" : "_eager") +

@@ -70,20 +70,26 @@ TEST_F(BackendOps, PagedAttentionMatchesDenseCausalAttention) {
 TEST_F(BackendOps, RopeNeoxRotatesHalves) {
     const int heads = 2, hd = 8, T = 3;
     const float theta = 10000.0f;
-    const auto x = randn(T * heads * hd);
     const std::vector<int32_t> pos = {0, 5, 1000};
-    const Tensor xt = f32("x", T, heads * hd, x);
-    be.rope_neox(xt, i32("pos", T, 1, pos), heads, hd, theta);
-    const auto got = get<float>(xt);
-    for (int t = 0; t < T; ++t)
-        for (int h = 0; h < heads; ++h)
-            for (int i = 0; i < hd / 2; ++i) {
-                const double ang = pos[t] * std::pow(double(theta), -2.0 * i / hd);
-                const size_t b = (t * heads + h) * hd;
-                const double x1 = x[b + i], x2 = x[b + i + hd / 2];
-                EXPECT_NEAR(got[b + i], x1 * std::cos(ang) - x2 * std::sin(ang), 2e-4);
-                EXPECT_NEAR(got[b + i + hd / 2], x2 * std::cos(ang) + x1 * std::sin(ang), 2e-4);
-            }
+    // Without scaling, then with factors dividing each pair's frequency (as Llama 3.1's rope_freqs do).
+    const std::vector<float> factors = {1.0f, 2.5f, 8.0f, 0.5f};
+    for (const bool scaled : {false, true}) {
+        SCOPED_TRACE(scaled ? "scaled" : "plain");
+        const auto x = randn(T * heads * hd);
+        const Tensor xt = f32("x", T, heads * hd, x);
+        be.rope_neox(xt, i32("pos", T, 1, pos), heads, hd,
+                     RopeSpec{theta, scaled ? std::span<const float>(factors) : std::span<const float>()});
+        const auto got = get<float>(xt);
+        for (int t = 0; t < T; ++t)
+            for (int h = 0; h < heads; ++h)
+                for (int i = 0; i < hd / 2; ++i) {
+                    const double ang = pos[t] * std::pow(double(theta), -2.0 * i / hd) / (scaled ? factors[i] : 1.0);
+                    const size_t b = (t * heads + h) * hd;
+                    const double x1 = x[b + i], x2 = x[b + i + hd / 2];
+                    EXPECT_NEAR(got[b + i], x1 * std::cos(ang) - x2 * std::sin(ang), 2e-4);
+                    EXPECT_NEAR(got[b + i + hd / 2], x2 * std::cos(ang) + x1 * std::sin(ang), 2e-4);
+                }
+    }
 }
 
 TEST_F(BackendOps, ArgmaxLowestIndexWinsAndNanNeverWins) {

@@ -2,6 +2,7 @@
 // and a non-zero exit, good ones the documented output.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -63,6 +64,24 @@ TEST_F(CliModel, GenerateJsonReportsReplayedDecode) {
     EXPECT_EQ(je["capture"], false);
     EXPECT_EQ(je["replays"], 0);
     EXPECT_EQ(je["tokens"], j["tokens"]);
+}
+
+// The bench's report, not its speed (numbers are for the bench itself, never asserted in tests).
+TEST_F(CliModel, BenchReportsEveryRoundAndTheirMedians) {
+    const Result r = run("bench " + model() + " --prompt-tokens 4 --gen-tokens 8 --rounds 3 --threads 2 --json", false);
+    ASSERT_EQ(r.code, 0) << r.out;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["tokens_match"], true);
+    ASSERT_EQ(j["per_round"].size(), 3u);
+    std::vector<double> shares;
+    for (const auto& pr : j["per_round"]) {
+        EXPECT_GT(pr["decode_replay_tokens_per_s"].get<double>(), 0);
+        EXPECT_GT(pr["read_bandwidth_gb_s"].get<double>(), 0);
+        shares.push_back(pr["decode_bandwidth_share"].get<double>());
+    }
+    std::sort(shares.begin(), shares.end());
+    EXPECT_DOUBLE_EQ(j["decode_bandwidth_share"].get<double>(), shares[1]);
+    EXPECT_GT(j["decode_bytes_per_token"].get<double>(), 0);
 }
 
 TEST_F(CliModel, PromptLongerThanContextIsRefused) {

@@ -7,8 +7,10 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "model/config.h"
+#include "runtime/rope.h"
 
 namespace tracelm {
 namespace {
@@ -190,17 +192,77 @@ TEST(ModelConfig, DtypeFieldOfNewerTransformers) {
 TEST(ModelConfig, RopeScaling) {
     json j = llama();
     j["rope_scaling"] = {{"rope_type", "default"}};
-    EXPECT_NO_THROW(parse(j));
+    EXPECT_TRUE(parse(j).rope_factors().empty());
     j["rope_scaling"] = {{"type", "default"}};
-    EXPECT_NO_THROW(parse(j));
-    j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
-    expect_error(j, "rope type 'llama3' is not supported");
+    EXPECT_TRUE(parse(j).rope_factors().empty());
     j["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}};
-    expect_error(j, "'rope_scaling': rope type 'yarn'");
+    expect_error(j, "'rope_scaling': rope type 'yarn' is not supported (supported: default, linear, llama3)");
+    for (const char* type : {"dynamic", "longrope", "su"}) {
+        j["rope_scaling"] = {{"rope_type", type}, {"factor", 4.0}};
+        expect_error(j, std::string("rope type '") + type + "' is not supported");
+    }
     j["rope_scaling"] = {{"factor", 4.0}};
     expect_error(j, "rope_scaling");
     j["rope_scaling"] = "linear";
     expect_error(j, "rope_scaling");
+
+    // Linear: every frequency divided by factor.
+    j["rope_scaling"] = {{"type", "linear"}, {"factor", 2.5}};
+    ModelConfig c = parse(j);
+    EXPECT_EQ(c.rope_linear_factor, 2.5);
+    EXPECT_TRUE(c.rope_freq_factors.empty());
+    EXPECT_EQ(c.rope_factors(), std::vector<float>(32, 2.5f));
+    j["rope_scaling"] = {{"type", "linear"}};
+    expect_error(j, "field 'rope_scaling.factor': missing");
+    j["rope_scaling"] = {{"type", "linear"}, {"factor", 0.0}};
+    expect_error(j, "field 'rope_scaling.factor'");
+}
+
+// Llama 3.2-1B's config.json as published (rope_scaling "llama3"), against the inverse frequencies transformers
+// 5.24 computes for it (_compute_llama3_parameters).
+TEST(ModelConfig, Llama3RopeScalingMatchesTransformers) {
+    json j = llama();
+    j["max_position_embeddings"] = 131072;
+    j["rope_scaling"] = {{"factor", 32.0}, {"high_freq_factor", 4.0}, {"low_freq_factor", 1.0},
+                         {"original_max_position_embeddings", 8192}, {"rope_type", "llama3"}};
+    const ModelConfig c = parse(j);
+    const std::vector<double> want = {
+        1.0,         0.663601279,  0.440366626,  0.292227834,  0.193922758,  0.128687382,  0.0853971019,
+        0.0566696189, 0.0376060307, 0.0249554086, 0.0165604409, 0.0109895291, 0.00729266508, 0.00483942125,
+        0.00321144611, 0.00129054801, 0.000429556705, 9.70828623e-05, 1.94616387e-05, 1.29147675e-05,
+        8.57025589e-06, 5.68723226e-06, 3.77405445e-06, 2.50446715e-06, 1.66196742e-06, 1.10288363e-06,
+        7.31874934e-07, 4.85673127e-07, 3.22293289e-07, 2.13874230e-07, 1.41927202e-07, 9.41830649e-08};
+    ASSERT_EQ(c.rope_freq_factors.size(), want.size());
+    EXPECT_EQ(c.rope_linear_factor, 1.0);
+    const std::vector<float> factors = c.rope_factors();
+    std::vector<float> got(want.size());
+    rope_inv_freq(RopeSpec{static_cast<float>(c.rope_theta), factors}, c.head_dim, got.data());
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 2e-6 * want[i]) << "pair " << i;
+
+    // transformers v5: a top-level original_max_position_embeddings wins over the one inside; without either,
+    // max_position_embeddings stands in.
+    json k = j;
+    k["rope_scaling"]["original_max_position_embeddings"] = 4096;
+    k["original_max_position_embeddings"] = 8192;
+    EXPECT_EQ(parse(k).rope_freq_factors, c.rope_freq_factors);
+    k = j;
+    k["rope_scaling"].erase("original_max_position_embeddings");
+    k["max_position_embeddings"] = 8192;
+    EXPECT_EQ(parse(k).rope_freq_factors, c.rope_freq_factors);
+    k["max_position_embeddings"] = 131072;
+    EXPECT_NE(parse(k).rope_freq_factors, c.rope_freq_factors);
+
+    for (const char* field : {"factor", "low_freq_factor", "high_freq_factor"}) {
+        k = j;
+        k["rope_scaling"].erase(field);
+        expect_error(k, std::string("field 'rope_scaling.") + field + "': missing");
+    }
+    k = j;
+    k["rope_scaling"]["high_freq_factor"] = 1.0;  // no band between the two wavelengths
+    expect_error(k, "field 'rope_scaling.high_freq_factor': must be in (1, inf)");
+    k = j;
+    k["rope_scaling"]["original_max_position_embeddings"] = 0;
+    expect_error(k, "field 'rope_scaling.original_max_position_embeddings'");
 }
 
 // transformers v5 writes rope_parameters instead of rope_theta / rope_scaling.
@@ -228,7 +290,12 @@ TEST(ModelConfig, RopeParametersOfTransformersV5) {
     EXPECT_EQ(parse(j).rope_theta, 1e6);
     // A legacy rope_scaling takes the place of rope_parameters, as in v5.
     j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2.0}};
-    expect_error(j, "'rope_scaling': rope type 'linear'");
+    EXPECT_EQ(parse(j).rope_linear_factor, 2.0);
+    EXPECT_EQ(parse(j).rope_theta, 5.0);
+    j.erase("rope_scaling");
+    j["rope_parameters"] = {{"rope_theta", 1e6}, {"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
+                            {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
+    EXPECT_EQ(parse(j).rope_freq_factors.size(), 32u);
 }
 
 TEST(ModelConfig, OnlyFullAttentionLayers) {

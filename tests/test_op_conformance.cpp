@@ -2,7 +2,8 @@
 // reference, itself checked against double-precision references in test_backend_ops.cpp and friends):
 // random inputs go through the reference eagerly, then through the backend under test eagerly and once more
 // captured into a graph and replayed. Float outputs must agree within a relative bound (summation order may
-// differ between backends); integer outputs (ids, indices, decode state) exactly.
+// differ between backends); integer outputs (ids, indices, decode state) exactly. Fused ops are held to the
+// reference running the ops they fuse, one after the other.
 //
 // The backend list comes from backends/registry.h, so a new backend is covered once it registers. A backend
 // this process cannot use (not built, no device) skips with the reason; the "cpu" instance compares the CPU
@@ -62,6 +63,9 @@ struct OpCase {
     std::vector<size_t> outputs;  // indices into tensors compared after the op
     double rel_tol;               // float outputs: max |got - want| <= rel_tol * max |want|
     std::function<void(Backend&, const Bound&)> run;
+    // What the reference backend runs instead of `run`, when set: fused ops are checked against the
+    // composition of the ops they fuse.
+    std::function<void(Backend&, const Bound&)> reference = {};
 };
 
 constexpr int64_t kWsRows = 8, kWsKeys = 1024;
@@ -89,6 +93,7 @@ class Placed {
         for (size_t i = 0; i < c_.tensors.size(); ++i) be_.upload(bound_.t[i], c_.tensors[i].bytes.data());
     }
     void run() { c_.run(be_, bound_); }
+    void run_reference() { (c_.reference ? c_.reference : c_.run)(be_, bound_); }
     std::vector<std::vector<unsigned char>> outputs() {
         std::vector<std::vector<unsigned char>> out;
         for (size_t i : c_.outputs) {
@@ -191,39 +196,55 @@ std::vector<OpCase> rms_norm_cases(std::mt19937& rng) {
     return out;
 }
 
+// Calls f(weight type, T, K) for the shapes matmul-like ops are checked at. T: decode batch buckets and the
+// largest matrix-vector batch, then prefill sizes. K = 67 is not a multiple of 8 (the unvectorised path).
+template <typename F>
+void for_matmul_shapes(F&& f) {
+    for (DType w : kWeightTypes)
+        for (int64_t T : {1, 3, 8, 32, 33, 100})
+            for (int64_t K : {256, 67}) f(w, T, K);
+}
+
 std::vector<OpCase> matmul_cases(std::mt19937& rng) {
     std::vector<OpCase> out;
-    // T: decode batch buckets and the largest matrix-vector batch, then prefill sizes. K = 67 is not a
-    // multiple of 8 (the unvectorised path).
-    for (DType w : kWeightTypes) {
-        for (int64_t T : {1, 3, 8, 32, 33, 100}) {
-            for (int64_t K : {256, 67}) {
-                const int64_t N = 45;
-                const bool bias = T % 2 == 1;
-                out.push_back({"matmul " + dt(w) + " T=" + std::to_string(T) + " K=" + std::to_string(K) +
-                                   (bias ? " bias" : ""),
-                               {f32("x", T, K, randn(rng, static_cast<size_t>(T * K))),
-                                weight("w", w, N, K, randn(rng, static_cast<size_t>(N * K))),
-                                f32("bias", 1, N, randn(rng, N)), f32("y", T, N, std::vector<float>(T * N))},
-                               {3},
-                               kReduction,
-                               [bias](Backend& be, const Bound& b) {
-                                   be.matmul(b.t[0], b.t[1], bias ? &b.t[2] : nullptr, b.t[3]);
-                               }});
-            }
-        }
-    }
+    for_matmul_shapes([&](DType w, int64_t T, int64_t K) {
+        const int64_t N = 45;
+        const bool bias = T % 2 == 1;
+        out.push_back({"matmul " + dt(w) + " T=" + std::to_string(T) + " K=" + std::to_string(K) + (bias ? " bias" : ""),
+                       {f32("x", T, K, randn(rng, static_cast<size_t>(T * K))),
+                        weight("w", w, N, K, randn(rng, static_cast<size_t>(N * K))), f32("bias", 1, N, randn(rng, N)),
+                        f32("y", T, N, std::vector<float>(T * N))},
+                       {3},
+                       kReduction,
+                       [bias](Backend& be, const Bound& b) {
+                           be.matmul(b.t[0], b.t[1], bias ? &b.t[2] : nullptr, b.t[3]);
+                       }});
+    });
     return out;
+}
+
+// RoPE frequency factors of a head of 64 (Llama 3.1 style: 1 for the fast pairs, 8 for the slow ones, a smooth
+// band between), for the scaled cases.
+std::vector<float> rope_test_factors() {
+    std::vector<float> f(32);
+    for (size_t i = 0; i < f.size(); ++i) f[i] = i < 10 ? 1.0f : i < 20 ? 1.0f + 0.7f * static_cast<float>(i - 10) : 8.0f;
+    return f;
 }
 
 std::vector<OpCase> rope_cases(std::mt19937& rng) {
     const int heads = 3, hd = 64;
-    return {{"rope_neox",
-             {f32("x", 5, heads * hd, randn(rng, 5 * heads * hd)), i32("pos", 1, 5, {0, 1, 17, 1000, 4095})},
-             {0},
-             // Angles up to 4095 rad: a 1-ulp difference in the angle moves sin/cos by ~2e-7 absolute.
-             1e-5,
-             [](Backend& be, const Bound& b) { be.rope_neox(b.t[0], b.t[1], heads, hd, 1e6f); }}};
+    std::vector<OpCase> out;
+    for (const bool scaled : {false, true}) {
+        out.push_back({scaled ? "rope_neox scaled" : "rope_neox",
+                       {f32("x", 5, heads * hd, randn(rng, 5 * heads * hd)), i32("pos", 1, 5, {0, 1, 17, 1000, 4095})},
+                       {0},
+                       // Angles up to 4095 rad: a 1-ulp difference in the angle moves sin/cos by ~2e-7 absolute.
+                       1e-5,
+                       [scaled, factors = rope_test_factors()](Backend& be, const Bound& b) {
+                           be.rope_neox(b.t[0], b.t[1], heads, hd, RopeSpec{1e6f, scaled ? factors : std::span<const float>()});
+                       }});
+    }
+    return out;
 }
 
 std::vector<OpCase> kv_write_cases(std::mt19937& rng) {
@@ -311,6 +332,122 @@ std::vector<OpCase> elementwise_cases(std::mt19937& rng) {
              {2},
              kElementwise,
              [](Backend& be, const Bound& b) { be.silu_mul(b.t[0], b.t[1], b.t[2]); }}};
+}
+
+// ---- fused ops, against the ops they fuse run on the reference ----
+
+std::vector<OpCase> add_rms_norm_cases(std::mt19937& rng) {
+    std::vector<OpCase> out;
+    for (DType w : kWeightTypes) {
+        out.push_back({"add_rms_norm " + dt(w),
+                       {f32("x", 7, 1000, randn(rng, 7000, 3.0f)), f32("delta", 7, 1000, randn(rng, 7000)),
+                        weight("w", w, 1, 1000, randn(rng, 1000)), f32("out", 7, 1000, std::vector<float>(7000))},
+                       {0, 3},
+                       kReduction,
+                       [](Backend& be, const Bound& b) { be.add_rms_norm(b.t[0], b.t[1], b.t[2], 1e-6f, b.t[3]); },
+                       [](Backend& be, const Bound& b) {
+                           be.add(b.t[0], b.t[1], b.t[0]);
+                           be.rms_norm(b.t[0], b.t[2], 1e-6f, b.t[3]);
+                       }});
+    }
+    return out;
+}
+
+std::vector<OpCase> qk_norm_rope_kv_write_cases(std::mt19937& rng) {
+    const int T = 5, H = 4, KV = 2, hd = 64;
+    const int64_t q_dim = H * hd, kv_dim = KV * hd, slots = 16;
+    static const std::vector<float> factors = rope_test_factors();
+    std::vector<OpCase> out;
+    for (const bool norm : {true, false}) {
+        for (DType w : {DType::F32, DType::BF16}) {
+            if (!norm && w != DType::F32) continue;
+            for (const bool scaled : {false, true}) {
+                const RopeSpec rope{1e6f, scaled ? std::span<const float>(factors) : std::span<const float>()};
+                const auto tensors = [norm, rope](const Bound& b) {
+                    return QkvPrologue{b.t[0], b.t[1], b.t[2], norm ? &b.t[3] : nullptr, norm ? &b.t[4] : nullptr,
+                                       1e-6f, b.t[5], rope, b.t[6], b.t[7], b.t[8], H, KV, hd};
+                };
+                out.push_back(
+                    {std::string("qk_norm_rope_kv_write ") + (norm ? "normed " + dt(w) : "without norm") +
+                         (scaled ? " scaled" : ""),
+                     {f32("q", T, q_dim, randn(rng, T * q_dim, 2.0f)), f32("k", T, kv_dim, randn(rng, T * kv_dim, 2.0f)),
+                      f32("v", T, kv_dim, randn(rng, T * kv_dim)), weight("q_norm", w, 1, hd, randn(rng, hd)),
+                      weight("k_norm", w, 1, hd, randn(rng, hd)), i32("pos", 1, T, {0, 1, 17, 1000, 4095}),
+                      i32("slots", 1, T, {3, -1, 10, 15, 16}), f32("kc", slots, kv_dim, randn(rng, slots * kv_dim)),
+                      f32("vc", slots, kv_dim, randn(rng, slots * kv_dim))},
+                     {0, 1, 7, 8},
+                     1e-5,  // as rope_neox: angles up to 4095 rad
+                     [tensors](Backend& be, const Bound& b) { be.qk_norm_rope_kv_write(tensors(b)); },
+                     [norm, rope](Backend& be, const Bound& b) {
+                         if (norm) {
+                             const Tensor qh = b.t[0].view(T * H, hd), kh = b.t[1].view(T * KV, hd);
+                             be.rms_norm(qh, b.t[3], 1e-6f, qh);
+                             be.rms_norm(kh, b.t[4], 1e-6f, kh);
+                         }
+                         be.rope_neox(b.t[0], b.t[5], H, hd, rope);
+                         be.rope_neox(b.t[1], b.t[5], KV, hd, rope);
+                         be.kv_write(b.t[1], b.t[2], b.t[6], b.t[7], b.t[8]);
+                     }});
+            }
+        }
+    }
+    return out;
+}
+
+std::vector<OpCase> matmuls_cases(std::mt19937& rng) {
+    std::vector<OpCase> out;
+    const int64_t K = 256;
+    for (DType w : kWeightTypes) {
+        for (int64_t T : {1, 8, 33}) {
+            for (const bool three : {true, false}) {
+                // q/k/v-like: three matrices, biases on two of them; gate/up-like: two, no bias.
+                const std::vector<int64_t> N = three ? std::vector<int64_t>{45, 20, 21} : std::vector<int64_t>{37, 37};
+                std::vector<HostTensor> t{f32("x", T, K, randn(rng, static_cast<size_t>(T * K)))};
+                for (size_t i = 0; i < N.size(); ++i) {
+                    const std::string id = std::to_string(i);
+                    t.push_back(weight("w" + id, w, N[i], K, randn(rng, static_cast<size_t>(N[i] * K))));
+                    t.push_back(f32("bias" + id, 1, N[i], randn(rng, static_cast<size_t>(N[i]))));
+                    t.push_back(f32("y" + id, T, N[i], std::vector<float>(static_cast<size_t>(T * N[i]))));
+                }
+                const size_t n = N.size();
+                // Tensors of output i: w 1+3i, bias 2+3i, y 3+3i; the first output has no bias.
+                const auto bias = [](const Bound& b, size_t i) { return i == 0 ? nullptr : &b.t[2 + 3 * i]; };
+                std::vector<size_t> outputs;
+                for (size_t i = 0; i < n; ++i) outputs.push_back(3 + 3 * i);
+                out.push_back({"matmuls " + dt(w) + " T=" + std::to_string(T) + " outputs=" + std::to_string(n), t,
+                               outputs, kReduction,
+                               [n, bias](Backend& be, const Bound& b) {
+                                   std::vector<MatmulOut> outs;
+                                   for (size_t i = 0; i < n; ++i) outs.push_back({&b.t[1 + 3 * i], bias(b, i), b.t[3 + 3 * i]});
+                                   be.matmuls(b.t[0], outs);
+                               },
+                               [n, bias](Backend& be, const Bound& b) {
+                                   for (size_t i = 0; i < n; ++i) be.matmul(b.t[0], b.t[1 + 3 * i], bias(b, i), b.t[3 + 3 * i]);
+                               }});
+            }
+        }
+    }
+    return out;
+}
+
+std::vector<OpCase> silu_mul_matmul_cases(std::mt19937& rng) {
+    std::vector<OpCase> out;
+    for_matmul_shapes([&](DType w, int64_t T, int64_t K) {
+        const int64_t N = 45;
+        out.push_back({"silu_mul_matmul " + dt(w) + " T=" + std::to_string(T) + " K=" + std::to_string(K),
+                       {f32("gate", T, K, randn(rng, static_cast<size_t>(T * K), 3.0f)),
+                        f32("up", T, K, randn(rng, static_cast<size_t>(T * K))),
+                        weight("w", w, N, K, randn(rng, static_cast<size_t>(N * K))),
+                        f32("y", T, N, std::vector<float>(T * N))},
+                       {3},
+                       kReduction,
+                       [](Backend& be, const Bound& b) { be.silu_mul_matmul(b.t[0], b.t[1], b.t[2], b.t[3]); },
+                       [](Backend& be, const Bound& b) {
+                           be.silu_mul(b.t[0], b.t[1], b.t[0]);
+                           be.matmul(b.t[0], b.t[2], nullptr, b.t[3]);
+                       }});
+    });
+    return out;
 }
 
 std::vector<OpCase> gather_last_cases(std::mt19937& rng) {
@@ -406,7 +543,7 @@ class OpConformance : public ::testing::TestWithParam<std::string> {
             std::vector<std::vector<unsigned char>> want;
             {
                 Placed ref(ref_, c);
-                ref.run();
+                ref.run_reference();
                 want = ref.outputs();
             }
             Placed dev(*be_, c);
@@ -437,6 +574,10 @@ TEST_P(OpConformance, KvWrite) { check(kv_write_cases(rng_)); }
 TEST_P(OpConformance, Attention) { check(attention_cases(rng_, false)); }
 TEST_P(OpConformance, SparseAttention) { check(attention_cases(rng_, true)); }
 TEST_P(OpConformance, AddAndSiluMul) { check(elementwise_cases(rng_)); }
+TEST_P(OpConformance, Matmuls) { check(matmuls_cases(rng_)); }
+TEST_P(OpConformance, AddRmsNorm) { check(add_rms_norm_cases(rng_)); }
+TEST_P(OpConformance, QkNormRopeKvWrite) { check(qk_norm_rope_kv_write_cases(rng_)); }
+TEST_P(OpConformance, SiluMulMatmul) { check(silu_mul_matmul_cases(rng_)); }
 TEST_P(OpConformance, GatherLast) { check(gather_last_cases(rng_)); }
 TEST_P(OpConformance, Argmax) { check(argmax_cases(rng_)); }
 TEST_P(OpConformance, AdvanceDecode) { check(advance_cases()); }
@@ -449,9 +590,18 @@ TEST_P(OpConformance, RejectsBadShapesBeforeEnqueueing) {
     Buffer* b = be_->alloc(64 * sizeof(float), "b");
     const Tensor x = whole(a, DType::F32, 4, 16), w = whole(b, DType::F32, 8, 8);
     EXPECT_THROW(be_->matmul(x, w, nullptr, x), std::invalid_argument);
+    // RoPE factors: one per pair of the head, finite and positive.
+    Buffer* p = be_->alloc(4 * sizeof(int32_t), "pos");
+    const Tensor pos = whole(p, DType::I32, 1, 4);
+    const std::vector<float> short_factors(7, 1.0f), nan_factors = {1.0f, 2.0f, std::nanf(""), 1.0f, 1.0f, 1.0f, 1.0f, 1.0f};
+    const std::vector<float> zero_factors = {1.0f, 2.0f, 0.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f};
+    for (const std::vector<float>* f : {&short_factors, &nan_factors, &zero_factors})
+        EXPECT_THROW(be_->rope_neox(x, pos, 1, 16, RopeSpec{1e4f, *f}), std::invalid_argument);
+    EXPECT_THROW(be_->rope_neox(x, pos, 1, 16, RopeSpec{0.0f, {}}), std::invalid_argument);
     be_->begin_capture();
     EXPECT_THROW(be_->add(x, x, whole(a, DType::F32, 2, 16)), std::invalid_argument);
     be_->destroy_graph(be_->end_capture());
+    be_->free(p);
     be_->free(a);
     be_->free(b);
 }

@@ -1,10 +1,13 @@
 #include "model/config.h"
 
 #include "model/gguf.h"
+#include "runtime/rope.h"
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <limits>
+#include <numbers>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
@@ -118,11 +121,45 @@ Arch parse_arch(const Fields& f) {
                "' (supported: Qwen3ForCausalLM, Qwen2ForCausalLM, LlamaForCausalLM, MistralForCausalLM)");
 }
 
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Llama 3.1's "llama3" scaling as divisors of the inverse frequencies, one per pair, as llama.cpp's converter
+// stores them in rope_freqs.weight: a pair whose wavelength is shorter than original_max_position_embeddings /
+// high_freq_factor keeps its frequency, one longer than original_max_position_embeddings / low_freq_factor has it
+// divided by factor, and those between move smoothly from one to the other (the frequencies of transformers'
+// _compute_llama3_parameters).
+std::vector<float> llama3_factors(const Fields& f, const Fields& r, const ModelConfig& c) {
+    const double factor = r.number("factor", 0.0, kInf);
+    const double low = r.number("low_freq_factor", 0.0, kInf);
+    const double high = r.number("high_freq_factor", low, kInf);  // above low: the band between has a width
+    // As in transformers v5: a top-level value wins, and max_position_embeddings stands in for a missing one.
+    const char* omp = "original_max_position_embeddings";
+    const double old_context = static_cast<double>(f.has(omp)   ? f.integer(omp, 1, kMaxPositions)
+                                                   : r.has(omp) ? r.integer(omp, 1, kMaxPositions)
+                                                                : c.max_position_embeddings);
+    std::vector<float> inv(static_cast<size_t>(c.head_dim / 2));
+    rope_inv_freq(RopeSpec{static_cast<float>(c.rope_theta), {}}, c.head_dim, inv.data());
+    std::vector<float> factors;
+    for (const float x : inv) {
+        const double wavelength = 2.0 * std::numbers::pi / x;
+        if (wavelength < old_context / high) {
+            factors.push_back(1.0f);
+        } else if (wavelength > old_context / low) {
+            factors.push_back(static_cast<float>(factor));
+        } else {
+            const double smooth = (old_context / wavelength - low) / (high - low);
+            factors.push_back(static_cast<float>(1.0 / ((1.0 - smooth) / factor + smooth)));
+        }
+    }
+    return factors;
+}
+
 // Older files have rope_theta and rope_scaling; transformers v5 writes rope_parameters
 // {rope_type, rope_theta, ...}. As in v5, a non-null rope_scaling takes the place of
-// rope_parameters, and a rope_theta inside it wins over the top-level one.
+// rope_parameters, and a rope_theta inside it wins over the top-level one. Needs head_dim and
+// max_position_embeddings.
 void parse_rope(const Fields& f, const std::string& source, ModelConfig& c) {
-    c.rope_theta = f.number("rope_theta", 0.0, std::numeric_limits<double>::infinity(), 10000.0);
+    c.rope_theta = f.number("rope_theta", 0.0, kInf, 10000.0);
     const char* field = f.has("rope_scaling") ? "rope_scaling" : f.has("rope_parameters") ? "rope_parameters" : nullptr;
     if (field == nullptr) return;
     const json& rope = f.at(field);
@@ -131,13 +168,16 @@ void parse_rope(const Fields& f, const std::string& source, ModelConfig& c) {
     // Newer files say "rope_type", older ones "type"; v4 required one of them in rope_scaling.
     std::optional<std::string> type = r.string(rope.contains("rope_type") ? "rope_type" : "type");
     if (!type && field == std::string_view("rope_scaling")) f.fail(field, "has no rope_type, got " + rope.dump());
-    if (type && *type != "default")
-        f.fail(field, "rope type '" + *type + "' is not supported (supported: none, default)");
+    const std::string kind = type.value_or("default");
+    if (kind != "default" && kind != "linear" && kind != "llama3")
+        f.fail(field, "rope type '" + kind + "' is not supported (supported: default, linear, llama3)");
     for (const auto& [key, value] : rope.items())
         if (value.is_object()) f.fail(field, "per-layer-type RoPE parameters ('" + key + "') are not supported");
-    c.rope_theta = r.number("rope_theta", 0.0, std::numeric_limits<double>::infinity(), c.rope_theta);
+    c.rope_theta = r.number("rope_theta", 0.0, kInf, c.rope_theta);
     if (r.has("partial_rotary_factor") && r.number("partial_rotary_factor", 0.0, 2.0) != 1.0)
         r.fail("partial_rotary_factor", "partial rotary embeddings are not supported");
+    if (kind == "linear") c.rope_linear_factor = r.number("factor", 0.0, kInf);
+    if (kind == "llama3") c.rope_freq_factors = llama3_factors(f, r, c);
 }
 
 void check_unsupported_features(const Fields& f, const ModelConfig& c) {
@@ -195,9 +235,9 @@ ModelConfig parse(const json& j, const std::string& source) {
                                std::to_string(c.head_dim));
 
     c.rms_norm_eps = static_cast<float>(f.number("rms_norm_eps", 0.0, 1.0));
-    parse_rope(f, source, c);
     c.vocab_size = static_cast<int>(f.integer("vocab_size", 1, kMaxVocab));
     c.max_position_embeddings = static_cast<int>(f.integer("max_position_embeddings", 1, kMaxPositions));
+    parse_rope(f, source, c);
     c.tie_word_embeddings = f.boolean("tie_word_embeddings", false);
     // HF's Qwen2 gives q/k/v a bias whatever the config says.
     c.attention_bias = f.boolean("attention_bias", false) || c.arch == Arch::Qwen2;
@@ -235,6 +275,52 @@ ModelConfig ModelConfig::from_json_text(const std::string& text, const std::stri
         throw std::runtime_error(source + ": invalid JSON: " + e.what());
     }
     return parse(j, source);
+}
+
+namespace {
+
+// As llama.cpp reads them: rope.scaling.type defaults to linear and "none" never scales; rope.scaling.factor
+// (rope.scale_linear in older files; 0 means none) divides every frequency; the tensor rope_freqs.weight holds
+// per-pair divisors (Llama 3.1+ "llama3" scaling). Needs head_dim.
+void read_gguf_rope_scaling(const GgufFile& g, const std::string& p, ModelConfig& c) {
+    const auto type = g.opt_string(p + "rope.scaling.type");
+    if (type && *type != "none" && *type != "linear")
+        throw std::runtime_error(g.path() + ": rope scaling '" + std::string(*type) +
+                                 "' is not supported (supported: none, linear, and per-pair factors in rope_freqs.weight)");
+    if (!type || *type == "linear") {
+        const std::string key = g.find(p + "rope.scaling.factor") ? p + "rope.scaling.factor" : p + "rope.scale_linear";
+        if (const auto factor = g.opt_f32(key); factor && *factor != 0.0f) {
+            if (!std::isfinite(*factor) || *factor < 0.0f)
+                throw std::runtime_error(g.path() + ": metadata '" + key + "' must be finite and positive");
+            c.rope_linear_factor = *factor;
+        }
+    }
+    const GgufTensor* t = g.find_tensor("rope_freqs.weight");
+    if (t == nullptr) return;
+    const std::string what = g.path() + ": tensor 'rope_freqs.weight' (per-pair RoPE frequency factors)";
+    if (t->ggml_type != 0) throw std::runtime_error(what + " has type " + ggml_type_name(t->ggml_type) + ", expected F32");
+    const int64_t n = c.head_dim / 2;
+    if (t->dims != std::vector<int64_t>{n})
+        throw std::runtime_error(what + " must be a vector of head_dim/2 = " + std::to_string(n) + " elements, got " +
+                                 std::to_string(t->numel()) + " in " + std::to_string(t->dims.size()) + " dimension(s)");
+    c.rope_freq_factors.resize(static_cast<size_t>(n));
+    std::memcpy(c.rope_freq_factors.data(), t->data, static_cast<size_t>(n) * sizeof(float));
+    for (int64_t i = 0; i < n; ++i) {
+        const float v = c.rope_freq_factors[static_cast<size_t>(i)];
+        if (!std::isfinite(v) || !(v > 0.0f))
+            throw std::runtime_error(what + ": element " + std::to_string(i) + " is " + std::to_string(v) +
+                                     ", not a finite positive factor");
+    }
+}
+
+}  // namespace
+
+std::vector<float> ModelConfig::rope_factors() const {
+    if (rope_linear_factor == 1.0 && rope_freq_factors.empty()) return {};
+    std::vector<float> out(static_cast<size_t>(head_dim / 2));
+    for (size_t i = 0; i < out.size(); ++i)
+        out[i] = (rope_freq_factors.empty() ? 1.0f : rope_freq_factors[i]) * static_cast<float>(rope_linear_factor);
+    return out;
 }
 
 ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
@@ -275,10 +361,7 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
     if (c.head_dim % 2 != 0) throw std::runtime_error(g.path() + ": head dimension must be even");
     if (bounded(p + "rope.dimension_count", 1, kMaxHeadDim, c.head_dim) != c.head_dim)
         throw std::runtime_error(g.path() + ": partial rotary embeddings (rope.dimension_count < head dim) are not supported");
-    if (auto scaling = g.opt_string(p + "rope.scaling.type"); scaling && *scaling != "none")
-        throw std::runtime_error(g.path() + ": rope scaling '" + std::string(*scaling) + "' is not supported");
-    if (g.find_tensor("rope_freqs.weight"))
-        throw std::runtime_error(g.path() + ": per-dimension rope frequency factors (rope_freqs, Llama 3.1 style) are not supported");
+    read_gguf_rope_scaling(g, p, c);
     const float eps = g.get_f32(p + "attention.layer_norm_rms_epsilon");
     if (!(eps > 0.0f && eps < 1.0f)) throw std::runtime_error(g.path() + ": layer_norm_rms_epsilon out of range");
     c.rms_norm_eps = eps;

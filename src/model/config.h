@@ -25,6 +25,12 @@ struct ModelConfig {
     int head_dim = 0;
     float rms_norm_eps = 0.0f;
     double rope_theta = 10000.0;
+    // RoPE frequency scaling. Every inverse frequency is divided by rope_linear_factor (Hugging Face rope_type
+    // "linear"; GGUF rope.scaling.factor) and that of pair i by rope_freq_factors[i] when there are any (head_dim/2
+    // values: Hugging Face rope_type "llama3", turned into factors as llama.cpp's converter does; GGUF tensor
+    // rope_freqs.weight).
+    double rope_linear_factor = 1.0;
+    std::vector<float> rope_freq_factors;
     int vocab_size = 0;
     int max_position_embeddings = 0;
     bool tie_word_embeddings = false;
@@ -36,6 +42,9 @@ struct ModelConfig {
 
     int q_dim() const { return num_attention_heads * head_dim; }
     int kv_dim() const { return num_key_value_heads * head_dim; }
+    // The divisors of the inverse frequencies the backends apply (RopeSpec::factors): both kinds of scaling
+    // combined, or empty when there is none.
+    std::vector<float> rope_factors() const;
 
     // Both throw std::runtime_error naming the source and the offending field.
     static ModelConfig from_file(const std::string& path);

@@ -37,7 +37,7 @@ void Decoder::forward(const StepInputs& in, int T) {
     const ModelWeights& w = model_.weights();
     const int H = c.num_attention_heads, KV = c.num_key_value_heads, hd = c.head_dim;
     const float eps = static_cast<float>(c.rms_norm_eps);
-    const float theta = static_cast<float>(c.rope_theta);
+    const RopeSpec rope = model_.rope();
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     const int S = in.meta.num_seqs;
 
@@ -46,30 +46,28 @@ void Decoder::forward(const StepInputs& in, int T) {
                  gate = gate_.slice_rows(0, T), up = up_.slice_rows(0, T);
 
     backend_.embedding(in.token_ids, w.embed, x);
+    backend_.rms_norm(x, w.layers.front().input_norm, eps, h);
     for (size_t l = 0; l < w.layers.size(); ++l) {
         const LayerWeights& L = w.layers[l];
-        backend_.rms_norm(x, L.input_norm, eps, h);
-        backend_.matmul(h, L.q_proj, L.q_bias ? &*L.q_bias : nullptr, q);
-        backend_.matmul(h, L.k_proj, L.k_bias ? &*L.k_bias : nullptr, k);
-        backend_.matmul(h, L.v_proj, L.v_bias ? &*L.v_bias : nullptr, v);
-        if (L.q_norm) {
-            const Tensor qh = q.view(static_cast<int64_t>(T) * H, hd), kh = k.view(static_cast<int64_t>(T) * KV, hd);
-            backend_.rms_norm(qh, *L.q_norm, eps, qh);
-            backend_.rms_norm(kh, *L.k_norm, eps, kh);
-        }
-        backend_.rope_neox(q, in.positions, H, hd, theta);
-        backend_.rope_neox(k, in.positions, KV, hd, theta);
         const int layer = static_cast<int>(l);
-        backend_.kv_write(k, v, in.slot_mapping, kv_.k(layer), kv_.v(layer));
+        // h holds this layer's normed input (the previous layer's last residual add was fused with the norm).
+        const MatmulOut qkv[] = {{&L.q_proj, L.q_bias ? &*L.q_bias : nullptr, q},
+                                 {&L.k_proj, L.k_bias ? &*L.k_bias : nullptr, k},
+                                 {&L.v_proj, L.v_bias ? &*L.v_bias : nullptr, v}};
+        backend_.matmuls(h, qkv);
+        backend_.qk_norm_rope_kv_write({q, k, v, L.q_norm ? &*L.q_norm : nullptr, L.k_norm ? &*L.k_norm : nullptr, eps,
+                                        in.positions, rope, in.slot_mapping, kv_.k(layer), kv_.v(layer), H, KV, hd});
         backend_.attention(q, kv_.k(layer), kv_.v(layer), in.meta, H, KV, hd, scale, attn);
         backend_.matmul(attn, L.o_proj, L.o_bias ? &*L.o_bias : nullptr, proj);
-        backend_.add(x, proj, x);
-        backend_.rms_norm(x, L.post_norm, eps, h);
-        backend_.matmul(h, L.gate_proj, nullptr, gate);
-        backend_.matmul(h, L.up_proj, nullptr, up);
-        backend_.silu_mul(gate, up, gate);
-        backend_.matmul(gate, L.down_proj, nullptr, proj);
-        backend_.add(x, proj, x);
+        backend_.add_rms_norm(x, proj, L.post_norm, eps, h);
+        const MatmulOut gate_up[] = {{&L.gate_proj, nullptr, gate}, {&L.up_proj, nullptr, up}};
+        backend_.matmuls(h, gate_up);
+        backend_.silu_mul_matmul(gate, up, L.down_proj, proj);
+        if (l + 1 < w.layers.size()) {
+            backend_.add_rms_norm(x, proj, w.layers[l + 1].input_norm, eps, h);
+        } else {
+            backend_.add(x, proj, x);
+        }
     }
     const Tensor last = last_.slice_rows(0, S);
     backend_.gather_last(x, in.meta.query_start_loc, last);

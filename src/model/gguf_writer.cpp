@@ -199,6 +199,20 @@ void add_arch_metadata(GgufWriter& w, const std::string& arch, const ModelConfig
 }
 
 namespace {
+// RoPE scaling as llama.cpp's converter writes it: linear scaling as rope.scaling.type "linear" with
+// rope.scaling.factor, Llama 3.1's per-pair factors as the f32 vector rope_freqs.weight.
+void add_rope_scaling(GgufWriter& w, const std::string& arch, const ModelConfig& c) {
+    if (c.rope_linear_factor != 1.0) {
+        w.add_string(arch + ".rope.scaling.type", "linear");
+        w.add_f32(arch + ".rope.scaling.factor", static_cast<float>(c.rope_linear_factor));
+    }
+    if (!c.rope_freq_factors.empty()) {
+        std::vector<uint8_t> bytes(c.rope_freq_factors.size() * sizeof(float));
+        std::memcpy(bytes.data(), c.rope_freq_factors.data(), bytes.size());
+        w.add_tensor("rope_freqs.weight", DType::F32, {static_cast<int64_t>(c.rope_freq_factors.size())},
+                     std::move(bytes));
+    }
+}
 
 // llama.cpp's converter stores each head's rows i*half+j at 2j+i (interleaved RoPE pairs).
 std::vector<uint8_t> permute_heads(const uint8_t* src, size_t bytes, int64_t rows, int heads) {
@@ -221,6 +235,7 @@ void convert_to_gguf(const std::string& hf_dir, const std::string& out_path) {
     const Checkpoint ck(hf_dir);
     GgufWriter w;
     add_arch_metadata(w, arch, c);
+    add_rope_scaling(w, arch, c);
     for (const std::string& name : ck.names()) {
         const TensorInfo& t = ck.get(name);
         if (c.tie_word_embeddings && name == "lm_head.weight") continue;

@@ -65,7 +65,8 @@ void add_bpe_tokenizer_metadata(GgufWriter& w, const std::string& tokenizer_dir,
                                 std::optional<int32_t> bos_id);
 
 // Writes the Hugging Face folder `hf_dir` (config.json + safetensors; Qwen3, Qwen2 or Llama) as a GGUF
-// file with the same tensor dtypes.
+// file with the same tensor dtypes; RoPE scaling goes where llama.cpp's converter puts it (linear: metadata keys;
+// llama3: the tensor rope_freqs.weight).
 void convert_to_gguf(const std::string& hf_dir, const std::string& out_path);
 
 // A random-weight model of architecture `arch` (llama, qwen2, qwen3) whose matrices are of `dtype`

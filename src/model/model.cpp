@@ -107,6 +107,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, Backend& backend,
         throw std::runtime_error("head_dim " + std::to_string(cfg.head_dim) + " is not supported (even, at most " +
                                  std::to_string(cpu::kMaxHeadDim) + ")");
     }
+    m->rope_factors_ = cfg.rope_factors();
     m->bind_all(backend, progress);
     return m;
 }

@@ -52,6 +52,8 @@ class Model {
     // Bytes of weights one decode token reads (every matrix once; a tied head counted once).
     size_t decode_weight_bytes() const { return decode_weight_bytes_; }
     DType weight_dtype() const { return weights_.layers.at(0).q_proj.dtype; }
+    // The RoPE frequencies every layer uses (theta and the scaling factors, computed once at load).
+    RopeSpec rope() const { return {static_cast<float>(config_.rope_theta), rope_factors_}; }
 
    private:
     // A weight as stored in the file: shape outermost first ([rows, cols] or [n]).
@@ -71,6 +73,7 @@ class Model {
 
     std::string path_;
     ModelConfig config_;
+    std::vector<float> rope_factors_;  // config_.rope_factors()
     std::optional<Checkpoint> checkpoint_;
     std::optional<GgufFile> gguf_;
     ModelWeights weights_;

@@ -11,9 +11,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <stdexcept>
 #include <string>
 
+#include "runtime/rope.h"
 #include "runtime/tensor.h"
 
 namespace tracelm {
@@ -45,6 +47,26 @@ struct DecodeState {
     Tensor step;          // [1, 1] number of steps taken since seeding
     Tensor history;       // [max_steps, S] sampled ids, row `step` is written each step
     int block_size = 0;
+};
+
+// One output of Backend::matmuls.
+struct MatmulOut {
+    const Tensor* w = nullptr;
+    const Tensor* bias = nullptr;  // may be null
+    Tensor out;
+};
+
+// Arguments of Backend::qk_norm_rope_kv_write for T tokens.
+struct QkvPrologue {
+    Tensor q, k, v;                     // [T, heads*head_dim], [T, kv_heads*head_dim] x2 (f32); q, k updated in place
+    const Tensor* q_norm = nullptr;     // per-head RMSNorm weights [head_dim] of q and k: both given or both null
+    const Tensor* k_norm = nullptr;
+    float eps = 0.0f;
+    Tensor positions;                   // [1, T] i32
+    RopeSpec rope;                      // the frequencies (theta, scaling factors)
+    Tensor slot_mapping;                // [1, T] i32
+    Tensor k_cache, v_cache;            // [slots, kv_heads*head_dim]
+    int heads = 0, kv_heads = 0, head_dim = 0;
 };
 
 // Scratch of dsa_topk for up to max_rows rows of max_keys keys, made once (outside capture) by
@@ -89,8 +111,8 @@ class Backend {
     virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) = 0;
     // out[t,n] = sum_k x[t,k] * w[n,k] (+ bias[n]); w is [N,K] in f32/bf16/f16, bias may be null.
     virtual void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) = 0;
-    // In place NeoX rotary embedding of x [T, heads*head_dim] at positions[t].
-    virtual void rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, float theta) = 0;
+    // In place NeoX rotary embedding of x [T, heads*head_dim] at positions[t], with the frequencies of `rope`.
+    virtual void rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, const RopeSpec& rope) = 0;
     // k_cache/v_cache [slots, kv_dim]; row t of k/v goes to slot_mapping[t] (skipped when < 0).
     virtual void kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
                           const Tensor& v_cache) = 0;
@@ -101,6 +123,20 @@ class Backend {
     virtual void add(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
     // out = silu(gate) * up
     virtual void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) = 0;
+    // ---- fused ops (each equals the composition of the ops above it names, and removes launches / barriers) ----
+    // x += delta, then out = rms_norm(x, w): a residual add fused with the norm that follows it.
+    virtual void add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w, float eps, const Tensor& out) = 0;
+    // The attention prologue of one layer: per-head rms_norm of p.q and p.k (when p.q_norm / p.k_norm are given),
+    // rope_neox of both, then kv_write of k and v.
+    virtual void qk_norm_rope_kv_write(const QkvPrologue& p) = 0;
+    // Several matmuls of one input, outs[i].out = x . outs[i].w^T (+ outs[i].bias): the q/k/v and gate/up
+    // projections, in one launch where the backend can. At most kMaxMatmuls outputs.
+    static constexpr size_t kMaxMatmuls = 3;
+    virtual void matmuls(const Tensor& x, std::span<const MatmulOut> outs) = 0;
+    // out = silu_mul(gate, up) . w^T (as matmul, no bias): the down projection with its input fused. gate and up
+    // are consumed: afterwards their contents are unspecified (a backend may use them as scratch).
+    virtual void silu_mul_matmul(const Tensor& gate, const Tensor& up, const Tensor& w, const Tensor& out) = 0;
+
     // out[s,:] = x[query_start_loc[s+1]-1, :]: the last token of each sequence.
     virtual void gather_last(const Tensor& x, const Tensor& query_start_loc, const Tensor& out) = 0;
     // ids[r] = argmax(logits[r,:]); the lowest index wins ties; NaN never wins.

@@ -1,5 +1,6 @@
 #include "runtime/op_checks.h"
 
+#include <cmath>
 #include <stdexcept>
 
 namespace tracelm::checks {
@@ -47,12 +48,22 @@ void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& 
     }
 }
 
-void rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, int max_head_dim) {
+void rope_spec(const RopeSpec& rope, int head_dim, const char* op) {
+    require(std::isfinite(rope.theta) && rope.theta > 0.0f, op, "theta must be finite and positive");
+    require(rope.factors.empty() || rope.factors.size() == static_cast<size_t>(head_dim / 2), op,
+            "rope factors: " + std::to_string(rope.factors.size()) + " given, expected head_dim/2 = " +
+                std::to_string(head_dim / 2));
+    for (const float f : rope.factors) require(std::isfinite(f) && f > 0.0f, op, "rope factors must be finite and positive");
+}
+
+void rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, const RopeSpec& rope,
+               int max_head_dim) {
     require_dtype(x, DType::F32, "rope_neox");
     require_dtype(positions, DType::I32, "rope_neox");
     require(head_dim > 0 && head_dim % 2 == 0 && head_dim <= max_head_dim, "rope_neox", "bad head_dim");
     require(x.cols == static_cast<int64_t>(heads) * head_dim && positions.numel() == x.rows, "rope_neox",
             "shape mismatch on '" + x.name() + "'");
+    rope_spec(rope, head_dim, "rope_neox");
 }
 
 void kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
@@ -81,6 +92,47 @@ void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, co
 void elementwise(const Tensor& a, const Tensor& b, const Tensor& out, const char* op) {
     for (const Tensor* t : {&a, &b, &out}) require_dtype(*t, DType::F32, op);
     require(a.numel() == b.numel() && a.numel() == out.numel(), op, "shape mismatch");
+}
+
+void matmuls(std::span<const MatmulOut> outs) {
+    require(!outs.empty() && outs.size() <= Backend::kMaxMatmuls, "matmuls",
+            "needs 1 to " + std::to_string(Backend::kMaxMatmuls) + " outputs");
+    for (const MatmulOut& o : outs) require(o.w != nullptr, "matmuls", "missing weight");
+}
+
+void add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w, const Tensor& out) {
+    elementwise(x, delta, x, "add_rms_norm");
+    require_dtype(out, DType::F32, "add_rms_norm");
+    require(delta.rows == x.rows && out.rows == x.rows && out.cols == x.cols, "add_rms_norm", "shape mismatch");
+    require(is_float_weight(w.dtype) && w.numel() == x.cols, "add_rms_norm",
+            "weight '" + w.name() + "' length mismatch");
+}
+
+void qk_norm_rope_kv_write(const QkvPrologue& p, int max_head_dim) {
+    const char* op = "qk_norm_rope_kv_write";
+    for (const Tensor* t : {&p.q, &p.k, &p.v, &p.k_cache, &p.v_cache}) require_dtype(*t, DType::F32, op);
+    require_dtype(p.positions, DType::I32, op);
+    require_dtype(p.slot_mapping, DType::I32, op);
+    require(p.heads > 0 && p.kv_heads > 0 && p.head_dim > 0 && p.head_dim % 2 == 0 && p.head_dim <= max_head_dim, op,
+            "bad head geometry");
+    const int64_t T = p.q.rows, kv_dim = static_cast<int64_t>(p.kv_heads) * p.head_dim;
+    require(p.q.cols == static_cast<int64_t>(p.heads) * p.head_dim && p.k.cols == kv_dim && p.v.cols == kv_dim &&
+                p.k.rows == T && p.v.rows == T && p.positions.numel() == T && p.slot_mapping.numel() == T &&
+                p.k_cache.cols == kv_dim && p.v_cache.cols == kv_dim && p.k_cache.rows == p.v_cache.rows,
+            op, "shape mismatch");
+    rope_spec(p.rope, p.head_dim, op);
+    require((p.q_norm == nullptr) == (p.k_norm == nullptr), op, "q_norm and k_norm must be given together");
+    if (p.q_norm != nullptr) {
+        require(is_float_weight(p.q_norm->dtype) && p.k_norm->dtype == p.q_norm->dtype &&
+                    p.q_norm->numel() == p.head_dim && p.k_norm->numel() == p.head_dim,
+                op, "q/k norm weights must be f32/bf16/f16 of length head_dim, of one dtype");
+    }
+}
+
+void silu_mul_matmul(const Tensor& gate, const Tensor& up, const Tensor& w, const Tensor& out) {
+    elementwise(gate, up, gate, "silu_mul_matmul");
+    require(up.rows == gate.rows, "silu_mul_matmul", "shape mismatch");
+    matmul(gate, w, nullptr, out);
 }
 
 void gather_last(const Tensor& x, const Tensor& query_start_loc, const Tensor& out) {

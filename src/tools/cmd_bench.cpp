@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +13,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
@@ -33,6 +35,7 @@ struct BenchArgs {
     int gen_tokens = 128;
     bool json = false;
     int threads = 0;
+    int rounds = 3;
     std::string backend = "cpu";
     std::string llamacpp_python = "python3";
 };
@@ -72,39 +75,77 @@ struct DecodeRun {
     size_t graph_ops = 0;
 };
 
-DecodeRun run_decode(const Model& model, Backend& backend, const std::vector<int32_t>& prompt, int gen,
-                     bool capture) {
-    EngineOptions opt;
-    opt.capture = capture;
-    opt.context = static_cast<int64_t>(prompt.size()) + gen;
-    Engine engine(model, backend, opt);
-    DecodeRun r;
-    auto t0 = Clock::now();
-    r.tokens.push_back(engine.start({prompt}, gen).at(0));
-    r.prefill_tok_s = static_cast<double>(prompt.size()) / since(t0);
-    const int warm = capture ? kReplayWarmSteps : 1;
-    for (int i = 0; i < warm && i < gen - 1; ++i) engine.step();
-    const int timed = gen - 1 - warm;
-    // Host time per step: on the CPU the wall time outside the pool's dispatches; on a device, which runs
-    // the steps asynchronously, the time to enqueue them.
+// Wall time, enqueue time and host time outside kernels of timed decode steps.
+struct StepTimes {
+    double wall = 0, enqueue = 0, busy = 0;
+    int steps = 0;
+};
+
+// One decode step of `engine`, timed to completion. Host time: on the CPU the wall time outside the pool's
+// dispatches; on a device, which runs the step asynchronously, the time to enqueue it.
+void timed_step(Engine& engine, Backend& backend, StepTimes& t) {
     const auto* cpu_backend = dynamic_cast<const cpu::CpuBackend*>(&backend);
     const double busy0 = cpu_backend != nullptr ? cpu_backend->busy_seconds() : 0.0;
     backend.synchronize();
-    t0 = Clock::now();
-    for (int i = 0; i < timed; ++i) engine.step();
-    const double enqueue = since(t0);
+    const auto t0 = Clock::now();
+    engine.step();
+    t.enqueue += since(t0);
     backend.synchronize();
-    const double wall = since(t0);
-    if (timed > 0) {
-        r.decode_tok_s = timed / wall;
-        r.step_us = wall / timed * 1e6;
-        r.host_us_per_step =
-            (cpu_backend != nullptr ? wall - (cpu_backend->busy_seconds() - busy0) : enqueue) / timed * 1e6;
+    t.wall += since(t0);
+    t.busy += cpu_backend != nullptr ? cpu_backend->busy_seconds() - busy0 : 0.0;
+    ++t.steps;
+}
+
+DecodeRun summarize(const StepTimes& t, bool cpu) {
+    DecodeRun r;
+    if (t.steps > 0) {
+        r.decode_tok_s = t.steps / t.wall;
+        r.step_us = t.wall / t.steps * 1e6;
+        r.host_us_per_step = (cpu ? t.wall - t.busy : t.enqueue) / t.steps * 1e6;
     }
-    const auto hist = engine.history(gen - 1);
-    r.tokens.insert(r.tokens.end(), hist.begin(), hist.end());
-    r.graph_ops = engine.graph_ops();
     return r;
+}
+
+// Eager and captured decode of the same prompt, their timed steps alternating (eager, replay, eager, ...) so
+// that both see the same machine: on a shared VM speed drifts over seconds, which would bias two runs made
+// one after the other. Untimed: the eager warm step, and the capture with its first replay.
+std::pair<DecodeRun, DecodeRun> run_decode_pair(const Model& model, Backend& backend, const std::vector<int32_t>& prompt,
+                                                int gen) {
+    EngineOptions opt;
+    opt.context = static_cast<int64_t>(prompt.size()) + gen;
+    opt.capture = false;
+    Engine eager(model, backend, opt);
+    opt.capture = true;
+    Engine replay(model, backend, opt);
+    std::pair<DecodeRun, DecodeRun> out;
+    std::vector<int32_t> first;
+    for (Engine* e : {&eager, &replay}) {
+        const auto t0 = Clock::now();
+        first.push_back(e->start({prompt}, gen).at(0));
+        (e == &eager ? out.first : out.second).prefill_tok_s = static_cast<double>(prompt.size()) / since(t0);
+    }
+    eager.step();
+    for (int i = 0; i < kReplayWarmSteps; ++i) replay.step();
+    StepTimes te, tr;
+    const int timed = gen - 1 - kReplayWarmSteps;
+    for (int i = 0; i < timed; ++i) {
+        timed_step(eager, backend, te);
+        timed_step(replay, backend, tr);
+    }
+    for (int i = 1 + timed; i < gen - 1; ++i) eager.step();  // the step the replayed run spent on its capture
+    const bool cpu = dynamic_cast<const cpu::CpuBackend*>(&backend) != nullptr;
+    const double prefill_e = out.first.prefill_tok_s, prefill_r = out.second.prefill_tok_s;
+    out.first = summarize(te, cpu);
+    out.second = summarize(tr, cpu);
+    out.first.prefill_tok_s = prefill_e;
+    out.second.prefill_tok_s = prefill_r;
+    for (auto [e, r] : {std::pair{&eager, &out.first}, std::pair{&replay, &out.second}}) {
+        r->tokens = {first[e == &eager ? 0 : 1]};
+        const auto hist = e->history(gen - 1);
+        r->tokens.insert(r->tokens.end(), hist.begin(), hist.end());
+        r->graph_ops = e->graph_ops();
+    }
+    return out;
 }
 
 // Runs argv[0] (searched in PATH) with stdout and stderr into one pipe; returns the exit status (127 when it
@@ -202,33 +243,73 @@ int run_bench(const BenchArgs& a) {
         id = static_cast<int32_t>((x >> 8) % static_cast<uint32_t>(std::min(c.vocab_size, 150000)));
     }
 
-    const DecodeRun eager = run_decode(*model, backend, prompt, a.gen_tokens, false);
-    const DecodeRun replay = run_decode(*model, backend, prompt, a.gen_tokens, true);
-    const auto* cpu_backend = dynamic_cast<const cpu::CpuBackend*>(&backend);
-    LlamaCppRun llama;
-    if (!std::filesystem::is_regular_file(a.model)) {
-        llama.skipped = "not a GGUF file";
-    } else if (cpu_backend == nullptr) {
-        llama.skipped = "the comparison runs on the CPU backend only";
-    } else {
-        llama = run_llamacpp(a.llamacpp_python, a.model, cpu_backend->threads(), prompt, a.gen_tokens, kReplayWarmSteps);
-    }
-    if (!llama.skipped.empty()) (a.json ? std::cerr : std::cout) << "llama.cpp comparison: skipped (" << llama.skipped << ")\n";
     // The bandwidth decode is held against: a multi-threaded read sweep on the CPU, device-to-device copies
     // (bytes read plus written) on a GPU.
-    double bw = 0.0;
-    std::string bw_kind = "cpu read sweep";
-    if (cpu_backend != nullptr) bw = measure_read_bandwidth(cpu_backend->threads());
-#ifdef TRACELM_HAVE_CUDA
-    if (auto* gpu = dynamic_cast<cuda::CudaBackend*>(&backend)) {
-        bw = gpu->measure_copy_bandwidth(size_t{1} << 30);
-        bw_kind = "device copy (" + gpu->device_name() + ")";
+    const auto* cpu_backend = dynamic_cast<const cpu::CpuBackend*>(&backend);
+    // llama.cpp on the same file, when it can run here (once per round, like the other measurements).
+    std::string llama_skipped;
+    if (!std::filesystem::is_regular_file(a.model)) {
+        llama_skipped = "not a GGUF file";
+    } else if (cpu_backend == nullptr) {
+        llama_skipped = "the comparison runs on the CPU backend only";
     }
+    std::string bw_kind = "cpu read sweep";
+    const auto measure_bandwidth = [&]() -> double {
+#ifdef TRACELM_HAVE_CUDA
+        if (auto* gpu = dynamic_cast<cuda::CudaBackend*>(&backend)) {
+            bw_kind = "device copy (" + gpu->device_name() + ")";
+            return gpu->measure_copy_bandwidth(size_t{1} << 30);
+        }
 #endif
+        return cpu_backend != nullptr ? measure_read_bandwidth(cpu_backend->threads()) : 0.0;
+    };
     // Bytes one decode token reads: every weight once plus K and V of the average context.
     const double avg_ctx = a.prompt_tokens + a.gen_tokens / 2.0;
     const double kv_bytes = 2.0 * c.num_hidden_layers * c.num_key_value_heads * c.head_dim * sizeof(float) * avg_ctx;
     const double bytes_per_token = static_cast<double>(model->decode_weight_bytes()) + kv_bytes;
+
+    // Rounds of paired eager / replayed decode and a bandwidth measurement, back to back: on a shared machine
+    // speed drifts over seconds, so each ratio is taken within a round and the medians are reported.
+    struct Round {
+        DecodeRun eager, replay;
+        double bw = 0.0;
+        LlamaCppRun llama;
+    };
+    std::vector<Round> rounds;
+    for (int r = 0; r < a.rounds; ++r) {
+        Round rd;
+        std::tie(rd.eager, rd.replay) = run_decode_pair(*model, backend, prompt, a.gen_tokens);
+        rd.bw = measure_bandwidth();
+        if (llama_skipped.empty()) {
+            rd.llama = run_llamacpp(a.llamacpp_python, a.model, cpu_backend->threads(), prompt, a.gen_tokens,
+                                    kReplayWarmSteps);
+            llama_skipped = rd.llama.skipped;
+        }
+        rounds.push_back(std::move(rd));
+    }
+    const auto median = [&](auto&& f) {
+        std::vector<double> v;
+        for (const Round& rd : rounds) v.push_back(f(rd));
+        std::sort(v.begin(), v.end());
+        return v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2.0;
+    };
+    bool tokens_match = true;
+    nlohmann::json per_round = nlohmann::json::array();
+    for (const Round& rd : rounds) {
+        tokens_match = tokens_match && rd.eager.tokens == rd.replay.tokens && rd.eager.tokens == rounds[0].eager.tokens;
+        per_round.push_back({{"decode_eager_tokens_per_s", rd.eager.decode_tok_s},
+                             {"decode_replay_tokens_per_s", rd.replay.decode_tok_s},
+                             {"read_bandwidth_gb_s", rd.bw / 1e9},
+                             {"decode_bandwidth_share", bytes_per_token * rd.replay.decode_tok_s / rd.bw}});
+        if (llama_skipped.empty()) {
+            per_round.back()["llamacpp_decode_tokens_per_s"] = rd.llama.decode_tok_s;
+            per_round.back()["replay_over_llamacpp_decode"] = rd.replay.decode_tok_s / rd.llama.decode_tok_s;
+        }
+    }
+    if (!llama_skipped.empty()) {
+        (a.json ? std::cerr : std::cout) << "llama.cpp comparison: skipped (" << llama_skipped << ")\n";
+    }
+    const DecodeRun& replay = rounds[0].replay;
     rusage ru{};
     getrusage(RUSAGE_SELF, &ru);
 
@@ -242,45 +323,62 @@ int run_bench(const BenchArgs& a) {
     j["weight_dtype"] = std::string(dtype_name(model->weight_dtype()));
     j["prompt_tokens"] = a.prompt_tokens;
     j["gen_tokens"] = a.gen_tokens;
-    j["prefill_tokens_per_s"] = eager.prefill_tok_s;
-    j["decode_eager_tokens_per_s"] = eager.decode_tok_s;
-    j["decode_replay_tokens_per_s"] = replay.decode_tok_s;
-    j["replay_over_eager"] = replay.decode_tok_s / eager.decode_tok_s;
+    j["rounds"] = a.rounds;
+    j["prefill_tokens_per_s"] = median([](const Round& rd) { return rd.eager.prefill_tok_s; });
+    j["decode_eager_tokens_per_s"] = median([](const Round& rd) { return rd.eager.decode_tok_s; });
+    j["decode_replay_tokens_per_s"] = median([](const Round& rd) { return rd.replay.decode_tok_s; });
+    j["replay_over_eager"] = median([](const Round& rd) { return rd.replay.decode_tok_s / rd.eager.decode_tok_s; });
     j["graph_ops"] = replay.graph_ops;
-    j["replay_step_us"] = replay.step_us;
-    j["replay_host_us_per_step"] = replay.host_us_per_step;
-    j["replay_host_share"] = replay.host_us_per_step / replay.step_us;
-    j["eager_host_us_per_step"] = eager.host_us_per_step;
-    j["tokens_match"] = eager.tokens == replay.tokens;
+    j["replay_step_us"] = median([](const Round& rd) { return rd.replay.step_us; });
+    j["replay_host_us_per_step"] = median([](const Round& rd) { return rd.replay.host_us_per_step; });
+    j["replay_host_share"] = median([](const Round& rd) { return rd.replay.host_us_per_step / rd.replay.step_us; });
+    j["eager_host_us_per_step"] = median([](const Round& rd) { return rd.eager.host_us_per_step; });
+    j["tokens_match"] = tokens_match;
     j["bandwidth_kind"] = bw_kind;
-    j["read_bandwidth_gb_s"] = bw / 1e9;
+    j["read_bandwidth_gb_s"] = median([](const Round& rd) { return rd.bw; }) / 1e9;
     j["decode_bytes_per_token"] = bytes_per_token;
-    j["decode_bandwidth_share"] = bytes_per_token * replay.decode_tok_s / bw;
+    j["decode_bandwidth_share"] =
+        median([&](const Round& rd) { return bytes_per_token * rd.replay.decode_tok_s / rd.bw; });
+    j["per_round"] = per_round;
     j["peak_rss_mib"] = static_cast<double>(ru.ru_maxrss) / 1024.0;
-    if (llama.skipped.empty()) {
+    if (llama_skipped.empty()) {
+        const LlamaCppRun& llama = rounds[0].llama;
         j["llamacpp_version"] = llama.version;
-        j["llamacpp_prefill_tokens_per_s"] = llama.prefill_tok_s;
-        j["llamacpp_decode_tokens_per_s"] = llama.decode_tok_s;
-        j["replay_over_llamacpp_decode"] = replay.decode_tok_s / llama.decode_tok_s;
+        j["llamacpp_prefill_tokens_per_s"] = median([](const Round& rd) { return rd.llama.prefill_tok_s; });
+        j["llamacpp_decode_tokens_per_s"] = median([](const Round& rd) { return rd.llama.decode_tok_s; });
+        j["replay_over_llamacpp_decode"] =
+            median([](const Round& rd) { return rd.replay.decode_tok_s / rd.llama.decode_tok_s; });
         // How many leading greedy tokens the two engines share (they round differently, so near-ties may part them).
         size_t same = 0;
         while (same < llama.tokens.size() && same < replay.tokens.size() && llama.tokens[same] == replay.tokens[same])
             ++same;
         j["llamacpp_same_leading_tokens"] = same;
     } else {
-        j["llamacpp_skipped"] = llama.skipped;
+        j["llamacpp_skipped"] = llama_skipped;
     }
     if (a.json) {
         std::cout << j.dump(2) << "\n";
     } else {
         std::printf("%-34s %14s\n", "metric", "value");
         for (auto it = j.begin(); it != j.end(); ++it) {
+            if (it.value().is_array()) continue;  // per_round: its own table below
             std::printf("%-34s %14s\n", it.key().c_str(), it.value().is_string() ? it.value().get<std::string>().c_str()
                                                                                 : it.value().dump().c_str());
         }
+        std::printf("\n%-6s %14s %14s %14s %14s %16s\n", "round", "eager tok/s", "replay tok/s", "bandwidth GB/s",
+                    "decode share", "llama.cpp tok/s");
+        for (size_t r = 0; r < per_round.size(); ++r) {
+            const auto& pr = per_round[r];
+            std::printf("%-6zu %14.2f %14.2f %14.2f %14.3f %16s\n", r + 1, pr["decode_eager_tokens_per_s"].get<double>(),
+                        pr["decode_replay_tokens_per_s"].get<double>(), pr["read_bandwidth_gb_s"].get<double>(),
+                        pr["decode_bandwidth_share"].get<double>(),
+                        pr.contains("llamacpp_decode_tokens_per_s")
+                            ? std::to_string(pr["llamacpp_decode_tokens_per_s"].get<double>()).c_str()
+                            : "-");
+        }
         std::cout << "json: " << j.dump() << "\n";
     }
-    return eager.tokens == replay.tokens ? 0 : 2;
+    return tokens_match ? 0 : 2;
 }
 }  // namespace
 
@@ -290,6 +388,8 @@ Action add_bench(CLI::App& app) {
     app.add_option("--prompt-tokens", a->prompt_tokens, "prompt length")->check(CLI::Range(1, 1 << 16));
     app.add_option("--gen-tokens", a->gen_tokens, "tokens to generate")->check(CLI::Range(8, 1 << 16));
     app.add_flag("--json", a->json, "print JSON only");
+    app.add_option("--rounds", a->rounds, "rounds of eager decode, replayed decode and bandwidth (medians reported)")
+        ->check(CLI::Range(1, 100));
     app.add_option("--threads", a->threads, "worker threads (default: all cores)")->check(CLI::Range(1, 1024));
     add_backend_option(app, a->backend);
     app.add_option("--llamacpp-python", a->llamacpp_python,

@@ -78,6 +78,8 @@ void run_matmul(const MatmulArgs& a, int64_t b, int64_t e) { matmul(a.x, a.T, a.
 
 // Rows of a matmul go to threads in units of this many (float weights: the op's grain).
 constexpr int64_t kMatmulRowGrain = 16;
+// Float-weight matmuls are split dynamically in chunks of this many rows (a few hundred KB of weights).
+constexpr int64_t kMatmulRowChunk = 4 * kMatmulRowGrain;
 
 // Quantized weights: the items are the pool's threads (item i runs on thread i). Each quantizes all T
 // activation rows into its own slice of the backend's scratch (act + i * act_stride) and computes its share
@@ -158,6 +160,60 @@ struct BinaryArgs {
 };
 void run_add(const BinaryArgs& a, int64_t b, int64_t e) { add(a.a, a.b, a.out, b, e); }
 void run_silu_mul(const BinaryArgs& a, int64_t b, int64_t e) { silu_mul(a.a, a.b, a.out, b, e); }
+
+struct AddRmsNormArgs {
+    float* x;
+    const float* delta;
+    const void* w;
+    float* out;
+    int64_t cols;
+    float eps;
+    DType wt;
+};
+// Row by row with the same kernels as add then rms_norm, so the fused op gives their exact numbers.
+void run_add_rms_norm(const AddRmsNormArgs& a, int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+        float* x = a.x + r * a.cols;
+        add(x, a.delta + r * a.cols, x, 0, a.cols);
+    }
+    rms_norm(a.x, a.w, a.wt, a.eps, a.out, a.cols, b, e);
+}
+
+struct QkvPrologueArgs {
+    float* q;
+    float* k;
+    const float* v;
+    const void* q_norm;  // null: no norm
+    const void* k_norm;
+    const int32_t* positions;
+    const float* inv_freq;
+    const int32_t* slots;
+    float* k_cache;
+    float* v_cache;
+    int64_t num_slots;
+    float eps;
+    DType norm_dt;
+    int heads, kv_heads, head_dim;
+};
+// One token per item: its q and k heads normed (per head, with rms_norm) and rotated (as run_rope), then k
+// and v stored at the token's slot (as run_kv_write).
+void run_qkv_prologue(const QkvPrologueArgs& a, int64_t b, int64_t e) {
+    const int64_t q_dim = static_cast<int64_t>(a.heads) * a.head_dim, kv_dim = static_cast<int64_t>(a.kv_heads) * a.head_dim;
+    for (int64_t t = b; t < e; ++t) {
+        float* q = a.q + t * q_dim;
+        float* k = a.k + t * kv_dim;
+        if (a.q_norm != nullptr) {
+            rms_norm(q, a.q_norm, a.norm_dt, a.eps, q, a.head_dim, 0, a.heads);
+            rms_norm(k, a.k_norm, a.norm_dt, a.eps, k, a.head_dim, 0, a.kv_heads);
+        }
+        run_rope(RopeArgs{q, a.positions + t, a.inv_freq, a.heads, a.head_dim}, 0, 1);
+        run_rope(RopeArgs{k, a.positions + t, a.inv_freq, a.kv_heads, a.head_dim}, 0, 1);
+        const int64_t slot = a.slots[t];
+        if (slot < 0 || slot >= a.num_slots) continue;
+        std::memcpy(a.k_cache + slot * kv_dim, k, sizeof(float) * static_cast<size_t>(kv_dim));
+        std::memcpy(a.v_cache + slot * kv_dim, a.v + t * kv_dim, sizeof(float) * static_cast<size_t>(kv_dim));
+    }
+}
 
 struct GatherArgs {
     const float* x;
@@ -282,7 +338,7 @@ CpuBackend::~CpuBackend() {
 
 template <typename Args>
 void CpuBackend::submit(void (*fn)(const Args&, int64_t, int64_t), const Args& args, const Footprint& fp,
-                        int64_t items, int64_t grain) {
+                        int64_t items, int64_t grain, int64_t chunk) {
     static_assert(sizeof(Args) + sizeof(fn) <= CpuOp::kArgBytes, "op arguments too large");
     static_assert(std::is_trivially_copyable_v<Args>);
     CpuOp op;
@@ -297,6 +353,7 @@ void CpuBackend::submit(void (*fn)(const Args&, int64_t, int64_t), const Args& a
     };
     op.items = items;
     op.grain = grain < 1 ? 1 : grain;
+    op.chunk = chunk;
     std::memcpy(op.args, &fn, sizeof(fn));
     std::memcpy(op.args + sizeof(fn), &args, sizeof(Args));
     if (capturing()) {
@@ -443,7 +500,7 @@ void CpuBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, co
     if (!dtype_is_quantized(w.dtype)) {
         submit(run_matmul,
                MatmulArgs{x.ptr<float>(), w.raw(), bias_ptr, out.ptr<float>(), x.rows, x.cols, w.rows, w.dtype}, fp,
-               w.rows, kMatmulRowGrain);
+               w.rows, kMatmulRowGrain, kMatmulRowChunk);
         return;
     }
     // The activation scratch is found or made here, at submission, so that no eager call and no replay
@@ -468,25 +525,22 @@ void CpuBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, co
            fp, threads());
 }
 
-const float* CpuBackend::rope_inv_freq(int head_dim, float theta) {
-    auto& table = rope_tables_[{head_dim, theta}];
-    if (table.empty()) {
-        // Same recipe as the reference implementations: theta^(-2i/d) evaluated in f32.
-        for (int i = 0; i < head_dim / 2; ++i) {
-            const float exponent = static_cast<float>(2 * i) / static_cast<float>(head_dim);
-            table.push_back(1.0f / std::pow(theta, exponent));
-        }
-    }
-    return table.data();
+const float* CpuBackend::rope_inv_freq(int head_dim, const RopeSpec& rope) {
+    for (const RopeTable& t : rope_tables_)
+        if (t.head_dim == head_dim && t.theta == rope.theta && std::ranges::equal(t.factors, rope.factors))
+            return t.inv_freq.data();
+    RopeTable& t = rope_tables_.emplace_back();
+    t.head_dim = head_dim;
+    t.theta = rope.theta;
+    t.factors.assign(rope.factors.begin(), rope.factors.end());
+    t.inv_freq.resize(static_cast<size_t>(head_dim / 2));
+    tracelm::rope_inv_freq(rope, head_dim, t.inv_freq.data());
+    return t.inv_freq.data();
 }
 
-void CpuBackend::rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, float theta) {
-    require_dtype(x, DType::F32, "rope_neox");
-    require_dtype(positions, DType::I32, "rope_neox");
-    require(head_dim > 0 && head_dim % 2 == 0 && head_dim <= kMaxHeadDim, "rope_neox", "bad head_dim");
-    require(x.cols == static_cast<int64_t>(heads) * head_dim && positions.numel() == x.rows, "rope_neox",
-            "shape mismatch on '" + x.name() + "'");
-    submit(run_rope, RopeArgs{x.ptr<float>(), positions.ptr<int32_t>(), rope_inv_freq(head_dim, theta), heads, head_dim},
+void CpuBackend::rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, const RopeSpec& rope) {
+    checks::rope_neox(x, positions, heads, head_dim, rope, kMaxHeadDim);
+    submit(run_rope, RopeArgs{x.ptr<float>(), positions.ptr<int32_t>(), rope_inv_freq(head_dim, rope), heads, head_dim},
            Footprint().read(positions).write(x), x.rows);
 }
 
@@ -522,6 +576,41 @@ void CpuBackend::silu_mul(const Tensor& gate, const Tensor& up, const Tensor& ou
     require(gate.numel() == up.numel() && gate.numel() == out.numel(), "silu_mul", "shape mismatch");
     submit(run_silu_mul, BinaryArgs{gate.ptr<float>(), up.ptr<float>(), out.ptr<float>()},
            Footprint().read(gate).read(up).write(out), out.numel(), 1024);
+}
+
+void CpuBackend::matmuls(const Tensor& x, std::span<const MatmulOut> outs) {
+    checks::matmuls(outs);
+    // Separate recorded ops: they read the same input and write disjoint outputs, so barrier elision
+    // already runs them in one phase.
+    for (const MatmulOut& o : outs) matmul(x, *o.w, o.bias, o.out);
+}
+
+void CpuBackend::add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w, float eps, const Tensor& out) {
+    checks::add_rms_norm(x, delta, w, out);
+    submit(run_add_rms_norm,
+           AddRmsNormArgs{x.ptr<float>(), delta.ptr<float>(), w.raw(), out.ptr<float>(), x.cols, eps, w.dtype},
+           Footprint().read(delta).read(w).write(x).write(out), x.rows);
+}
+
+void CpuBackend::qk_norm_rope_kv_write(const QkvPrologue& p) {
+    checks::qk_norm_rope_kv_write(p, kMaxHeadDim);
+    Footprint fp;
+    fp.read(p.v).read(p.positions).read(p.slot_mapping).write(p.q).write(p.k).write(p.k_cache).write(p.v_cache);
+    if (p.q_norm != nullptr) fp.read(*p.q_norm).read(*p.k_norm);
+    submit(run_qkv_prologue,
+           QkvPrologueArgs{p.q.ptr<float>(), p.k.ptr<float>(), p.v.ptr<float>(), p.q_norm ? p.q_norm->raw() : nullptr,
+                           p.k_norm ? p.k_norm->raw() : nullptr, p.positions.ptr<int32_t>(),
+                           rope_inv_freq(p.head_dim, p.rope), p.slot_mapping.ptr<int32_t>(), p.k_cache.ptr<float>(),
+                           p.v_cache.ptr<float>(), p.k_cache.rows, p.eps, p.q_norm ? p.q_norm->dtype : DType::F32,
+                           p.heads, p.kv_heads, p.head_dim},
+           fp, p.q.rows);
+}
+
+void CpuBackend::silu_mul_matmul(const Tensor& gate, const Tensor& up, const Tensor& w, const Tensor& out) {
+    // Two recorded ops: a matvec thread needs the whole activation vector, so the product is formed first
+    // (in gate, which the interface lets us consume) behind one barrier.
+    silu_mul(gate, up, gate);
+    matmul(gate, w, nullptr, out);
 }
 
 void CpuBackend::gather_last(const Tensor& x, const Tensor& query_start_loc, const Tensor& out) {

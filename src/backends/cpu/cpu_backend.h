@@ -5,7 +5,7 @@
 // appended to the graph being recorded. Replay hands the recorded list to the pool in one dispatch.
 #pragma once
 
-#include <map>
+#include <deque>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -36,13 +36,17 @@ class CpuBackend final : public Backend {
     void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) override;
     void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) override;
     void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) override;
-    void rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, float theta) override;
+    void rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, const RopeSpec& rope) override;
     void kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
                   const Tensor& v_cache) override;
     void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta, int heads,
                    int kv_heads, int head_dim, float scale, const Tensor& out) override;
     void add(const Tensor& a, const Tensor& b, const Tensor& out) override;
     void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) override;
+    void matmuls(const Tensor& x, std::span<const MatmulOut> outs) override;
+    void add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w, float eps, const Tensor& out) override;
+    void qk_norm_rope_kv_write(const QkvPrologue& p) override;
+    void silu_mul_matmul(const Tensor& gate, const Tensor& up, const Tensor& w, const Tensor& out) override;
     void gather_last(const Tensor& x, const Tensor& query_start_loc, const Tensor& out) override;
     void argmax(const Tensor& logits, const Tensor& ids) override;
     void advance_decode(const Tensor& sampled, const DecodeState& st) override;
@@ -72,16 +76,23 @@ class CpuBackend final : public Backend {
     // op needs a barrier before it.
     template <typename Args>
     void submit(void (*fn)(const Args&, int64_t, int64_t), const Args& args, const Footprint& fp, int64_t items,
-                int64_t grain = 1);
-    const float* rope_inv_freq(int head_dim, float theta);
+                int64_t grain = 1, int64_t chunk = 0);
+    const float* rope_inv_freq(int head_dim, const RopeSpec& rope);
 
     ThreadPool pool_;
     std::vector<std::unique_ptr<Buffer>> buffers_;
     std::vector<CpuOp> recording_;
     Phase phase_;  // ops recorded since the last barrier
     std::vector<std::vector<CpuOp>> graphs_;
-    // Inverse RoPE frequencies, kept for the backend's life because recorded ops point into them.
-    std::map<std::pair<int, float>, std::vector<float>> rope_tables_;
+    // Inverse RoPE frequencies per (head_dim, theta, factors), kept for the backend's life because recorded ops
+    // point into them (a deque never moves its elements).
+    struct RopeTable {
+        int head_dim = 0;
+        float theta = 0.0f;
+        std::vector<float> factors;
+        std::vector<float> inv_freq;
+    };
+    std::deque<RopeTable> rope_tables_;
     void dispatch(const CpuOp* ops, size_t n);
 
     uint64_t ops_executed_ = 0;

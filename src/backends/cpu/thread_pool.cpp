@@ -63,11 +63,19 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::execute(int tid) {
     for (size_t i = 0; i < n_ops_; ++i) {
         const CpuOp& op = ops_[i];
-        const int64_t units = (op.items + op.grain - 1) / op.grain;
-        const int64_t b = units * tid / threads_ * op.grain;
-        int64_t e = units * (tid + 1) / threads_ * op.grain;
-        if (e > op.items) e = op.items;
-        if (b < e) op.fn(op.args, b, e);
+        if (op.chunk > 0) {
+            std::atomic_ref<int64_t> claimed(op.claimed);
+            for (int64_t b = claimed.fetch_add(op.chunk, std::memory_order_relaxed); b < op.items;
+                 b = claimed.fetch_add(op.chunk, std::memory_order_relaxed)) {
+                op.fn(op.args, b, b + op.chunk < op.items ? b + op.chunk : op.items);
+            }
+        } else {
+            const int64_t units = (op.items + op.grain - 1) / op.grain;
+            const int64_t b = units * tid / threads_ * op.grain;
+            int64_t e = units * (tid + 1) / threads_ * op.grain;
+            if (e > op.items) e = op.items;
+            if (b < e) op.fn(op.args, b, e);
+        }
         if (op.barrier || i + 1 == n_ops_) barrier_.arrive_and_wait();
     }
 }
@@ -92,6 +100,9 @@ void ThreadPool::run(const CpuOp* ops, size_t n) {
     }
     // The barrier after the last op doubles as the completion signal.
     execute(0);
+    // Every thread is past that barrier and touches no op until the next dispatch, whose wake-up publishes
+    // the reset counters.
+    for (size_t i = 0; i < n; ++i) ops[i].claimed = 0;
 }
 
 }  // namespace tracelm::cpu

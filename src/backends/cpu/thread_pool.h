@@ -13,7 +13,10 @@
 namespace tracelm::cpu {
 
 // A fully resolved op: a kernel entry point, its packed arguments and how many work items it has.
-// Thread `tid` of `n` runs items [items*tid/n, items*(tid+1)/n), rounded to multiples of `grain`.
+// Thread `tid` of `n` runs items [items*tid/n, items*(tid+1)/n), rounded to multiples of `grain`; or, when
+// `chunk` > 0, the threads claim chunks of `chunk` items from a shared counter until none are left, so a
+// thread the machine slows down (another process, the hypervisor) does less of the op instead of holding
+// up the barrier. Only ops whose items are independent of the thread that runs them may use chunks.
 // `barrier` false lets threads go on to the next op without waiting for each other: the recorder
 // clears it only when the next op touches no memory this one writes or reads-and-the-next-writes.
 struct CpuOp {
@@ -22,6 +25,8 @@ struct CpuOp {
     Fn fn = nullptr;
     int64_t items = 0;
     int64_t grain = 1;
+    int64_t chunk = 0;
+    mutable int64_t claimed = 0;  // chunked ops: items claimed so far in this dispatch
     bool barrier = true;
     alignas(16) unsigned char args[kArgBytes] = {};
 };

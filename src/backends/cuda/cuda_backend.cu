@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <map>
 #include <stdexcept>
 #include <vector>
@@ -25,6 +26,13 @@ void require_supported_weight(const Tensor& w) {
         throw std::runtime_error("cuda backend: weight '" + w.name() + "' has type " + std::string(dtype_name(w.dtype)) +
                                  ", not supported on cuda yet");
     }
+}
+
+// The CPU backend's frequencies, computed on the host (the launch carries them by value).
+ops::RopeFreqs rope_freqs(int head_dim, const RopeSpec& rope) {
+    ops::RopeFreqs f{};
+    rope_inv_freq(rope, head_dim, f.inv);
+    return f;
 }
 
 // cudaMalloc returns 256-byte aligned blocks; sizes are rounded the same way so that blocks are reusable.
@@ -101,6 +109,7 @@ CudaBackend::CudaBackend() : impl_(std::make_unique<Impl>()) {
     cudaDeviceProp prop{};
     check(cudaGetDeviceProperties(&prop, 0), "device properties");
     impl_->device = prop.name;
+    ops::init(static_cast<int>(prop.sharedMemPerBlockOptin));
     check(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking), "stream create");
 }
 
@@ -257,14 +266,10 @@ void CudaBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, c
                 w.rows, impl_->stream);
 }
 
-void CudaBackend::rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, float theta) {
-    checks::rope_neox(x, positions, heads, head_dim, ops::kMaxHeadDim);
-    ops::RopeFreqs f{};
-    // The CPU backend's recipe: theta^(-2i/d) evaluated in f32 on the host.
-    for (int i = 0; i < head_dim / 2; ++i) {
-        f.inv[i] = 1.0f / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(head_dim));
-    }
-    ops::rope_neox(x.ptr<float>(), positions.ptr<int32_t>(), x.rows, heads, head_dim, f, impl_->stream);
+void CudaBackend::rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, const RopeSpec& rope) {
+    checks::rope_neox(x, positions, heads, head_dim, rope, ops::kMaxHeadDim);
+    ops::rope_neox(x.ptr<float>(), positions.ptr<int32_t>(), x.rows, heads, head_dim, rope_freqs(head_dim, rope),
+                   impl_->stream);
 }
 
 void CudaBackend::kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
@@ -332,6 +337,61 @@ void CudaBackend::add(const Tensor& a, const Tensor& b, const Tensor& out) {
 void CudaBackend::silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) {
     checks::elementwise(gate, up, out, "silu_mul");
     ops::silu_mul(gate.ptr<float>(), up.ptr<float>(), out.ptr<float>(), out.numel(), impl_->stream);
+}
+
+void CudaBackend::matmuls(const Tensor& x, std::span<const MatmulOut> outs) {
+    static_assert(std::size(ops::GemvSegments{}.w) >= Backend::kMaxMatmuls);
+    checks::matmuls(outs);
+    bool fuse = x.rows <= ops::kGemvMaxT;
+    for (const MatmulOut& o : outs) {
+        require_supported_weight(*o.w);
+        checks::matmul(x, *o.w, o.bias, o.out);
+        fuse = fuse && o.w->dtype == outs[0].w->dtype;
+    }
+    if (!fuse) {
+        for (const MatmulOut& o : outs) matmul(x, *o.w, o.bias, o.out);
+        return;
+    }
+    ops::GemvSegments g{};
+    for (const MatmulOut& o : outs) {
+        g.w[g.count] = o.w->raw();
+        g.bias[g.count] = o.bias ? o.bias->ptr<float>() : nullptr;
+        g.y[g.count] = o.out.ptr<float>();
+        g.rows[g.count] = o.w->rows;
+        ++g.count;
+    }
+    ops::gemv(x.ptr<float>(), x.rows, x.cols, g, outs[0].w->dtype, impl_->stream);
+}
+
+void CudaBackend::add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w, float eps, const Tensor& out) {
+    require_supported_weight(w);
+    checks::add_rms_norm(x, delta, w, out);
+    ops::add_rms_norm(x.ptr<float>(), delta.ptr<float>(), w.raw(), w.dtype, eps, out.ptr<float>(), x.rows, x.cols,
+                      impl_->stream);
+}
+
+void CudaBackend::qk_norm_rope_kv_write(const QkvPrologue& p) {
+    checks::qk_norm_rope_kv_write(p, ops::kMaxHeadDim);
+    if (p.q_norm != nullptr) require_supported_weight(*p.q_norm);
+    ops::qk_norm_rope_kv_write({p.q.ptr<float>(), p.k.ptr<float>(), p.v.ptr<float>(),
+                                p.q_norm ? p.q_norm->raw() : nullptr, p.k_norm ? p.k_norm->raw() : nullptr,
+                                p.q_norm ? p.q_norm->dtype : DType::F32, p.eps, p.positions.ptr<int32_t>(),
+                                p.slot_mapping.ptr<int32_t>(), p.k_cache.ptr<float>(), p.v_cache.ptr<float>(),
+                                p.q.rows, p.k_cache.rows, p.heads, p.kv_heads, p.head_dim},
+                               rope_freqs(p.head_dim, p.rope), impl_->stream);
+}
+
+void CudaBackend::silu_mul_matmul(const Tensor& gate, const Tensor& up, const Tensor& w, const Tensor& out) {
+    require_supported_weight(w);
+    checks::silu_mul_matmul(gate, up, w, out);
+    if (!ops::silu_mul_matmul_fuses(gate.rows, gate.cols)) {
+        // Prefill-sized batches take the tiled GEMM, which reads its input from memory: form it in gate first.
+        silu_mul(gate, up, gate);
+        matmul(gate, w, nullptr, out);
+        return;
+    }
+    ops::silu_mul_matmul(gate.ptr<float>(), up.ptr<float>(), gate.rows, gate.cols, w.raw(), w.dtype, out.ptr<float>(),
+                         w.rows, impl_->stream);
 }
 
 void CudaBackend::gather_last(const Tensor& x, const Tensor& query_start_loc, const Tensor& out) {

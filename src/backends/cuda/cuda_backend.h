@@ -45,13 +45,17 @@ class CudaBackend final : public Backend {
     void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) override;
     void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) override;
     void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) override;
-    void rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, float theta) override;
+    void rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, const RopeSpec& rope) override;
     void kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
                   const Tensor& v_cache) override;
     void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta, int heads,
                    int kv_heads, int head_dim, float scale, const Tensor& out) override;
     void add(const Tensor& a, const Tensor& b, const Tensor& out) override;
     void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) override;
+    void matmuls(const Tensor& x, std::span<const MatmulOut> outs) override;
+    void add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w, float eps, const Tensor& out) override;
+    void qk_norm_rope_kv_write(const QkvPrologue& p) override;
+    void silu_mul_matmul(const Tensor& gate, const Tensor& up, const Tensor& w, const Tensor& out) override;
     void gather_last(const Tensor& x, const Tensor& query_start_loc, const Tensor& out) override;
     void argmax(const Tensor& logits, const Tensor& ids) override;
     void advance_decode(const Tensor& sampled, const DecodeState& st) override;

@@ -111,28 +111,39 @@ __global__ void rms_norm_kernel(const float* x, const void* w, float eps, float*
     for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) o[c] = xr[c] * scale * load_w<D>(w, c);
 }
 
+template <DType D>
+__global__ void add_rms_norm_kernel(float* x, const float* delta, const void* w, float eps, float* out, int64_t cols) {
+    __shared__ float partial[32];
+    float* xr = x + static_cast<int64_t>(blockIdx.x) * cols;
+    const float* dr = delta + static_cast<int64_t>(blockIdx.x) * cols;
+    float* o = out + static_cast<int64_t>(blockIdx.x) * cols;
+    float ss = 0.0f;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+        const float v = xr[c] + dr[c];
+        xr[c] = v;
+        ss += v * v;
+    }
+    const float scale = 1.0f / sqrtf(block_sum(ss, partial) / static_cast<float>(cols) + eps);
+    // Each element is read back by the thread that wrote it.
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) o[c] = xr[c] * scale * load_w<D>(w, c);
+}
+
 // ---- matmul ----
 
 // Tokens one GEMV block handles per pass over the weights.
 constexpr int kGemvTokens = 8;
 constexpr int kGemvWarps = 8;
-// Largest T that takes the GEMV path (T / kGemvTokens passes over the weights, which L2 mostly serves).
-constexpr int64_t kGemvMaxT = 32;
+// kGemvMaxT (cuda_ops.h) = 4 passes over the weights at most, which L2 mostly serves.
+static_assert(kGemvMaxT <= 4 * kGemvTokens);
 
-// A warp per output row n, reading the row once for up to kGemvTokens tokens. `vec`: K % 8 == 0 and
-// rows aligned for load_w8.
+// One warp's dot products of weight row `row` with tn <= kGemvTokens input rows x[t*K ..] (global or shared
+// memory), summed over the warp into every lane's acc. `vec`: K % 8 == 0, row and x 16-byte aligned.
 template <DType D>
-__global__ void __launch_bounds__(kGemvWarps * 32)
-    gemv_kernel(const float* x, int64_t T, int64_t K, const void* w, const float* bias, float* y, int64_t N, bool vec) {
+__device__ __forceinline__ void gemv_row(const float* x, int tn, int64_t K, const void* row, bool vec,
+                                         float (&acc)[kGemvTokens]) {
     const int lane = threadIdx.x & 31;
-    const int64_t n = static_cast<int64_t>(blockIdx.x) * kGemvWarps + (threadIdx.x >> 5);
-    const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kGemvTokens;
-    if (n >= N) return;
-    const int tn = static_cast<int>(T - t0 < kGemvTokens ? T - t0 : kGemvTokens);
-    constexpr size_t esize = D == DType::F32 ? 4 : 2;
-    const void* row = static_cast<const char*>(w) + static_cast<size_t>(n) * static_cast<size_t>(K) * esize;
-    const float* xt = x + t0 * K;
-    float acc[kGemvTokens] = {};
+#pragma unroll
+    for (int t = 0; t < kGemvTokens; ++t) acc[t] = 0.0f;
     if (vec) {
         for (int64_t k = lane * 8; k < K; k += 32 * 8) {
             float wv[8];
@@ -140,7 +151,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
 #pragma unroll
             for (int t = 0; t < kGemvTokens; ++t) {
                 if (t < tn) {
-                    const float4* xp = reinterpret_cast<const float4*>(xt + t * K + k);
+                    const float4* xp = reinterpret_cast<const float4*>(x + t * K + k);
                     const float4 a = xp[0], b = xp[1];
                     acc[t] += a.x * wv[0] + a.y * wv[1] + a.z * wv[2] + a.w * wv[3] + b.x * wv[4] + b.y * wv[5] +
                               b.z * wv[6] + b.w * wv[7];
@@ -152,16 +163,39 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
             const float wk = load_w<D>(row, k);
 #pragma unroll
             for (int t = 0; t < kGemvTokens; ++t) {
-                if (t < tn) acc[t] += xt[t * K + k] * wk;
+                if (t < tn) acc[t] += x[t * K + k] * wk;
             }
         }
     }
 #pragma unroll
+    for (int t = 0; t < kGemvTokens; ++t) acc[t] = warp_sum(acc[t]);
+}
+
+template <DType D>
+__device__ __forceinline__ const void* weight_row(const void* w, int64_t n, int64_t K) {
+    constexpr size_t esize = D == DType::F32 ? 4 : 2;
+    return static_cast<const char*>(w) + static_cast<size_t>(n) * static_cast<size_t>(K) * esize;
+}
+
+// A warp per output row, reading the row once for up to kGemvTokens tokens (blockIdx.y picks them). The rows
+// of the segments are numbered end to end, so one launch serves several matrices of one input.
+template <DType D>
+__global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(const float* x, int64_t T, int64_t K, GemvSegments g,
+                                                               bool vec) {
+    int64_t n = static_cast<int64_t>(blockIdx.x) * kGemvWarps + (threadIdx.x >> 5);
+    int s = 0;
+    while (s < g.count && n >= g.rows[s]) n -= g.rows[s++];
+    if (s == g.count) return;
+    const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kGemvTokens;
+    const int tn = static_cast<int>(T - t0 < kGemvTokens ? T - t0 : kGemvTokens);
+    float acc[kGemvTokens];
+    gemv_row<D>(x + t0 * K, tn, K, weight_row<D>(g.w[s], n, K), vec, acc);
+    if ((threadIdx.x & 31) != 0) return;
+    const int64_t N = g.rows[s];
+    const float b = g.bias[s] != nullptr ? g.bias[s][n] : 0.0f;
+#pragma unroll
     for (int t = 0; t < kGemvTokens; ++t) {
-        if (t < tn) {
-            const float s = warp_sum(acc[t]);
-            if (lane == 0) y[(t0 + t) * N + n] = bias != nullptr ? s + bias[n] : s;
-        }
+        if (t < tn) g.y[s][(t0 + t) * N + n] = g.bias[s] != nullptr ? acc[t] + b : acc[t];
     }
 }
 
@@ -238,6 +272,74 @@ __global__ void kv_write_kernel(const float* k, const float* v, const int32_t* s
     for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) {
         k_cache[slot * dim + c] = k[t * dim + c];
         v_cache[slot * dim + c] = v[t * dim + c];
+    }
+}
+
+// Block (t, head) with heads [0, heads) of q then [0, kv_heads) of k: the head is normed (when norm weights
+// are given), rotated, written back, and for k heads stored with the matching v head at the token's slot.
+template <DType D>
+__global__ void qkv_prologue_kernel(QkvPrologueParams p, RopeFreqs f) {
+    __shared__ float partial[32];
+    __shared__ float vals[kMaxHeadDim];
+    const int64_t t = blockIdx.x;
+    const bool is_q = static_cast<int>(blockIdx.y) < p.heads;
+    const int kh = static_cast<int>(blockIdx.y) - p.heads;  // k head when !is_q
+    const int hd = p.head_dim, half = hd / 2;
+    const int64_t kv_dim = static_cast<int64_t>(p.kv_heads) * hd;
+    float* row = is_q ? p.q + (t * p.heads + blockIdx.y) * hd : p.k + t * kv_dim + static_cast<int64_t>(kh) * hd;
+    const void* nw = is_q ? p.q_norm : p.k_norm;
+    float scale = 1.0f;
+    if (nw != nullptr) {  // uniform over the block
+        float ss = 0.0f;
+        for (int d = threadIdx.x; d < hd; d += blockDim.x) ss += row[d] * row[d];
+        scale = 1.0f / sqrtf(block_sum(ss, partial) / static_cast<float>(hd) + p.eps);
+    }
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) vals[d] = nw != nullptr ? row[d] * scale * load_w<D>(nw, d) : row[d];
+    __syncthreads();
+    const int64_t slot = is_q ? -1 : p.slots[t];
+    const bool store = slot >= 0 && slot < p.num_slots;
+    float* kc = store ? p.k_cache + slot * kv_dim + static_cast<int64_t>(kh) * hd : nullptr;
+    const float pos = static_cast<float>(p.positions[t]);
+    for (int i = threadIdx.x; i < half; i += blockDim.x) {
+        float sn, cs;
+        sincosf(pos * f.inv[i], &sn, &cs);
+        const float x1 = vals[i], x2 = vals[half + i];
+        const float r1 = x1 * cs - x2 * sn, r2 = x2 * cs + x1 * sn;
+        row[i] = r1;
+        row[half + i] = r2;
+        if (store) {
+            kc[i] = r1;
+            kc[half + i] = r2;
+        }
+    }
+    if (store) {
+        const int64_t off = static_cast<int64_t>(kh) * hd;
+        for (int d = threadIdx.x; d < hd; d += blockDim.x) p.v_cache[slot * kv_dim + off + d] = p.v[t * kv_dim + off + d];
+    }
+}
+
+// silu_mul fused into the down projection's GEMV: each block first forms silu(gate)*up of its `tpb` tokens in
+// shared memory (dynamic, tpb*K floats), then its warps compute output rows as gemv_kernel does.
+template <DType D>
+__global__ void __launch_bounds__(kGemvWarps * 32) silu_gemv_kernel(const float* gate, const float* up, int64_t T,
+                                                                    int64_t K, const void* w, float* y, int64_t N,
+                                                                    int tpb, bool vec) {
+    extern __shared__ float4 act_storage[];
+    float* act = reinterpret_cast<float*>(act_storage);
+    const int64_t t0 = static_cast<int64_t>(blockIdx.y) * tpb;
+    const int tn = static_cast<int>(T - t0 < tpb ? T - t0 : tpb);
+    const float* g = gate + t0 * K;
+    const float* u = up + t0 * K;
+    for (int64_t i = threadIdx.x; i < static_cast<int64_t>(tn) * K; i += blockDim.x) act[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    __syncthreads();
+    const int64_t n = static_cast<int64_t>(blockIdx.x) * kGemvWarps + (threadIdx.x >> 5);
+    if (n >= N) return;
+    float acc[kGemvTokens];
+    gemv_row<D>(act, tn, K, weight_row<D>(w, n, K), vec, acc);
+    if ((threadIdx.x & 31) != 0) return;
+#pragma unroll
+    for (int t = 0; t < kGemvTokens; ++t) {
+        if (t < tn) y[(t0 + t) * N + n] = acc[t];
     }
 }
 
@@ -498,21 +600,38 @@ void rms_norm(const float* x, const void* w, DType wt, float eps, float* out, in
     check_launch("rms_norm");
 }
 
+namespace {
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+}  // namespace
+
+void gemv(const float* x, int64_t T, int64_t K, const GemvSegments& g, DType wt, cudaStream_t stream) {
+    int64_t rows = 0;
+    bool vec = K % 8 == 0 && aligned16(x);
+    for (int s = 0; s < g.count; ++s) {
+        rows += g.rows[s];
+        vec = vec && aligned16(g.w[s]);
+    }
+    if (T == 0 || rows == 0) return;
+    with_weight_type(wt, [&](auto tag) {
+        const dim3 grid(static_cast<unsigned>((rows + kGemvWarps - 1) / kGemvWarps),
+                        static_cast<unsigned>((T + kGemvTokens - 1) / kGemvTokens));
+        gemv_kernel<decltype(tag)::value><<<grid, kGemvWarps * 32, 0, stream>>>(x, T, K, g, vec);
+    });
+    check_launch("gemv");
+}
+
 void matmul(const float* x, int64_t T, int64_t K, const void* w, DType wt, const float* bias, float* y, int64_t N,
             cudaStream_t stream) {
     if (T == 0 || N == 0) return;
-    const auto aligned = [](const void* p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; };
+    if (T <= kGemvMaxT) {
+        GemvSegments g{};
+        g.w[0] = w, g.bias[0] = bias, g.y[0] = y, g.rows[0] = N, g.count = 1;
+        gemv(x, T, K, g, wt, stream);
+        return;
+    }
     with_weight_type(wt, [&](auto tag) {
-        constexpr DType D = decltype(tag)::value;
-        if (T <= kGemvMaxT) {
-            const bool vec = K % 8 == 0 && aligned(x, 16) && aligned(w, 16);
-            const dim3 grid(static_cast<unsigned>((N + kGemvWarps - 1) / kGemvWarps),
-                            static_cast<unsigned>((T + kGemvTokens - 1) / kGemvTokens));
-            gemv_kernel<D><<<grid, kGemvWarps * 32, 0, stream>>>(x, T, K, w, bias, y, N, vec);
-        } else {
-            const dim3 grid(static_cast<unsigned>((N + kTile - 1) / kTile), static_cast<unsigned>((T + kTile - 1) / kTile));
-            gemm_kernel<D><<<grid, kGemmThreads, 0, stream>>>(x, T, K, w, bias, y, N);
-        }
+        const dim3 grid(static_cast<unsigned>((N + kTile - 1) / kTile), static_cast<unsigned>((T + kTile - 1) / kTile));
+        gemm_kernel<decltype(tag)::value><<<grid, kGemmThreads, 0, stream>>>(x, T, K, w, bias, y, N);
     });
     check_launch("matmul");
 }
@@ -559,6 +678,61 @@ void add(const float* a, const float* b, float* out, int64_t n, cudaStream_t str
     if (n == 0) return;
     add_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(a, b, out, n);
     check_launch("add");
+}
+
+void add_rms_norm(float* x, const float* delta, const void* w, DType wt, float eps, float* out, int64_t rows,
+                  int64_t cols, cudaStream_t stream) {
+    if (rows == 0) return;
+    with_weight_type(wt, [&](auto tag) {
+        add_rms_norm_kernel<decltype(tag)::value>
+            <<<static_cast<unsigned>(rows), 256, 0, stream>>>(x, delta, w, eps, out, cols);
+    });
+    check_launch("add_rms_norm");
+}
+
+void qk_norm_rope_kv_write(const QkvPrologueParams& p, const RopeFreqs& f, cudaStream_t stream) {
+    if (p.T == 0) return;
+    const dim3 grid(static_cast<unsigned>(p.T), static_cast<unsigned>(p.heads + p.kv_heads));
+    with_weight_type(p.q_norm != nullptr ? p.norm_dt : DType::F32, [&](auto tag) {
+        qkv_prologue_kernel<decltype(tag)::value><<<grid, 128, 0, stream>>>(p, f);
+    });
+    check_launch("qk_norm_rope_kv_write");
+}
+
+namespace {
+int g_max_dynamic_shared = 48 * 1024;  // the default limit until init() raises it
+
+// Tokens one silu_gemv block keeps in shared memory (0: K is too large for even one).
+int silu_tokens_per_block(int64_t K) {
+    return static_cast<int>(std::min<int64_t>(kGemvTokens, g_max_dynamic_shared / (K * static_cast<int64_t>(sizeof(float)))));
+}
+}  // namespace
+
+void init(int max_dynamic_shared_bytes) {
+    g_max_dynamic_shared = max_dynamic_shared_bytes;
+    for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
+        with_weight_type(dt, [&](auto tag) {
+            check(cudaFuncSetAttribute(silu_gemv_kernel<decltype(tag)::value>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, max_dynamic_shared_bytes),
+                  "shared memory limit");
+        });
+    }
+}
+
+bool silu_mul_matmul_fuses(int64_t T, int64_t K) { return T <= kGemvMaxT && K > 0 && silu_tokens_per_block(K) >= 1; }
+
+void silu_mul_matmul(const float* gate, const float* up, int64_t T, int64_t K, const void* w, DType wt, float* y,
+                     int64_t N, cudaStream_t stream) {
+    if (T == 0 || N == 0) return;
+    // No more tokens per block than there are: the shared memory asked for limits how many blocks share an SM.
+    const int tpb = static_cast<int>(std::min<int64_t>(silu_tokens_per_block(K), T));
+    const bool vec = K % 8 == 0 && aligned16(w);
+    const dim3 grid(static_cast<unsigned>((N + kGemvWarps - 1) / kGemvWarps), static_cast<unsigned>((T + tpb - 1) / tpb));
+    const size_t smem = static_cast<size_t>(tpb) * static_cast<size_t>(K) * sizeof(float);
+    with_weight_type(wt, [&](auto tag) {
+        silu_gemv_kernel<decltype(tag)::value><<<grid, kGemvWarps * 32, smem, stream>>>(gate, up, T, K, w, y, N, tpb, vec);
+    });
+    check_launch("silu_mul_matmul");
 }
 
 void silu_mul(const float* gate, const float* up, float* out, int64_t n, cudaStream_t stream) {

@@ -15,10 +15,23 @@ void embedding(const int32_t* ids, int64_t T, const void* table, DType dt, int64
                cudaStream_t stream);
 void rms_norm(const float* x, const void* w, DType wt, float eps, float* out, int64_t rows, int64_t cols,
               cudaStream_t stream);
-// y[t, n] = sum_k x[t, k] * w[n, k] (+ bias[n]), f32 accumulation: a warp per output row for T <= 32
-// (decode batches), a tiled kernel above.
+// y[t, n] = sum_k x[t, k] * w[n, k] (+ bias[n]), f32 accumulation: gemv() for T <= kGemvMaxT (decode
+// batches), a tiled kernel above.
 void matmul(const float* x, int64_t T, int64_t K, const void* w, DType wt, const float* bias, float* y, int64_t N,
             cudaStream_t stream);
+
+// Largest T gemv() takes.
+constexpr int64_t kGemvMaxT = 32;
+// Up to three matrices of one weight type and input width, each with its bias (may be null) and output.
+struct GemvSegments {
+    const void* w[3];
+    const float* bias[3];
+    float* y[3];
+    int64_t rows[3];
+    int count;
+};
+// Every segment's y = x . w^T (+ bias) in one launch: a warp per output row. T <= kGemvMaxT.
+void gemv(const float* x, int64_t T, int64_t K, const GemvSegments& g, DType wt, cudaStream_t stream);
 
 // Largest head_dim of rope_neox and attention (what the model loader accepts).
 constexpr int kMaxHeadDim = 512;
@@ -52,6 +65,38 @@ int64_t attention_scratch_floats(const AttentionParams& p, int splits);
 // Paged (or, with indices, sparse) causal attention; with splits > 1 each split writes a partial softmax to
 // `scratch` and a second kernel merges them.
 void attention(const AttentionParams& p, int splits, float* scratch, cudaStream_t stream);
+
+// x += delta, then out = rms_norm(x) * w, one block per row.
+void add_rms_norm(float* x, const float* delta, const void* w, DType wt, float eps, float* out, int64_t rows,
+                  int64_t cols, cudaStream_t stream);
+
+struct QkvPrologueParams {
+    float* q;                 // [T, heads*head_dim], updated in place
+    float* k;                 // [T, kv_heads*head_dim], updated in place
+    const float* v;
+    const void* q_norm;       // null: no per-head norm
+    const void* k_norm;
+    DType norm_dt;
+    float eps;
+    const int32_t* positions;
+    const int32_t* slots;
+    float* k_cache;
+    float* v_cache;
+    int64_t T, num_slots;
+    int heads, kv_heads, head_dim;
+};
+// Per-head norm, NeoX RoPE of q and k, and the k/v cache write, in one launch (a block per token and head).
+void qk_norm_rope_kv_write(const QkvPrologueParams& p, const RopeFreqs& f, cudaStream_t stream);
+
+// Lets the kernels that need it use up to `max_dynamic_shared_bytes` of shared memory per block (the device's
+// opt-in limit). Called once when the backend is made, so launch paths only enqueue.
+void init(int max_dynamic_shared_bytes);
+// Whether silu_mul_matmul can fuse for T tokens of K inputs (its GEMV keeps silu(gate)*up of a few tokens in
+// shared memory); otherwise the caller runs silu_mul then matmul.
+bool silu_mul_matmul_fuses(int64_t T, int64_t K);
+// y[t, n] = sum_k silu(gate[t, k]) * up[t, k] * w[n, k], for silu_mul_matmul_fuses(T, K).
+void silu_mul_matmul(const float* gate, const float* up, int64_t T, int64_t K, const void* w, DType wt, float* y,
+                     int64_t N, cudaStream_t stream);
 
 void add(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream);
 void silu_mul(const float* gate, const float* up, float* out, int64_t n, cudaStream_t stream);
