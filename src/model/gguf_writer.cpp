@@ -50,10 +50,6 @@ void GgufWriter::add_u32(const std::string& k, uint32_t v) {
     key(k, static_cast<uint32_t>(GgufType::U32));
     put(kv_, v);
 }
-void GgufWriter::add_i32(const std::string& k, int32_t v) {
-    key(k, static_cast<uint32_t>(GgufType::I32));
-    put(kv_, v);
-}
 void GgufWriter::add_f32(const std::string& k, float v) {
     key(k, static_cast<uint32_t>(GgufType::F32));
     put(kv_, v);
@@ -79,23 +75,32 @@ void GgufWriter::add_i32_array(const std::string& k, const std::vector<int32_t>&
     for (int32_t x : v) put(kv_, x);
 }
 
-void GgufWriter::add_tensor(const std::string& name, DType dtype, std::vector<int64_t> dims,
-                            std::function<void(const Sink&)> produce) {
+namespace {
+
+// The bytes of a tensor of `dtype` with ggml dims.
+uint64_t tensor_bytes(const std::string& name, DType dtype, const std::vector<int64_t>& dims) {
     if (dims.empty() || !dtype_row_ok(dtype, dims[0]))
         throw std::invalid_argument("tensor '" + name + "': rows of " + std::string(dtype_name(dtype)) +
                                     " must be whole blocks");
     uint64_t rows = 1;
     for (size_t i = 1; i < dims.size(); ++i) rows *= static_cast<uint64_t>(dims[i]);
-    const uint64_t bytes = rows * dtype_row_bytes(dtype, dims[0]);
+    return rows * dtype_row_bytes(dtype, dims[0]);
+}
+
+}  // namespace
+
+void GgufWriter::add_tensor(const std::string& name, DType dtype, std::vector<int64_t> dims,
+                            std::function<void(const Sink&)> produce) {
+    const uint64_t bytes = tensor_bytes(name, dtype, dims);
     tensors_.push_back({name, ggml_id(dtype), std::move(dims), bytes, std::move(produce)});
 }
 
 void GgufWriter::add_tensor(const std::string& name, DType dtype, std::vector<int64_t> dims, std::vector<uint8_t> bytes) {
+    if (const uint64_t need = tensor_bytes(name, dtype, dims); need != bytes.size())
+        throw std::invalid_argument("tensor '" + name + "' has " + std::to_string(bytes.size()) +
+                                    " bytes, its type and dims need " + std::to_string(need));
     auto data = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
     add_tensor(name, dtype, std::move(dims), [data](const Sink& sink) { sink(data->data(), data->size()); });
-    if (tensors_.back().bytes != data->size())
-        throw std::invalid_argument("tensor '" + name + "' has " + std::to_string(data->size()) +
-                                    " bytes, its type and dims need " + std::to_string(tensors_.back().bytes));
 }
 
 void GgufWriter::write(const std::string& path) const {

@@ -18,7 +18,6 @@ struct ModelConfig;
 class GgufWriter {
    public:
     void add_u32(const std::string& key, uint32_t v);
-    void add_i32(const std::string& key, int32_t v);
     void add_f32(const std::string& key, float v);
     void add_bool(const std::string& key, bool v);
     void add_string(const std::string& key, const std::string& v);
