@@ -46,12 +46,6 @@ TEST_F(CaptureContract, AllocIsRefused) {
     EXPECT_EQ(violation([&] { be.alloc(128, "scratch"); }), "capture violation: alloc of 'scratch' inside captured region");
 }
 
-TEST_F(CaptureContract, ImportIsRefused) {
-    static const float w[4] = {1, 2, 3, 4};
-    EXPECT_EQ(violation([&] { be.import_host(w, sizeof(w), "weights"); }),
-              "capture violation: alloc of 'weights' inside captured region");
-}
-
 TEST_F(CaptureContract, FreeIsRefused) {
     EXPECT_EQ(violation([&] { be.free(logits); }), "capture violation: free of 'logits' inside captured region");
     // The refused free really did nothing: the buffer is still usable.

@@ -1,5 +1,9 @@
 #include "model/model.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
@@ -18,6 +22,16 @@ std::string shape_str(const std::vector<int64_t>& s) {
 }
 
 bool is_float(DType dt) { return dt == DType::F32 || dt == DType::BF16 || dt == DType::F16; }
+
+// Drops the whole pages of [p, p + n) of a read-only file mapping from this process once their bytes have been
+// uploaded, so that a loaded model is resident once (in backend memory), not twice. The file stays mapped: a
+// later read faults the pages back in from the page cache.
+void release_file_pages(const void* p, size_t n) {
+    const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    const uintptr_t b = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+    const uintptr_t e = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
+    if (b < e) madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
+}
 
 }  // namespace
 
@@ -52,6 +66,7 @@ Tensor Model::bind(Backend& backend, const std::string& name, int64_t rows, int6
     const void* data = info->data;
     size_t bytes = info->bytes;
     DType dt = info->dtype;
+    std::vector<unsigned char> converted;  // reordered or converted weights, until uploaded
     if (heads > 0) {
         // Undo llama.cpp's conversion, which stores each head's rows as interleaved (first-half,
         // second-half) pairs so that ggml's pairwise RoPE sees them: row 2j+i of a head holds the
@@ -66,8 +81,8 @@ Tensor Model::bind(Backend& backend, const std::string& name, int64_t rows, int6
                 for (int64_t j = 0; j < half; ++j)
                     std::memcpy(out.data() + static_cast<size_t>(h * hd + i * half + j) * row,
                                 src + static_cast<size_t>(h * hd + 2 * j + i) * row, row);
-        converted_.push_back(std::move(out));
-        data = converted_.back().data();
+        converted = std::move(out);
+        data = converted.data();
     }
     if (as_f32 && dt != DType::F32) {
         std::vector<unsigned char> f(static_cast<size_t>(rows * cols) * sizeof(float));
@@ -76,17 +91,15 @@ Tensor Model::bind(Backend& backend, const std::string& name, int64_t rows, int6
             const float v = dt == DType::BF16 ? bf16_to_f32(src[i]) : f16_to_f32(src[i]);
             std::memcpy(f.data() + static_cast<size_t>(i) * sizeof(float), &v, sizeof(float));
         }
-        converted_.push_back(std::move(f));
-        data = converted_.back().data();
-        bytes = converted_.back().size();
+        converted = std::move(f);
+        data = converted.data();
+        bytes = converted.size();
         dt = DType::F32;
     }
-    // Page the weights in now, so that loading (not the first token) pays for reading the file.
-    const auto* bytes_in = static_cast<const volatile unsigned char*>(data);
-    unsigned char sink = 0;
-    for (size_t off = 0; off < bytes; off += 4096) sink = static_cast<unsigned char>(sink + bytes_in[off]);
-    (void)sink;
-    return whole(backend.import_host(data, bytes, name), dt, rows, cols);
+    const Tensor t = whole(backend.alloc(bytes, name), dt, rows, cols);
+    backend.upload(t, data);
+    release_file_pages(info->data, info->bytes);
+    return t;
 }
 
 std::unique_ptr<Model> Model::load(const std::string& path, Backend& backend,

@@ -80,7 +80,6 @@ class Model {
     size_t decode_weight_bytes_ = 0;
     int64_t parameters_ = 0;
     std::map<DType, int> dtype_counts_;
-    std::vector<std::vector<unsigned char>> converted_;  // host copies of converted or reordered weights
 };
 
 }  // namespace tracelm

@@ -14,11 +14,6 @@ Buffer* Backend::alloc(size_t bytes, const std::string& name) {
     return do_alloc(bytes, name);
 }
 
-Buffer* Backend::import_host(const void* data, size_t bytes, const std::string& name) {
-    if (capturing_) violation("alloc", name);
-    return do_import_host(data, bytes, name);
-}
-
 void Backend::free(Buffer* b) {
     if (b == nullptr) return;
     if (capturing_) violation("free", b->name);

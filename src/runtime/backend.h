@@ -84,9 +84,6 @@ class Backend {
 
     // ---- memory (all forbidden inside capture) ----
     Buffer* alloc(size_t bytes, const std::string& name);
-    // Makes host memory that outlives the backend usable as a device buffer (zero-copy on CPU,
-    // copied on discrete devices). Used for memory-mapped weights.
-    Buffer* import_host(const void* data, size_t bytes, const std::string& name);
     void free(Buffer* b);
     void upload(const Tensor& dst, const void* src);
     void download(const Tensor& src, void* dst);
@@ -164,7 +161,6 @@ class Backend {
 
    protected:
     virtual Buffer* do_alloc(size_t bytes, const std::string& name) = 0;
-    virtual Buffer* do_import_host(const void* data, size_t bytes, const std::string& name) = 0;
     virtual void do_free(Buffer* b) = 0;
     virtual void do_upload(const Tensor& dst, const void* src) = 0;
     virtual void do_download(const Tensor& src, void* dst) = 0;

@@ -16,7 +16,6 @@ struct Buffer {
     void* data = nullptr;  // device address (host address on the CPU backend)
     size_t bytes = 0;
     std::string name;
-    bool external = false;  // wraps memory the backend does not own (e.g. mmapped weights)
 };
 
 // A strided-by-rows view: `rows x cols` elements (row-major, contiguous rows of `cols`), or a flat

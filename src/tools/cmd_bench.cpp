@@ -43,10 +43,14 @@ struct BenchArgs {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// Best-of-5 read bandwidth over a 1 GiB buffer with `threads` threads, each sweeping its share.
-double measure_read_bandwidth(int threads) {
+// Best-of-5 read bandwidth over a 1 GiB buffer with `threads` threads, each sweeping its share. The buffer is
+// backend memory, like the weights, so both are read through the same kind of pages.
+double measure_read_bandwidth(cpu::CpuBackend& backend) {
     const size_t bytes = size_t{1} << 30;
-    std::vector<unsigned char> buf(bytes, 1);
+    const int threads = backend.threads();
+    Buffer* buf = backend.alloc(bytes, "bandwidth sweep");
+    auto* data = static_cast<unsigned char*>(buf->data);
+    std::memset(data, 1, bytes);
     double best = 0.0;
     std::vector<double> sink(static_cast<size_t>(threads));
     for (int rep = 0; rep < 5; ++rep) {
@@ -56,13 +60,14 @@ double measure_read_bandwidth(int threads) {
             pool.emplace_back([&, t] {
                 const size_t b = bytes * static_cast<size_t>(t) / static_cast<size_t>(threads);
                 const size_t e = bytes * static_cast<size_t>(t + 1) / static_cast<size_t>(threads);
-                sink[static_cast<size_t>(t)] += cpu::read_sweep(buf.data() + b, e - b);
+                sink[static_cast<size_t>(t)] += cpu::read_sweep(data + b, e - b);
             });
         }
         for (auto& th : pool) th.join();
         best = std::max(best, static_cast<double>(bytes) / since(t0));
     }
     if (sink[0] < 0) std::puts("");  // keeps the sweeps observable
+    backend.free(buf);
     return best;
 }
 
@@ -245,7 +250,7 @@ int run_bench(const BenchArgs& a) {
 
     // The bandwidth decode is held against: a multi-threaded read sweep on the CPU, device-to-device copies
     // (bytes read plus written) on a GPU.
-    const auto* cpu_backend = dynamic_cast<const cpu::CpuBackend*>(&backend);
+    auto* cpu_backend = dynamic_cast<cpu::CpuBackend*>(&backend);
     // llama.cpp on the same file, when it can run here (once per round, like the other measurements).
     std::string llama_skipped;
     if (!std::filesystem::is_regular_file(a.model)) {
@@ -261,7 +266,7 @@ int run_bench(const BenchArgs& a) {
             return gpu->measure_copy_bandwidth(size_t{1} << 30);
         }
 #endif
-        return cpu_backend != nullptr ? measure_read_bandwidth(cpu_backend->threads()) : 0.0;
+        return cpu_backend != nullptr ? measure_read_bandwidth(*cpu_backend) : 0.0;
     };
     // Bytes one decode token reads: every weight once plus K and V of the average context.
     const double avg_ctx = a.prompt_tokens + a.gen_tokens / 2.0;

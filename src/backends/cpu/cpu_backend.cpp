@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
@@ -331,9 +332,7 @@ Footprint attention_footprint(const Tensor& q, const Tensor& k_cache, const Tens
 CpuBackend::CpuBackend(int threads) : pool_(threads) {}
 
 CpuBackend::~CpuBackend() {
-    for (auto& b : buffers_) {
-        if (!b->external && b->data != nullptr) munmap(b->data, b->bytes);
-    }
+    for (auto& b : buffers_) munmap(b->map_base, b->map_bytes);
 }
 
 template <typename Args>
@@ -379,26 +378,32 @@ void CpuBackend::dispatch(const CpuOp* ops, size_t n) {
 
 // ---- memory ----
 
+// Decode reads every weight once per token, as a few long streams. On 4 KiB pages such a stream takes a TLB
+// miss and page walk every 4 KiB; on 2 MiB pages it does not, which made qwen3-0.6b bf16 decode about a tenth
+// faster here. So a buffer of at least one huge page starts on a huge-page boundary (the mapping is one huge
+// page longer, to have room to align) and asks for transparent huge pages. It is only advice: where THP is
+// off, the buffer works the same on small pages.
+constexpr size_t kHugePage = size_t{2} << 20;
+
 Buffer* CpuBackend::do_alloc(size_t bytes, const std::string& name) {
-    const size_t mapped = bytes == 0 ? 1 : bytes;
-    void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) {
+    const size_t size = bytes == 0 ? 1 : bytes;
+    const bool huge = size >= kHugePage;
+    const size_t mapped = huge ? size + kHugePage : size;
+    void* base = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) {
         throw std::runtime_error("cpu backend: cannot allocate " + std::to_string(bytes) + " bytes for '" + name + "'");
     }
-    auto b = std::make_unique<Buffer>();
-    b->data = p;
-    b->bytes = mapped;
+    auto b = std::make_unique<CpuBuffer>();
+    b->map_base = base;
+    b->map_bytes = mapped;
+    auto* data = static_cast<unsigned char*>(base);
+    if (huge) {
+        data += (kHugePage - reinterpret_cast<uintptr_t>(base) % kHugePage) % kHugePage;
+        madvise(data, size, MADV_HUGEPAGE);
+    }
+    b->data = data;
+    b->bytes = size;
     b->name = name;
-    buffers_.push_back(std::move(b));
-    return buffers_.back().get();
-}
-
-Buffer* CpuBackend::do_import_host(const void* data, size_t bytes, const std::string& name) {
-    auto b = std::make_unique<Buffer>();
-    b->data = const_cast<void*>(data);  // weights are only ever read by the kernels
-    b->bytes = bytes;
-    b->name = name;
-    b->external = true;
     buffers_.push_back(std::move(b));
     return buffers_.back().get();
 }
@@ -406,7 +411,7 @@ Buffer* CpuBackend::do_import_host(const void* data, size_t bytes, const std::st
 void CpuBackend::do_free(Buffer* b) {
     auto it = std::find_if(buffers_.begin(), buffers_.end(), [&](const auto& p) { return p.get() == b; });
     if (it == buffers_.end()) throw std::invalid_argument("cpu backend: free of unknown buffer");
-    if (!b->external) munmap(b->data, b->bytes);
+    munmap((*it)->map_base, (*it)->map_bytes);
     buffers_.erase(it);
 }
 
@@ -512,7 +517,7 @@ void CpuBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, co
     Buffer* scratch = nullptr;
     size_t largest = 0;
     for (const auto& b : buffers_) {
-        if (b->external || b->name != kQuantScratchName) continue;
+        if (b->name != kQuantScratchName) continue;
         largest = std::max(largest, b->bytes);
         if (scratch == nullptr && b->bytes >= need) scratch = b.get();
     }

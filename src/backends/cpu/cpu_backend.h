@@ -1,6 +1,7 @@
 // The CPU backend: the reference implementation of the Backend interface.
 //
-// "Device" memory is page-mapped apart from the host heap. Each op call resolves its pointers,
+// "Device" memory is page-mapped apart from the host heap; buffers of a huge page or more are aligned to and
+// marked for transparent huge pages (see do_alloc). Each op call resolves its pointers,
 // sizes and work split into a CpuOp; eagerly the op is dispatched at once, under capture it is
 // appended to the graph being recorded. Replay hands the recorded list to the pool in one dispatch.
 #pragma once
@@ -61,7 +62,6 @@ class CpuBackend final : public Backend {
 
    protected:
     Buffer* do_alloc(size_t bytes, const std::string& name) override;
-    Buffer* do_import_host(const void* data, size_t bytes, const std::string& name) override;
     void do_free(Buffer* b) override;
     void do_upload(const Tensor& dst, const void* src) override;
     void do_download(const Tensor& src, void* dst) override;
@@ -79,8 +79,14 @@ class CpuBackend final : public Backend {
                 int64_t grain = 1, int64_t chunk = 0);
     const float* rope_inv_freq(int head_dim, const RopeSpec& rope);
 
+    // A buffer and the mapping it lies in (which may start before it and be longer, for alignment).
+    struct CpuBuffer : Buffer {
+        void* map_base = nullptr;
+        size_t map_bytes = 0;
+    };
+
     ThreadPool pool_;
-    std::vector<std::unique_ptr<Buffer>> buffers_;
+    std::vector<std::unique_ptr<CpuBuffer>> buffers_;
     std::vector<CpuOp> recording_;
     Phase phase_;  // ops recorded since the last barrier
     std::vector<std::vector<CpuOp>> graphs_;

@@ -167,13 +167,6 @@ Buffer* CudaBackend::do_alloc(size_t bytes, const std::string& name) {
     return impl_->buffers.back().get();
 }
 
-Buffer* CudaBackend::do_import_host(const void* data, size_t bytes, const std::string& name) {
-    Buffer* b = do_alloc(bytes, name);
-    check(cudaMemcpyAsync(b->data, data, bytes, cudaMemcpyHostToDevice, impl_->stream), "import");
-    check(cudaStreamSynchronize(impl_->stream), "import");
-    return b;
-}
-
 void CudaBackend::do_free(Buffer* b) {
     auto& bufs = impl_->buffers;
     auto it = std::find_if(bufs.begin(), bufs.end(), [&](const auto& p) { return p.get() == b; });

@@ -3,7 +3,7 @@
 //
 // Memory: device blocks come from plain cudaMalloc through a pool. A freed block is reused only when no
 // captured graph is alive, because a graph keeps the raw addresses it was captured with; blocks go back to
-// the driver only when the backend is destroyed. Weights are copied to the device (import_host).
+// the driver only when the backend is destroyed. Weights are uploaded to the device like any buffer.
 //
 // Ops are enqueued on one non-blocking stream without allocation or synchronisation; capture is
 // cudaStreamBeginCapture / cudaStreamEndCapture on that stream, then cudaGraphInstantiate, and replay is
@@ -70,7 +70,6 @@ class CudaBackend final : public Backend {
 
    protected:
     Buffer* do_alloc(size_t bytes, const std::string& name) override;
-    Buffer* do_import_host(const void* data, size_t bytes, const std::string& name) override;
     void do_free(Buffer* b) override;
     void do_upload(const Tensor& dst, const void* src) override;
     void do_download(const Tensor& src, void* dst) override;
