@@ -171,8 +171,11 @@ TEST(QuantDequant, RejectsPartialBlocksAndPlainTypesInQuantEntryPoints) {
 }
 
 // y = sum_k x_k w_k with x quantized per block: x_hat = dx * q, dx = fl(max|x| / 127), |x_hat - x| <= dx/2 up to
-// the rounding of x * (1/dx) (relative 2^-23 of at most 127 units: below 1e-4 of dx/2). The float work rounds
-// each block term a few times and the sum once per block, on magnitudes of at most sum |x_hat| (|w| + 2|m|);
+// the rounding of x * (127/max|x|) (relative 2^-23 of at most 127 units: below 1e-4 of dx/2), plus, for the
+// 32-element types, ggml's f16 rounding of dx times |q| <= 127 (at most 2^-11 dx, or 2^-25 where dx is an f16
+// subnormal); Q4_1 and Q5_1 take their m term from s = f16(dx * sum q), off by at most twice that per
+// element, times |m|. The float work rounds each block term a few times and the sum once per block, on magnitudes of
+// at most sum |x_hat| (|w| + 2|m|);
 // gguf's own value of w is within 3 roundings of the exact d*q + m the kernel uses.
 TEST(QuantMatmul, WithinTheActivationQuantizationBoundOfExactMath) {
     constexpr int64_t T = 6, N = 21;
@@ -198,7 +201,8 @@ TEST(QuantMatmul, WithinTheActivationQuantizationBoundOfExactMath) {
                     for (int64_t k = 0; k < K; ++k) {
                         const double xv = x[t * K + k], wv = w.values[n * K + k], d = dx[k / be];
                         exact += xv * wv;
-                        quant_err += 0.5 * (1 + 1e-4) * d * std::fabs(wv);
+                        const double e16 = be == 32 ? 127 * std::max(std::ldexp(d, -11), std::ldexp(1.0, -25)) : 0;
+                        quant_err += (0.5 * (1 + 1e-4) * d + e16) * std::fabs(wv) + 2 * e16 * min_part(dt, row, k);
                         mag += (std::fabs(xv) + d) * (std::fabs(wv) + 2 * min_part(dt, row, k));
                     }
                     const double bound = quant_err + static_cast<double>(nb + 10) * std::ldexp(1.0, -24) * mag;
