@@ -101,10 +101,9 @@ struct ActBlock32 {
     float s;  // Q8_1 (Q4_1 and Q5_1 weights) only
     int8_t q[32];
 };
-// The activation scratch of the 32-element types holds T rows of ActBlock32, then, for the SIMD kernels and
-// token-major ([block][token]): the d of every block again and its s (so that a tile of tokens loads its scales
-// as one vector), and for Q4_0 and Q5_0 weights 8 int32 offset lanes, 8 or 16 times the sum of q[4i..4i+3]
-// (taken from the integer lanes of unsigned weights, instead of offsetting every weight).
+// The activation scratch of the 32-element types holds T rows of ActBlock32, then (for the SIMD kernels) the
+// d and then the s of every block again, token-major ([block][token]), so that a tile of tokens loads its
+// scales as one vector.
 // ggml's block_q8_K (quantize_row_q8_K_ref): with max = the first x of the largest |x|, iscale = -127 / max,
 // q = min(127, round-to-nearest-even(iscale * x)) and d = 1 / iscale (so q and d have max's opposite sign);
 // an all-zero block has d = 0, q = 0 and, here, bsums = 0.
