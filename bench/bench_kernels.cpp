@@ -193,6 +193,32 @@ void BM_QuantMatmulStream(benchmark::State& state) {
                                                 benchmark::Counter::kIsRate);
 }
 
+// Args: isa, threads, T, dtype. One cache-resident quantized [3072, 1024] matrix (prefill-sized T).
+void BM_QuantMatmulCompute(benchmark::State& state) {
+    const KernelTable* kt = table_or_skip(state);
+    if (kt == nullptr) return;
+    const int threads = static_cast<int>(state.range(1));
+    const int64_t T = state.range(2);
+    const auto dt = static_cast<DType>(state.range(3));
+    const Aligned& w = quant_weights(dt, 1);
+    std::vector<float> x(static_cast<size_t>(T * kK)), y(static_cast<size_t>(T * kN));
+    std::mt19937 rng(2);
+    std::normal_distribution<float> nd;
+    for (float& v : x) v = nd(rng);
+    const size_t act_bytes = tracelm::cpu::matmul_quant_act_bytes(dt, T, kK);
+    std::vector<std::vector<unsigned char>> act(static_cast<size_t>(threads), std::vector<unsigned char>(act_bytes));
+    state.SetLabel(std::string(tracelm::cpu::isa_name(kt->isa)) + " " + std::string(tracelm::dtype_name(dt)));
+    for (auto _ : state) {
+        parallel(threads, [&](int i) {
+            kt->quant->matmul(x.data(), T, kK, w.p, dt, nullptr, y.data(), kN, kN * i / threads,
+                              kN * (i + 1) / threads, act[static_cast<size_t>(i)].data());
+        });
+        benchmark::DoNotOptimize(y.data());
+    }
+    state.counters["GOP/s"] = benchmark::Counter(2.0 * static_cast<double>(T * kK * kN) * state.iterations() / 1e9,
+                                                 benchmark::Counter::kIsRate);
+}
+
 void isa_threads(benchmark::internal::Benchmark* b) {
     for (int isa : {0, 1, 2})
         for (int threads : {1, 2}) b->Args({isa, threads});
@@ -228,6 +254,16 @@ BENCHMARK(BM_MatmulCompute)
         isa_threads_tokens(b, {128, 512});
     })
     ->ArgNames({"isa", "threads", "T"})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_QuantMatmulCompute)
+    ->Apply([](benchmark::internal::Benchmark* b) {
+        for (int isa : {0, 1, 2})
+            for (int threads : {1, 2})
+                for (DType dt : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q4_K, DType::Q6_K})
+                    b->Args({isa, threads, 64, static_cast<int64_t>(dt)});
+    })
+    ->ArgNames({"isa", "threads", "T", "dtype"})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/kernels/quant.h"
 #include "test_support.h"
 
 namespace tracelm {
@@ -170,8 +171,11 @@ TEST(QuantDequant, RejectsPartialBlocksAndPlainTypesInQuantEntryPoints) {
 }
 
 // y = sum_k x_k w_k with x quantized per block: x_hat = dx * q, dx = fl(max|x| / 127), |x_hat - x| <= dx/2 up to
-// the rounding of x * (1/dx) (relative 2^-23 of at most 127 units: below 1e-4 of dx/2). The float work rounds
-// each block term a few times and the sum once per block, on magnitudes of at most sum |x_hat| (|w| + 2|m|);
+// the rounding of x * (127/max|x|) (relative 2^-23 of at most 127 units: below 1e-4 of dx/2), plus, for the
+// 32-element types, ggml's f16 rounding of dx times |q| <= 127 (at most 2^-11 dx, or 2^-25 where dx is an f16
+// subnormal); Q4_1 and Q5_1 take their m term from s = f16(dx * sum q), off by at most twice that per
+// element, times |m|. The float work rounds each block term a few times and the sum once per block, on magnitudes of
+// at most sum |x_hat| (|w| + 2|m|);
 // gguf's own value of w is within 3 roundings of the exact d*q + m the kernel uses.
 TEST(QuantMatmul, WithinTheActivationQuantizationBoundOfExactMath) {
     constexpr int64_t T = 6, N = 21;
@@ -197,7 +201,8 @@ TEST(QuantMatmul, WithinTheActivationQuantizationBoundOfExactMath) {
                     for (int64_t k = 0; k < K; ++k) {
                         const double xv = x[t * K + k], wv = w.values[n * K + k], d = dx[k / be];
                         exact += xv * wv;
-                        quant_err += 0.5 * (1 + 1e-4) * d * std::fabs(wv);
+                        const double e16 = be == 32 ? 127 * std::max(std::ldexp(d, -11), std::ldexp(1.0, -25)) : 0;
+                        quant_err += (0.5 * (1 + 1e-4) * d + e16) * std::fabs(wv) + 2 * e16 * min_part(dt, row, k);
                         mag += (std::fabs(xv) + d) * (std::fabs(wv) + 2 * min_part(dt, row, k));
                     }
                     const double bound = quant_err + static_cast<double>(nb + 10) * std::ldexp(1.0, -24) * mag;
@@ -249,6 +254,111 @@ TEST(QuantMatmul, IndependentOfRowRangeAndBatchSize) {
                 std::copy(one.begin(), one.end(), rows.begin() + t * N);
             }
             EXPECT_TRUE(same_bits(whole, rows));
+        }
+    }
+}
+
+// testdata/quant/ggml_dot_<type>.bin (scripts/make_ggml_dot_fixtures.py): weight rows quantized by ggml,
+// activation rows, ggml's quantization of them (its vec_dot_type's from_float) and ggml's vec_dot of every pair,
+// from an x86 AVX2 build of ggml-cpu (format in the script).
+struct GgmlDot {
+    DType dt;
+    uint32_t act_type = 0;
+    int64_t R = 0, A = 0, K = 0;
+    std::vector<uint8_t> weights, act_blocks;
+    std::vector<float> x, dots;
+};
+
+size_t ggml_act_block_bytes(uint32_t act_type) { return act_type == 8 ? 34 : act_type == 9 ? 36 : 292; }
+
+GgmlDot load_ggml_dot(DType dt) {
+    const std::string path = testing::repo_path("testdata/quant/ggml_dot_" + type_name(dt) + ".bin");
+    std::ifstream f(path, std::ios::binary);
+    const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    if (bytes.size() < 28 || std::memcmp(bytes.data(), "TLGD", 4) != 0) throw std::runtime_error("bad fixture " + path);
+    uint32_t hdr[6];
+    std::memcpy(hdr, bytes.data() + 4, sizeof(hdr));
+    GgmlDot g{dt, hdr[2], hdr[3], hdr[4], hdr[5], {}, {}, {}, {}};
+    const uint32_t want_act = dtype_block_elems(dt) == 256 ? 15 : (dt == DType::Q4_1 || dt == DType::Q5_1) ? 9 : 8;
+    if (hdr[0] != 1 || hdr[1] != ggml_type_id(dt) || g.act_type != want_act || !dtype_row_ok(dt, g.K))
+        throw std::runtime_error("fixture " + path + " does not match its header");
+    const size_t nw = dtype_row_bytes(dt, g.K) * static_cast<size_t>(g.R), nx = static_cast<size_t>(g.A * g.K);
+    const size_t na = nx / static_cast<size_t>(dtype_block_elems(dt)) * ggml_act_block_bytes(g.act_type);
+    const size_t nd = static_cast<size_t>(g.A * g.R);
+    if (bytes.size() != 28 + nw + 4 * nx + na + 4 * nd) throw std::runtime_error("fixture " + path + " has a bad size");
+    const uint8_t* p = bytes.data() + 28;
+    g.weights.assign(p, p + nw);
+    g.x.resize(nx);
+    std::memcpy(g.x.data(), p + nw, 4 * nx);
+    g.act_blocks.assign(p + nw + 4 * nx, p + nw + 4 * nx + na);
+    g.dots.resize(nd);
+    std::memcpy(g.dots.data(), p + nw + 4 * nx + na, 4 * nd);
+    return g;
+}
+
+std::vector<Isa> tested_isas() {
+    std::vector<Isa> v{Isa::Portable};
+    if (cpu::active_isa() != Isa::Portable) v.push_back(cpu::active_isa());
+    return v;
+}
+
+// tracelm's activation blocks (quant.h) are ggml's field for field: scales as the f32 of ggml's f16 (Q8_0,
+// Q8_1) or f32 (Q8_K), the same int8 values and sums.
+TEST(GgmlDot, ActivationQuantizationEqualsGgml) {
+    for (DType dt : kQuantTypes) {
+        const GgmlDot g = load_ggml_dot(dt);
+        const int64_t be = dtype_block_elems(dt), blocks = g.A * g.K / be;
+        const size_t gb = ggml_act_block_bytes(g.act_type);
+        for (Isa isa : tested_isas()) {
+            SCOPED_TRACE(type_name(dt) + " " + cpu::isa_name(isa));
+            std::vector<float> y(static_cast<size_t>(g.A * g.R));
+            std::vector<uint8_t> act(cpu::matmul_quant_act_bytes(dt, g.A, g.K));
+            cpu::kernels_for(isa).quant->matmul(g.x.data(), g.A, g.K, g.weights.data(), dt, nullptr, y.data(), g.R, 0,
+                                                g.R, act.data());
+            for (int64_t i = 0; i < blocks; ++i) {
+                const uint8_t* ref = g.act_blocks.data() + static_cast<size_t>(i) * gb;
+                SCOPED_TRACE("block " + std::to_string(i));
+                if (be == 32) {
+                    const auto& a = reinterpret_cast<const cpu::quant::ActBlock32*>(act.data())[i];
+                    const float d = static_cast<float>(decode_f16(ref));
+                    EXPECT_EQ(std::memcmp(&a.d, &d, 4), 0) << a.d << " vs " << d;
+                    const size_t qs = g.act_type == 9 ? 4 : 2;
+                    if (g.act_type == 9) {
+                        const float s = static_cast<float>(decode_f16(ref + 2));
+                        EXPECT_EQ(std::memcmp(&a.s, &s, 4), 0) << a.s << " vs " << s;
+                    }
+                    EXPECT_EQ(std::memcmp(a.q, ref + qs, 32), 0);
+                } else {
+                    const auto& a = reinterpret_cast<const cpu::quant::ActBlock256*>(act.data())[i];
+                    EXPECT_EQ(std::memcmp(&a.d, ref, 4), 0);
+                    EXPECT_EQ(std::memcmp(a.q, ref + 4, 256), 0);
+                    EXPECT_EQ(std::memcmp(a.bsums, ref + 260, 32), 0);
+                }
+            }
+        }
+    }
+}
+
+// Every output equals ggml's vec_dot bit for bit, in one call over all tokens (the prefill tiles) and one
+// token at a time (the decode tiles).
+TEST(GgmlDot, MatmulEqualsGgmlVecDot) {
+    for (DType dt : kQuantTypes) {
+        const GgmlDot g = load_ggml_dot(dt);
+        for (Isa isa : tested_isas()) {
+            SCOPED_TRACE(type_name(dt) + " " + cpu::isa_name(isa));
+            std::vector<float> y(static_cast<size_t>(g.A * g.R));
+            std::vector<uint8_t> act(cpu::matmul_quant_act_bytes(dt, g.A, g.K));
+            cpu::kernels_for(isa).quant->matmul(g.x.data(), g.A, g.K, g.weights.data(), dt, nullptr, y.data(), g.R, 0,
+                                                g.R, act.data());
+            for (int64_t i = 0; i < g.A * g.R; ++i)
+                EXPECT_EQ(std::memcmp(&y[i], &g.dots[i], 4), 0)
+                    << "act " << i / g.R << " row " << i % g.R << ": " << y[i] << " vs ggml " << g.dots[i];
+            for (int64_t a = 0; a < g.A; ++a) {
+                std::vector<float> y1(static_cast<size_t>(g.R));
+                cpu::kernels_for(isa).quant->matmul(g.x.data() + a * g.K, 1, g.K, g.weights.data(), dt, nullptr,
+                                                    y1.data(), g.R, 0, g.R, act.data());
+                EXPECT_EQ(std::memcmp(y1.data(), g.dots.data() + a * g.R, 4 * y1.size()), 0) << "act " << a << ", T = 1";
+            }
         }
     }
 }

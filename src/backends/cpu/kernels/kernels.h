@@ -29,12 +29,13 @@ void axpy_f32(float a, const float* x, float* y, int64_t n);  // y += a * x
 // (cols a multiple of its block), dequantized exactly as GGML's reference does.
 void row_to_f32(const void* src, DType dt, int64_t cols, float* out);
 
-// matmul() for block-quantized weights (dtype_is_quantized(wt), K a multiple of the block): each row of x is
-// first quantized to int8 in blocks (of 32 with an f32 scale and the block's integer sum; of 256 with an f32
-// scale and sums of every 16 for the K types) into `act`, then every weight block is dotted with its
-// activation block in integers. `act` holds matmul_quant_act_bytes(wt, T, K) bytes of this caller's own (calls
-// running at the same time need different ones). Same contract as matmul: for a given Isa every output
-// element is bit-identical whatever [n0, n1) or T it was computed in.
+// matmul() for block-quantized weights (dtype_is_quantized(wt), K a multiple of the block), with ggml's CPU
+// numbers (quant.h): each row of x is first quantized to int8 in ggml's blocks (Q8_0 or Q8_1 blocks of 32, Q8_K
+// blocks of 256 for the K types) into `act`, then every weight block is dotted with its activation block in
+// integers and the blocks are combined in ggml's float order. `act` holds matmul_quant_act_bytes(wt, T, K)
+// bytes of this caller's own (calls running at the same time need different ones); it starts with the T
+// quantized rows (quant.h's ActBlock32 / ActBlock256). Same contract as matmul: for a given Isa every output
+// element is bit-identical whatever [n0, n1) or T it was computed in, and here also the same on every Isa.
 size_t matmul_quant_act_bytes(DType wt, int64_t T, int64_t K);
 void matmul_quant(const float* x, int64_t T, int64_t K, const void* w, DType wt, const float* bias, float* y,
                   int64_t N, int64_t n0, int64_t n1, void* act);

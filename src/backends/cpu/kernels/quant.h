@@ -1,18 +1,31 @@
 // Shared by the quantized-weight kernels (quant_*.cpp): the GGML block layouts (ggml-common.h) and the blocks
 // activations are quantized into. Types only, no functions, since the ISA files may not call shared inline
-// code (see kernels_internal.h). Every field is bytes, so blocks need no alignment; f16 scales are read with
+// code (see kernels_internal.h). Weight fields are bytes, so blocks need no alignment; f16 scales are read with
 // memcpy.
 //
-// Every output is the same sum in every implementation: acc = 0.0f, then for each weight block in k order
-// acc += (d * dx) * float(isum) [+ (m * dx) * float(msum)], and finally + bias. isum is the exact integer dot
-// product of the block's integer weights (offsets such as Q4_0's -8 applied) with the activation's int8
-// values, scaled by the sub-block scales for the K types; d, m, msum per type:
-//   Q8_0, Q4_0, Q5_0: d;                    no m term
-//   Q4_1, Q5_1:       d, m = the block's m; msum = the activation block's sum of int8 values
-//   Q4_K, Q5_K:       d, m = -dmin;        msum = sum over sub-blocks j of min_j * (activation sum over j)
-//   Q6_K:             d;                    no m term
-// Integer sums are exact, so SIMD code may add them in any order; only the float operations above are fixed
-// (as plain multiplies and adds, never fused).
+// The numbers are those of ggml's CPU backend on an x86 AVX2 build (ggml-cpu's quantize_row_q8_0/q8_1/q8_K and
+// ggml_vec_dot_<type>_q8_<x>, with its FMA contractions), so that a GGUF model computes what llama.cpp
+// computes; tests/test_quant.cpp checks both against ggml itself (scripts/make_ggml_dot_fixtures.py). One
+// output, for weight row w and activation row x, in float32:
+//   acc[8] = 0; then for each weight block, in k order, with d = f(w.d) * x.d (one rounded product; f(h): the
+//   f16 h as f32):
+//     acc[i] = fma(d, float(lane[i]), acc[i])     for i = 0..7
+//   where lane[i] is an exact integer: for the 32-element types the dot product of elements 4i..4i+3 of the
+//   block (integer weights with offsets applied: Q4_0 q - 8, Q5_0 q - 16; Q4_1, Q5_1 plain q); for Q4_K and
+//   Q5_K the sum over the 32-element sub-blocks s of scale(s) times the dot product of elements 4i..4i+3 of
+//   s; for Q6_K the same over every 32 elements with the scale of the 16 they lie in and q unsigned (0..63),
+//   less 32 * (scales[2i] * bsums[2i] + scales[2i+1] * bsums[2i+1]) (the offset, by the activation's sums
+//   of 16). Then
+//   y = hsum(acc) = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7])),
+//   plus a min term where the type has one:
+//     Q4_1, Q5_1: y = hsum(acc) + summs, summs = fma(f(w.m), x.s, summs) per block (from 0);
+//     Q4_K:       accm[j] = fma(dmin, float(prod[j]), accm[j]) per block, dmin = (-x.d) * f(w.dmin),
+//                 prod[j] = min_{2j} * S_{2j} + min_{2j+1} * S_{2j+1} (S_s: the activation sum of sub-block
+//                 s); y = hsum(acc) + ((accm[0] + accm[2]) + (accm[1] + accm[3]));
+//     Q5_K:       y = hsum(acc) + summs, summs = fma(dmin, float(sum_j prod[j]), summs);
+//   and bias, if any, is added last. (K types write d as x.d * f(w.d): the same product.)
+// Integer sums are exact, so SIMD code may form them in any order; the float operations above are fixed
+// (the files are built without contraction, so only the fmas written as such are fused).
 #pragma once
 
 #include <cstdint>
@@ -80,12 +93,20 @@ static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18 && sizeof(Block
               sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210);
 
 // ---- activations ----
-// d = max|x| / 127, q = round-to-nearest-even(x * (1 / d)) (0 when d = 0); sums are of the q.
+// ggml's block_q8_0 / block_q8_1 (quantize_row_q8_0 / q8_1): with amax = max|x|, d = amax / 127,
+// id = amax != 0 ? 127 / amax : 0 and q = round-to-nearest-even(x * id), ggml stores f16(d) and, for Q8_1,
+// s = f16(d * float(sum of q)) (the unrounded d). d and s here are those f16 values as f32.
 struct ActBlock32 {
     float d;
-    int32_t sum;
+    float s;  // Q8_1 (Q4_1 and Q5_1 weights) only
     int8_t q[32];
 };
+// The activation scratch of the 32-element types holds T rows of ActBlock32, then (for the SIMD kernels) the
+// d and then the s of every block again, token-major ([block][token]), so that a tile of tokens loads its
+// scales as one vector.
+// ggml's block_q8_K (quantize_row_q8_K_ref): with max = the first x of the largest |x|, iscale = -127 / max,
+// q = min(127, round-to-nearest-even(iscale * x)) and d = 1 / iscale (so q and d have max's opposite sign);
+// an all-zero block has d = 0, q = 0 and, here, bsums = 0.
 struct ActBlock256 {
     float d;
     int16_t bsums[16];  // sum of each 16 consecutive q

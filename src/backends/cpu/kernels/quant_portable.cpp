@@ -1,6 +1,7 @@
 // Quantized weights in plain C++: GGML's reference dequantization (used by every Isa) and the portable
 // integer-domain matmul, which follows the summation order in quant.h exactly, so that it equals the SIMD
 // versions bit for bit.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -126,89 +127,123 @@ void detail::dequantize_row(const void* src, DType dt, int64_t cols, float* out)
 namespace portable {
 namespace {
 
-// Quantizes n (32 or 256) values of x to q; returns d. Rounding is lrint's: to nearest even, as vcvtps2dq.
-float quantize_block(const float* x, int n, int8_t* q) {
+// f16 rounding (to nearest even), as ggml stores its activation scales.
+float round_f16(float v) { return f16_to_f32(f32_to_f16(v)); }
+
+// Rounding is lrint's: to nearest even, as vroundps / vcvtps2dq and ggml's nearest_int.
+void quantize_block32(const float* x, bool with_s, ActBlock32& a) {
     float amax = 0.0f;
-    for (int i = 0; i < n; ++i) amax = std::fmax(amax, std::fabs(x[i]));
+    for (int i = 0; i < 32; ++i) amax = std::fmax(amax, std::fabs(x[i]));
     const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    for (int i = 0; i < n; ++i) q[i] = static_cast<int8_t>(std::lrint(x[i] * id));
-    return d;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    int sum = 0;
+    for (int i = 0; i < 32; ++i) {
+        a.q[i] = static_cast<int8_t>(std::lrint(x[i] * id));
+        sum += a.q[i];
+    }
+    a.d = round_f16(d);
+    a.s = with_s ? round_f16(d * static_cast<float>(sum)) : 0.0f;
+}
+
+void quantize_block256(const float* x, ActBlock256& a) {
+    float amax = 0.0f, max = 0.0f;
+    for (int i = 0; i < 256; ++i)
+        if (std::fabs(x[i]) > amax) {
+            amax = std::fabs(x[i]);
+            max = x[i];
+        }
+    const float iscale = amax != 0.0f ? -127.0f / max : 0.0f;
+    for (int i = 0; i < 256; ++i) a.q[i] = static_cast<int8_t>(std::min(127L, std::lrint(iscale * x[i])));
+    a.d = amax != 0.0f ? 1.0f / iscale : 0.0f;
+    for (int g = 0; g < 16; ++g) {
+        int s = 0;
+        for (int j = 0; j < 16; ++j) s += a.q[16 * g + j];
+        a.bsums[g] = static_cast<int16_t>(s);
+    }
 }
 
 void quantize_rows(const float* x, int64_t T, int64_t K, DType wt, void* act) {
     if (dtype_block_elems(wt) == 32) {
+        const bool with_s = wt == DType::Q4_1 || wt == DType::Q5_1;
         auto* a = static_cast<ActBlock32*>(act);
-        for (int64_t i = 0; i < T * K / 32; ++i, ++a) {
-            a->d = quantize_block(x + 32 * i, 32, a->q);
-            a->sum = 0;
-            for (int j = 0; j < 32; ++j) a->sum += a->q[j];
-        }
+        for (int64_t i = 0; i < T * K / 32; ++i) quantize_block32(x + 32 * i, with_s, a[i]);
     } else {
         auto* a = static_cast<ActBlock256*>(act);
-        for (int64_t i = 0; i < T * K / 256; ++i, ++a) {
-            a->d = quantize_block(x + 256 * i, 256, a->q);
-            for (int g = 0; g < 16; ++g) {
-                int s = 0;
-                for (int j = 0; j < 16; ++j) s += a->q[16 * g + j];
-                a->bsums[g] = static_cast<int16_t>(s);
-            }
-        }
+        for (int64_t i = 0; i < T * K / 256; ++i) quantize_block256(x + 256 * i, a[i]);
     }
 }
 
-int dot_ints(const int* q, const int8_t* x, int n) {
-    int s = 0;
-    for (int i = 0; i < n; ++i) s += q[i] * x[i];
-    return s;
+// The dot product of 4 integer weights with 4 activations: one of quant.h's lanes (before scales).
+int dot4(const int* q, const int8_t* x) { return q[0] * x[0] + q[1] * x[1] + q[2] * x[2] + q[3] * x[3]; }
+
+// ggml's hsum_float_8.
+float hsum8(const float (&acc)[8]) {
+    return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
 }
 
 // One output: the weight row w (nb blocks) against one quantized activation row, in quant.h's order.
 float dot_row(DType wt, const uint8_t* w, int64_t nb, const void* act) {
     const size_t bb = dtype_block_bytes(wt);
-    float acc = 0.0f;
-    int q[256];
+    float acc[8] = {};
+    float summs = 0.0f, accm[4] = {};
+    int q[256], lane[8];
     for (int64_t i = 0; i < nb; ++i, w += bb) {
-        float term;
         if (dtype_block_elems(wt) == 32) {
             const ActBlock32& a = static_cast<const ActBlock32*>(act)[i];
-            float m = 0.0f;
             switch (wt) {
                 case DType::Q8_0: ints_q8_0(*reinterpret_cast<const BlockQ8_0*>(w), q); break;
                 case DType::Q4_0: ints_4_5(w + 2, nullptr, 8, q); break;
                 case DType::Q5_0: ints_4_5(w + 6, w + 2, 16, q); break;
-                case DType::Q4_1: ints_4_5(w + 4, nullptr, 0, q); m = f16_at(w + 2); break;
-                default: ints_4_5(w + 8, w + 4, 0, q); m = f16_at(w + 2); break;  // Q5_1
+                case DType::Q4_1: ints_4_5(w + 4, nullptr, 0, q); break;
+                default: ints_4_5(w + 8, w + 4, 0, q); break;  // Q5_1
             }
-            term = (f16_at(w) * a.d) * static_cast<float>(dot_ints(q, a.q, 32));
-            if (wt == DType::Q4_1 || wt == DType::Q5_1) term = term + (m * a.d) * static_cast<float>(a.sum);
-        } else {
-            const ActBlock256& a = static_cast<const ActBlock256*>(act)[i];
-            int isum = 0;
-            if (wt == DType::Q6_K) {
-                const auto& b = *reinterpret_cast<const BlockQ6_K*>(w);
-                ints_q6_k(b, q);
-                for (int g = 0; g < 16; ++g) isum += b.scales[g] * dot_ints(q + 16 * g, a.q + 16 * g, 16);
-                term = (f16_at(b.d) * a.d) * static_cast<float>(isum);
-            } else {
-                const auto& b4 = *reinterpret_cast<const BlockQ4_K*>(w);
-                const auto& b5 = *reinterpret_cast<const BlockQ5_K*>(w);
-                const bool five = wt == DType::Q5_K;
-                ints_k45(five ? b5.qs : b4.qs, five ? b5.qh : nullptr, q);
-                int msum = 0;
-                for (int j = 0; j < 8; ++j) {
-                    int sc, mn;
-                    scale_min_k4(j, b4.scales, sc, mn);
-                    isum += sc * dot_ints(q + 32 * j, a.q + 32 * j, 32);
-                    msum += mn * (a.bsums[2 * j] + a.bsums[2 * j + 1]);
-                }
-                term = (f16_at(b4.d) * a.d) * static_cast<float>(isum);
-                term = term + (-f16_at(b4.dmin) * a.d) * static_cast<float>(msum);
-            }
+            for (int l = 0; l < 8; ++l) lane[l] = dot4(q + 4 * l, a.q + 4 * l);
+            const float d = f16_at(w) * a.d;
+            for (int l = 0; l < 8; ++l) acc[l] = std::fma(d, static_cast<float>(lane[l]), acc[l]);
+            if (wt == DType::Q4_1 || wt == DType::Q5_1) summs = std::fma(f16_at(w + 2), a.s, summs);
+            continue;
         }
-        acc = acc + term;
+        const ActBlock256& a = static_cast<const ActBlock256*>(act)[i];
+        for (int& l : lane) l = 0;
+        float wd;
+        if (wt == DType::Q6_K) {
+            const auto& b = *reinterpret_cast<const BlockQ6_K*>(w);
+            ints_q6_k(b, q);
+            for (int& v : q) v += 32;  // quant.h: unsigned q here, the 32 taken out per lane below
+            for (int c = 0; c < 8; ++c)
+                for (int l = 0; l < 8; ++l) lane[l] += b.scales[2 * c + l / 4] * dot4(q + 32 * c + 4 * l, a.q + 32 * c + 4 * l);
+            for (int l = 0; l < 8; ++l)
+                lane[l] -= 32 * (b.scales[2 * l] * a.bsums[2 * l] + b.scales[2 * l + 1] * a.bsums[2 * l + 1]);
+            wd = f16_at(b.d);
+        } else {
+            const auto& b4 = *reinterpret_cast<const BlockQ4_K*>(w);
+            const auto& b5 = *reinterpret_cast<const BlockQ5_K*>(w);
+            const bool five = wt == DType::Q5_K;
+            ints_k45(five ? b5.qs : b4.qs, five ? b5.qh : nullptr, q);
+            int prod[4] = {};
+            for (int j = 0; j < 8; ++j) {
+                int sc, mn;
+                scale_min_k4(j, b4.scales, sc, mn);
+                for (int l = 0; l < 8; ++l) lane[l] += sc * dot4(q + 32 * j + 4 * l, a.q + 32 * j + 4 * l);
+                prod[j / 2] += mn * (a.bsums[2 * j] + a.bsums[2 * j + 1]);
+            }
+            const float dmin = -a.d * f16_at(b4.dmin);
+            if (five)
+                summs = std::fma(dmin, static_cast<float>(prod[0] + prod[1] + prod[2] + prod[3]), summs);
+            else
+                for (int j = 0; j < 4; ++j) accm[j] = std::fma(dmin, static_cast<float>(prod[j]), accm[j]);
+            wd = f16_at(b4.d);
+        }
+        const float d = a.d * wd;
+        for (int l = 0; l < 8; ++l) acc[l] = std::fma(d, static_cast<float>(lane[l]), acc[l]);
     }
-    return acc;
+    switch (wt) {
+        case DType::Q4_1:
+        case DType::Q5_1:
+        case DType::Q5_K: return hsum8(acc) + summs;
+        case DType::Q4_K: return hsum8(acc) + ((accm[0] + accm[2]) + (accm[1] + accm[3]));
+        default: return hsum8(acc);
+    }
 }
 
 void matmul(const float* x, int64_t T, int64_t K, const void* w, DType wt, const float* bias, float* y, int64_t N,

@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""One-off generator of ggml's quantized dot products, the oracle of tests/test_quant.cpp's GgmlDot tests (not run
+in CI). It calls ggml's own CPU kernels through ctypes, from the libraries llama-cpp-python ships:
+
+  python -m venv /tmp/llamavenv
+  CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON" /tmp/llamavenv/bin/pip install \
+      llama-cpp-python==0.3.36
+  /tmp/llamavenv/bin/python scripts/make_ggml_dot_fixtures.py
+
+so the numbers are those of an x86 AVX2 build of ggml-cpu (what llama.cpp runs on such a machine): for each weight
+type, ggml_get_type_traits_cpu(type) gives vec_dot and vec_dot_type (Q8_0 for Q8_0/Q4_0/Q5_0, Q8_1 for
+Q4_1/Q5_1, Q8_K for the K types), and that type's from_float quantizes the activations.
+
+One file per type, testdata/quant/ggml_dot_<type>.bin (type in lower case), little-endian:
+    magic       4 bytes  b"TLGD"
+    version     u32      1
+    ggml_type   u32      the weight type (GGMLQuantizationType value)
+    act_type    u32      its vec_dot_type
+    rows        u32      weight rows R
+    acts        u32      activation rows A
+    cols        u32      K, a multiple of 256
+    weights     R * K / block_elems * block_bytes bytes: ggml_quantize_chunk (ggml's reference quantizer) of
+                deterministic f32 rows
+    x           A * K f32 activations
+    act_blocks  A * K / act_block_elems * act_block_bytes bytes: from_float(x row) in ggml's layout
+                (block_q8_0: f16 d, 32 x i8; block_q8_1: f16 d, f16 s, 32 x i8; block_q8_K: f32 d, 256 x i8,
+                16 x i16 bsums)
+    dots        A * R f32: vec_dot(K, weight row r, act row a) at dots[a * R + r], exact bits
+
+Activation rows include the awkward cases: all zeros, one huge value in a block, blocks whose largest magnitude is
+negative or present with both signs, exact rounding ties (a block maximum of 127 makes the scale 1), scales that
+are subnormal in f16, zero blocks among normal ones.
+"""
+import ctypes
+import os
+import struct
+from pathlib import Path
+
+import numpy as np
+
+LIB = Path(__import__("llama_cpp").__file__).parent / "lib"
+OUT = Path(__file__).resolve().parent.parent / "testdata" / "quant"
+
+# name: (ggml type id, block elems, block bytes)
+TYPES = {"q8_0": (8, 32, 34), "q4_0": (2, 32, 18), "q4_1": (3, 32, 20), "q5_0": (6, 32, 22), "q5_1": (7, 32, 24),
+         "q4_k": (12, 256, 144), "q5_k": (13, 256, 176), "q6_k": (14, 256, 210)}
+ACT = {8: (32, 34), 9: (32, 36), 15: (256, 292)}  # vec_dot_type -> (block elems, block bytes)
+ROWS, ACTS, COLS = 6, 8, 768
+
+FromFloat = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
+VecDot = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t,
+                          ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+
+
+class TypeTraitsCpu(ctypes.Structure):  # struct ggml_type_traits_cpu (ggml-cpu.h)
+    _fields_ = [("from_float", ctypes.c_void_p), ("vec_dot", ctypes.c_void_p), ("vec_dot_type", ctypes.c_int),
+                ("nrows", ctypes.c_int64)]
+
+
+def load():
+    base = ctypes.CDLL(str(LIB / "libggml-base.so"), mode=os.RTLD_GLOBAL | os.RTLD_NOW)
+    cpu = ctypes.CDLL(str(LIB / "libggml-cpu.so"), mode=os.RTLD_GLOBAL | os.RTLD_NOW)
+    cpu.ggml_cpu_init.restype = None
+    cpu.ggml_cpu_init()  # fills the f16 tables the kernels read
+    for f in ("ggml_cpu_has_avx2", "ggml_cpu_has_fma", "ggml_cpu_has_f16c"):
+        getattr(cpu, f).restype = ctypes.c_int
+        assert getattr(cpu, f)() == 1, f + ": the fixtures are an AVX2 build's numbers"
+    cpu.ggml_get_type_traits_cpu.restype = ctypes.POINTER(TypeTraitsCpu)
+    cpu.ggml_get_type_traits_cpu.argtypes = [ctypes.c_int]
+    base.ggml_quantize_chunk.restype = ctypes.c_size_t
+    base.ggml_quantize_chunk.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+                                         ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p]
+    return base, cpu
+
+
+def weight_rows(rng):
+    w = rng.standard_normal((ROWS, COLS)).astype(np.float32) * np.float32(0.05)
+    w[1] += np.float32(0.03)                    # a row with an offset (non-zero mins)
+    w[2, 100:300] = 0.0                         # zero blocks
+    w[3] *= np.float32(20.0)
+    w[4, ::17] *= np.float32(8.0)               # outliers
+    return w
+
+
+def act_rows(rng):
+    x = rng.standard_normal((ACTS, COLS)).astype(np.float32)
+    x[1] = 0.0                                  # all zeros
+    x[2, 37] = 1.0e4                            # one huge value in one block
+    blk = x[3].reshape(-1, 32)                  # every block's largest magnitude negative
+    blk[np.arange(blk.shape[0]), rng.integers(0, 32, blk.shape[0])] = -4.0 - rng.random(blk.shape[0],
+                                                                                         dtype=np.float32)
+    # exact rounding ties: a block maximum of 127 makes the scale 1 (and -1 for Q8_K), so k + 0.5 is a tie
+    x[4] = rng.integers(-120, 120, COLS).astype(np.float32) + np.float32(0.5)
+    x[4, ::32] = 127.0
+    x[4, 64:96] = -x[4, 64:96]                  # ... with a negative maximum too
+    x[4, 256 + 5] = -127.0                      # largest magnitude with both signs in one 256-block
+    x[5] *= np.float32(1.0e-4)                  # f16-subnormal scales
+    x[6, 32:96] = 0.0                           # zero blocks among normal ones
+    x[6, 512:768] = 0.0                         # a whole zero 256-block
+    x[7] *= np.float32(300.0) * rng.random(COLS, dtype=np.float32)
+    return x
+
+
+def main():
+    base, cpu = load()
+    rng = np.random.default_rng(20260301)
+    OUT.mkdir(parents=True, exist_ok=True)
+    for name, (tid, be, bb) in TYPES.items():
+        traits = cpu.ggml_get_type_traits_cpu(tid).contents
+        at = traits.vec_dot_type
+        abe, abb = ACT[at]
+        vec_dot = VecDot(traits.vec_dot)
+        from_float = FromFloat(cpu.ggml_get_type_traits_cpu(at).contents.from_float)
+
+        w = np.ascontiguousarray(weight_rows(rng))
+        wbytes = ctypes.create_string_buffer(ROWS * COLS // be * bb)
+        n = base.ggml_quantize_chunk(tid, w.ctypes.data, wbytes, 0, ROWS, COLS, None)
+        assert n == len(wbytes.raw)
+
+        x = np.ascontiguousarray(act_rows(rng))
+        arow = COLS // abe * abb
+        acts = ctypes.create_string_buffer(ACTS * arow)
+        for a in range(ACTS):
+            from_float(x[a].ctypes.data, ctypes.addressof(acts) + a * arow, COLS)
+
+        wrow = COLS // be * bb
+        dots = np.zeros((ACTS, ROWS), dtype=np.float32)
+        s = ctypes.c_float()
+        for a in range(ACTS):
+            for r in range(ROWS):
+                vec_dot(COLS, ctypes.addressof(s), 0, ctypes.addressof(wbytes) + r * wrow, 0,
+                        ctypes.addressof(acts) + a * arow, 0, 1)
+                dots[a, r] = s.value
+
+        path = OUT / f"ggml_dot_{name}.bin"
+        with open(path, "wb") as f:
+            f.write(b"TLGD" + struct.pack("<6I", 1, tid, at, ROWS, ACTS, COLS))
+            f.write(wbytes.raw)
+            f.write(x.astype("<f4").tobytes())
+            f.write(acts.raw)
+            f.write(dots.astype("<f4").tobytes())
+        print(f"{path}: {path.stat().st_size} bytes")
+
+
+if __name__ == "__main__":
+    main()
