@@ -161,6 +161,21 @@ const Aligned& quant_weights(DType dt, size_t copies) {
     return *slot;
 }
 
+// Random activations, outputs and one activation scratch per thread for a quantized matmul benchmark.
+struct QuantIo {
+    std::vector<float> x, y;
+    std::vector<std::vector<unsigned char>> act;
+    QuantIo(const KernelTable& kt, benchmark::State& state, int threads, int64_t T, DType dt)
+        : x(static_cast<size_t>(T * kK)), y(static_cast<size_t>(T * kN)) {
+        std::mt19937 rng(2);
+        std::normal_distribution<float> nd;
+        for (float& v : x) v = nd(rng);
+        act.assign(static_cast<size_t>(threads),
+                   std::vector<unsigned char>(tracelm::cpu::matmul_quant_act_bytes(dt, T, kK)));
+        state.SetLabel(std::string(tracelm::cpu::isa_name(kt.isa)) + " " + std::string(tracelm::dtype_name(dt)));
+    }
+};
+
 // Args: isa, threads, T, dtype. Every iteration multiplies T tokens by all copies of a quantized [3072, 1024]
 // matrix (as many copies as make about 480 MiB of bf16, so the stream is far beyond the last-level cache);
 // GB/s counts the quantized bytes read.
@@ -173,13 +188,8 @@ void BM_QuantMatmulStream(benchmark::State& state) {
     const size_t row = tracelm::dtype_row_bytes(dt, kK), matrix = kN * row;
     const size_t copies = kStreamBytes / matrix;
     const Aligned& w = quant_weights(dt, copies);
-    std::vector<float> x(static_cast<size_t>(T * kK)), y(static_cast<size_t>(T * kN));
-    std::mt19937 rng(2);
-    std::normal_distribution<float> nd;
-    for (float& v : x) v = nd(rng);
-    const size_t act_bytes = tracelm::cpu::matmul_quant_act_bytes(dt, T, kK);
-    std::vector<std::vector<unsigned char>> act(static_cast<size_t>(threads), std::vector<unsigned char>(act_bytes));
-    state.SetLabel(std::string(tracelm::cpu::isa_name(kt->isa)) + " " + std::string(tracelm::dtype_name(dt)));
+    QuantIo io(*kt, state, threads, T, dt);
+    auto& [x, y, act] = io;
     for (auto _ : state) {
         parallel(threads, [&](int i) {
             const int64_t n0 = kN * i / threads, n1 = kN * (i + 1) / threads;
@@ -201,13 +211,8 @@ void BM_QuantMatmulCompute(benchmark::State& state) {
     const int64_t T = state.range(2);
     const auto dt = static_cast<DType>(state.range(3));
     const Aligned& w = quant_weights(dt, 1);
-    std::vector<float> x(static_cast<size_t>(T * kK)), y(static_cast<size_t>(T * kN));
-    std::mt19937 rng(2);
-    std::normal_distribution<float> nd;
-    for (float& v : x) v = nd(rng);
-    const size_t act_bytes = tracelm::cpu::matmul_quant_act_bytes(dt, T, kK);
-    std::vector<std::vector<unsigned char>> act(static_cast<size_t>(threads), std::vector<unsigned char>(act_bytes));
-    state.SetLabel(std::string(tracelm::cpu::isa_name(kt->isa)) + " " + std::string(tracelm::dtype_name(dt)));
+    QuantIo io(*kt, state, threads, T, dt);
+    auto& [x, y, act] = io;
     for (auto _ : state) {
         parallel(threads, [&](int i) {
             kt->quant->matmul(x.data(), T, kK, w.p, dt, nullptr, y.data(), kN, kN * i / threads,

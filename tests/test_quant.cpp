@@ -60,11 +60,17 @@ struct Fixture {
     std::vector<float> values;
 };
 
+// The bytes of a committed fixture file, which must start with the 4-byte `magic` and hold at least min_bytes.
+std::vector<uint8_t> read_fixture(const std::string& path, const char* magic, size_t min_bytes) {
+    std::ifstream f(path, std::ios::binary);
+    std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    if (bytes.size() < min_bytes || std::memcmp(bytes.data(), magic, 4) != 0) throw std::runtime_error("bad fixture " + path);
+    return bytes;
+}
+
 Fixture load_fixture(DType dt) {
     const std::string path = testing::repo_path("testdata/quant/" + type_name(dt) + ".bin");
-    std::ifstream f(path, std::ios::binary);
-    const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    if (bytes.size() < 20 || std::memcmp(bytes.data(), "TLQF", 4) != 0) throw std::runtime_error("bad fixture " + path);
+    const std::vector<uint8_t> bytes = read_fixture(path, "TLQF", 20);
     uint32_t hdr[4];
     std::memcpy(hdr, bytes.data() + 4, sizeof(hdr));
     Fixture fx{dt, hdr[2], hdr[3], 0, {}, {}};
@@ -273,9 +279,7 @@ size_t ggml_act_block_bytes(uint32_t act_type) { return act_type == 8 ? 34 : act
 
 GgmlDot load_ggml_dot(DType dt) {
     const std::string path = testing::repo_path("testdata/quant/ggml_dot_" + type_name(dt) + ".bin");
-    std::ifstream f(path, std::ios::binary);
-    const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    if (bytes.size() < 28 || std::memcmp(bytes.data(), "TLGD", 4) != 0) throw std::runtime_error("bad fixture " + path);
+    const std::vector<uint8_t> bytes = read_fixture(path, "TLGD", 28);
     uint32_t hdr[6];
     std::memcpy(hdr, bytes.data() + 4, sizeof(hdr));
     GgmlDot g{dt, hdr[2], hdr[3], hdr[4], hdr[5], {}, {}, {}, {}};
