@@ -427,7 +427,7 @@ namespace tracelm::cpu {
 // Declared extern in kernels_internal.h, so this const keeps external linkage.
 const KernelTable detail::avx2_kernels = {
     Isa::Avx2,     avx2::matmul,   avx2::rms_norm,   avx2::add,        avx2::silu_mul,
-    avx2::dot_f32, avx2::axpy_f32, avx2::row_to_f32, avx2::read_sweep, &detail::avx2_quant,
+    avx2::dot_f32, avx2::axpy_f32, avx2::row_to_f32, avx2::read_sweep, &detail::avx2_quant, &detail::avx2_f16_attention,
 };
 
 }  // namespace tracelm::cpu

@@ -126,7 +126,7 @@ namespace tracelm::cpu {
 // Declared extern in kernels_internal.h, so this const keeps external linkage.
 const KernelTable detail::portable_kernels = {
     Isa::Portable,     portable::matmul,   portable::rms_norm, portable::add,        portable::silu_mul,
-    portable::dot_f32, portable::axpy_f32, portable::to_f32,   portable::read_sweep, &detail::portable_quant,
+    portable::dot_f32, portable::axpy_f32, portable::to_f32,   portable::read_sweep, &detail::portable_quant, &detail::portable_f16_attention,
 };
 
 }  // namespace tracelm::cpu
