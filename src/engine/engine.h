@@ -27,7 +27,9 @@ struct EngineOptions {
     int block_size = 16;     // tokens per KV block
     int max_seqs = 1;        // sequences decoded together
     int64_t context = 4096;  // tokens per sequence (prompt + generated); capped by the model
-    int prefill_chunk = 256; // prompt tokens per eager prefill forward
+    // Prompt tokens per eager prefill forward: llama.cpp's default batch, so a prompt is cut where llama.cpp cuts
+    // it (attention sums in a different order for a batch of one token than for more).
+    int prefill_chunk = 512;
     // KV cache values: F32 or F16. Unset: F16 for GGUF models (llama.cpp's default, whose CPU attention numbers an
     // f16 cache reproduces), F32 for safetensors checkpoints.
     std::optional<DType> kv_dtype;
