@@ -157,6 +157,9 @@ int main(int argc, char** argv) {
                 auto yk = kp;
                 rope_normal(yk.data(), pos.data(), T, KV, hd, (float)C.rope_theta);
                 add("ref rope k", compare(yk, kr));
+                Tensor kt = upf("k", T, KV * hd, gguf_rows_to_neox(kp, T, KV, hd));
+                be.rope_neox(kt, pt, KV, hd, model->rope());
+                add("rope k (tracelm)", compare(down(kt), gguf_rows_to_neox(kr, T, KV, hd)));
             }
             // caches
             const int n_kv = n_past + T;

@@ -7,7 +7,8 @@ namespace tracelm {
 
 // Pair i of a head of head_dim rotates by position * inv_freq[i], where
 // inv_freq[i] = theta^(-2i/head_dim) / factors[i]. The factors carry RoPE frequency scaling (Llama 3.1+ "llama3",
-// "linear"); without them the frequencies are the plain ones.
+// "linear"); without them the frequencies are the plain ones. How the angles are rounded is up to each backend:
+// the CPU backend computes them as llama.cpp does (rope_cos_sin in backends/cpu/kernels/kernels.h).
 struct RopeSpec {
     float theta = 0.0f;
     std::span<const float> factors;  // empty, or head_dim/2 finite positive divisors
