@@ -199,7 +199,7 @@ TEST_F(GgmlConformance, TracelmRopeMatchesRope) {
                     auto y = x;
                     float cs[kHeadDim];
                     for (int64_t t = 0; t < e.T; ++t) {
-                        cpu::rope_cos_sin(pos[static_cast<size_t>(t)], cpu::rope_theta_scale(kRopeBase, kHeadDim),
+                        cpu::rope_cos_sin(pos[static_cast<size_t>(t)], rope_theta_scale(kRopeBase, kHeadDim),
                                           nullptr, kHeadDim / 2, cs);
                         cpu::kernels_for(isa).rope_rotate(y.data() + t * heads * kHeadDim, heads, kHeadDim, cs);
                     }

@@ -32,7 +32,7 @@ void rms_norm_rows(const float* x, Load load, float eps, float* out, int64_t col
     for (int64_t r = r0; r < r1; ++r) {
         const float* xr = x + r * cols;
         float* o = out + r * cols;
-        // ggml's order: a serial chain of double additions (a few hundred ns for a row of a thousand).
+        // ggml's order: a serial chain of double additions (about 4 cycles an element; ~1 us for 1000).
         double sum = 0.0;
         for (int64_t i = 0; i < cols; ++i) sum += static_cast<double>(xr[i] * xr[i]);
         const auto mean = static_cast<float>(sum / static_cast<double>(cols));
@@ -118,8 +118,6 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t cols, int6
 float dot_f32(const float* a, const float* b, int64_t n) { return active_kernels().dot_f32(a, b, n); }
 
 void axpy_f32(float a, const float* x, float* y, int64_t n) { active_kernels().axpy_f32(a, x, y, n); }
-
-float rope_theta_scale(float theta, int64_t head_dim) { return std::pow(theta, -2.0f / static_cast<float>(head_dim)); }
 
 void rope_cos_sin(int32_t pos, float theta_scale, const float* factors, int64_t half, float* cs) {
     float theta = static_cast<float>(pos);

@@ -35,11 +35,10 @@ float dot_f32(const float* a, const float* b, int64_t n);
 void axpy_f32(float a, const float* x, float* y, int64_t n);  // y += a * x
 
 // NeoX RoPE with ggml's numbers (ROPE on GGUF's permuted q/k rows, whose pairs (2i, 2i+1) are tracelm's
-// (i, i + head_dim/2)). The angle of pair i at a position is theta_i / factors[i] (no division without
-// factors) with theta_0 = (float)pos and theta_{i+1} = theta_i * theta_scale in f32, theta_scale = powf(theta,
-// -2.0f / head_dim); cos/sin are glibc's cosf/sinf. One implementation for every Isa.
-float rope_theta_scale(float theta, int64_t head_dim);
-// cs[i] = cos and cs[half + i] = sin of pair i's angle at `pos`, for i in [0, half); factors may be null.
+// (i, i + head_dim/2)).
+// cs[i] = cos and cs[half + i] = sin (glibc's cosf/sinf) of pair i's angle at `pos` as runtime/rope.h defines
+// it (theta_scale = rope_theta_scale(theta, head_dim)), for i in [0, half); factors may be null. One
+// implementation for every Isa.
 void rope_cos_sin(int32_t pos, float theta_scale, const float* factors, int64_t half, float* cs);
 // Rotates `heads` heads of head_dim in place by the angles of cs (rope_cos_sin's layout): x0' = fma(x0, cos,
 // -(x1 * sin)), x1' = fma(x0, sin, x1 * cos), ggml's rotation as GCC contracts it.
