@@ -10,8 +10,8 @@
 //    output bit for bit. These pin down ggml's float operation order for the ops tracelm does not match yet, which
 //    is what a tracelm kernel has to compute to match them.
 //
-// The Tracelm* tests of rms_norm, silu_mul and RoPE also run the kernels of every Isa this CPU has (the portable
-// ones included), since all of them must give the AVX2 build's bits.
+// The Tracelm* tests of silu_mul and RoPE also run the kernels of every Isa this CPU has (the portable ones
+// included), since all of them must give the AVX2 build's bits; rms_norm has one implementation for every Isa.
 //
 // tracelm ops that do NOT match yet (measured with the same method over all 30 layers, prompt + first decode step;
 // see docs/ggml-numerics.md for the reasons and the fixes):
