@@ -173,10 +173,31 @@ int main(int argc, char** argv) {
                         want.push_back(f16_to_f32(kc16[(n_past + t) * KV * hd + i]));
                     }
                 add("ref set_rows k f16", compare(got, want));
-                std::vector<float> kf;
-                for (int t = 0; t < T; ++t)
-                    for (int i = 0; i < KV * hd; ++i) kf.push_back(kr[t * KV * hd + i]);
-                add("kv_write k (tracelm f32 vs ggml f16)", compare(kf, want));
+            }
+            // tracelm's caches in its layout: K heads un-permuted to NeoX order, V back to [n_kv, kv_dim]
+            const auto kc_neox = gguf_rows_to_neox(kc16, n_kv, KV, hd);
+            std::vector<uint16_t> vc16(vct16.size());
+            for (int j = 0; j < n_kv; ++j)
+                for (int i = 0; i < KV * hd; ++i) vc16[j * KV * hd + i] = vct16[i * n_kv + j];
+            const auto f16_cache = [&](const char* n, const std::vector<uint16_t>& bits) {
+                return up(n, DType::F16, n_kv, KV * hd, bits.data(), bits.size() * 2);
+            };
+            {  // kv_write into f16 caches of this eval's rows, compared with llama.cpp's cache rows
+                Tensor kt = upf("k", T, KV * hd, gguf_rows_to_neox(kr, T, KV, hd)), vt = upf("v", T, KV * hd, vp);
+                Tensor kct = f16_cache("kc", std::vector<uint16_t>(kc16.size())),
+                       vct = f16_cache("vc", std::vector<uint16_t>(kc16.size()));
+                be.kv_write(kt, vt, upi("slots", 1, T, pos), kct, vct);
+                std::vector<uint16_t> gk(kc16.size()), gv(kc16.size());
+                be.download(kct, gk.data());
+                be.download(vct, gv.data());
+                std::vector<float> got, want;
+                for (int64_t i = static_cast<int64_t>(n_past) * KV * hd; i < static_cast<int64_t>(n_kv) * KV * hd; ++i) {
+                    got.push_back(f16_to_f32(gk[i]));
+                    want.push_back(f16_to_f32(kc_neox[i]));
+                    got.push_back(f16_to_f32(gv[i]));
+                    want.push_back(f16_to_f32(vc16[i]));
+                }
+                add("kv_write k+v (tracelm f16 cache)", compare(got, want));
             }
             {
                 std::vector<float> got, want;
@@ -266,7 +287,10 @@ int main(int argc, char** argv) {
                 AttentionMeta meta{upi("bt", 1, 1, {0}), upi("sl", 1, 1, {n_kv}), upi("qsl", 1, 2, {0, (int)T}), 1,
                                    n_kv};
                 be.attention(qt, kt, vt, meta, H, KV, hd, 0.125f, ot);
-                add("attention (tracelm, f32 q, f16-valued caches)", compare(down(ot), kqv));
+                add("attention (tracelm f32 cache, f16-valued)", compare(down(ot), kqv));
+                meta.interleaved_pairs = true;
+                be.attention(qt, f16_cache("kc16", kc_neox), f16_cache("vc16", vc16), meta, H, KV, hd, 0.125f, ot);
+                add("attention (tracelm f16 cache)", compare(down(ot), kqv));
             }
             auto ao = fx.get(q + "attn_out").f32();
             add("matmul q4_1 o", compare(mm(kqv, T, lw.o_proj), ao));

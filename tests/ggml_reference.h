@@ -133,9 +133,10 @@ inline int neox_to_gguf(int e, int head_dim) {
     const int half = head_dim / 2;
     return e < half ? 2 * e : 2 * (e - half) + 1;
 }
-// Rows of [T, heads*head_dim] from llama.cpp's (GGUF) element order to tracelm's.
-inline std::vector<float> gguf_rows_to_neox(const std::vector<float>& x, int64_t T, int heads, int head_dim) {
-    std::vector<float> out(x.size());
+// Rows of [T, heads*head_dim] from llama.cpp's (GGUF) element order to tracelm's (f32 values or f16 bits).
+template <class E>
+std::vector<E> gguf_rows_to_neox(const std::vector<E>& x, int64_t T, int heads, int head_dim) {
+    std::vector<E> out(x.size());
     for (int64_t t = 0; t < T; ++t)
         for (int h = 0; h < heads; ++h)
             for (int e = 0; e < head_dim; ++e) {

@@ -53,6 +53,7 @@ TEST_P(ArchGoldens, LogitsAndGreedyTokensMatchTransformers) {
     opt.context = 128;
     opt.block_size = 4;     // decode crosses many block boundaries
     opt.prefill_chunk = 6;  // the longest prompt takes three prefill chunks
+    opt.kv_dtype = DType::F32;  // GGUF files too: the goldens are transformers' f32 attention
     Engine engine(*model, be, opt);
     for (const auto& p : g["prompts"]) {
         const auto ids = p["prompt_ids"].get<std::vector<int32_t>>();

@@ -192,6 +192,41 @@ TEST(Cli, BenchRunsLlamaCppOnTheSameFile) {
     EXPECT_GE(j["llamacpp_same_leading_tokens"].get<int>(), 12);
 }
 
+// --kv-type picks the KV cache values; a GGUF model defaults to f16 (llama.cpp's default), and the model summary
+// line gives the true size: f32 takes twice the bytes.
+TEST(Cli, KvTypeOptionChoosesTheCacheDtype) {
+    testing::TempDir dir;
+    const std::string gguf = dir.file("tiny-q8_0.gguf");
+    ASSERT_EQ(run("make-checkpoint --geometry tiny --seed 2 --format gguf --dtype q8_0 --out " + quote(gguf)).code, 0);
+    const auto kv_cache = [&](const std::string& extra) {
+        const Result r = run("generate --model " + quote(gguf) + " --prompt Hi --max-tokens 3" + extra);
+        EXPECT_EQ(r.code, 0) << r.out;
+        const size_t at = r.out.find("KV cache ");
+        EXPECT_NE(at, std::string::npos) << r.out;
+        std::istringstream line(r.out.substr(at + 9));
+        double mib = 0;
+        std::string unit, type;
+        line >> mib >> unit >> type;
+        EXPECT_EQ(unit, "MiB");
+        return std::make_pair(mib, type);
+    };
+    const auto by_default = kv_cache(""), f16 = kv_cache(" --kv-type f16"), f32 = kv_cache(" --kv-type f32");
+    EXPECT_EQ(by_default.second, "f16");
+    EXPECT_EQ(f16, by_default);
+    EXPECT_EQ(f32.second, "f32");
+    EXPECT_GT(f16.first, 0.0);
+    EXPECT_NEAR(f32.first, 2 * f16.first, 0.1);  // the sizes are printed to 0.1 MiB
+    const Result bad = run("generate --model " + quote(gguf) + " --prompt Hi --kv-type bf16");
+    EXPECT_NE(bad.code, 0);
+    EXPECT_NE(bad.out.find("--kv-type"), std::string::npos) << bad.out;
+}
+
+TEST_F(CliModel, SafetensorsCheckpointsDefaultToAnF32KvCache) {
+    const Result r = run("generate " + model() + " --prompt Hi --max-tokens 2 --context 64");
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find(" MiB f32"), std::string::npos) << r.out;
+}
+
 TEST(Cli, MissingModelFolderIsRefused) {
     const Result r = run("generate --model /nonexistent/model --prompt Hi");
     EXPECT_NE(r.code, 0);

@@ -15,11 +15,8 @@
 //
 // tracelm ops that do NOT match yet (measured with the same method over all 30 layers, prompt + first decode step;
 // see docs/ggml-numerics.md for the reasons and the fixes):
-//  - kv_write: tracelm keeps f32; llama.cpp's cache is f16 (ReferenceKvStore).
-//  - attention: ~80-100% differ. llama.cpp rounds q to f16, dots it with the f16 K cache in an order that depends
-//    on the batch (tinyBLAS for >= 2 tokens, ggml_vec_dot_f16 for 1), softmaxes with ggml_v_expf and a double sum,
-//    rounds the probabilities to f16 and dots them with the f16 V cache (ReferenceKq, ReferenceSoftMax,
-//    ReferenceKqv); tracelm runs an online f32 softmax with P.V by axpy.
+//  - kv_write and attention match with f16 caches (TracelmKvWriteF16*, TracelmAttentionF16*); with f32 caches
+//    ~80-100% of the attention outputs differ (an online f32 softmax with P.V by axpy, tracelm's own numbers).
 //  - matmul with Q4_1 / Q8_0 weights: ~100% differ (activation quantization and dot order; being rewritten on the
 //    quant-ggml branch, so not pinned here).
 #include <gtest/gtest.h>
@@ -31,6 +28,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/paged_attention.h"
 #include "ggml_reference.h"
 #include "test_support.h"
 
@@ -207,6 +205,98 @@ TEST_F(GgmlConformance, TracelmRopeMatchesRope) {
                 }
             }
         }
+}
+
+
+// The captured f16 caches of one eval and layer (positions [0, n_past + T)) in tracelm's layout: each K head
+// un-permuted to NeoX order, V back from llama.cpp's transposed [kv_dim, n_kv] to [n_kv, kv_dim].
+struct F16Caches {
+    std::vector<uint16_t> k, v;
+    int64_t n_kv;
+};
+F16Caches f16_caches(const Eval& e, const std::string& q) {
+    const int64_t kv_dim = kKvHeads * kHeadDim, n_kv = e.n_past + e.T;
+    const auto kc = fixture().get(q + "k_cache").f16(), vt = fixture().get(q + "v_cache_t").f16();
+    F16Caches c{ggml_ref::gguf_rows_to_neox(kc, n_kv, kKvHeads, kHeadDim), std::vector<uint16_t>(vt.size()), n_kv};
+    for (int64_t j = 0; j < n_kv; ++j)
+        for (int64_t i = 0; i < kv_dim; ++i) c.v[static_cast<size_t>(j * kv_dim + i)] = vt[static_cast<size_t>(i * n_kv + j)];
+    return c;
+}
+
+// Elements of got[from, ...) that differ from want[from, ...).
+int64_t f16_mismatches(const std::vector<uint16_t>& got, const std::vector<uint16_t>& want, size_t from) {
+    int64_t bad = 0;
+    for (size_t i = from; i < want.size(); ++i) bad += got[i] != want[i];
+    return bad;
+}
+
+// SET_ROWS into the f16 caches: kv_write of the eval's k (after rope) and v rows at their positions.
+TEST_F(GgmlConformance, TracelmKvWriteF16MatchesSetRows) {
+    constexpr int64_t kv_dim = kKvHeads * kHeadDim;
+    for (const Eval& e : kEvals)
+        for (const int layer : kLayers) {
+            const std::string q = layer_prefix(e, layer);
+            const F16Caches want = f16_caches(e, q);
+            const Tensor kc = make("kc", DType::F16, want.n_kv, kv_dim, std::vector<uint16_t>(want.k.size()));
+            const Tensor vc = make("vc", DType::F16, want.n_kv, kv_dim, std::vector<uint16_t>(want.v.size()));
+            be.kv_write(f32("k", e.T, kv_dim, ggml_ref::gguf_rows_to_neox(cap(q + "k_rope"), e.T, kKvHeads, kHeadDim)),
+                        f32("v", e.T, kv_dim, cap(q + "v_proj")), i32("slots", 1, e.T, positions(e)), kc, vc);
+            const auto from = static_cast<size_t>(e.n_past * kv_dim);
+            EXPECT_EQ(f16_mismatches(get<uint16_t>(kc), want.k, from), 0) << q << "k_cache";
+            EXPECT_EQ(f16_mismatches(get<uint16_t>(vc), want.v, from), 0) << q << "v_cache";
+        }
+}
+
+// The whole non-flash attention (KQ, SOFT_MAX, KQV) over the captured f16 caches: the prompt eval sums in
+// tinyBLAS's orders, the decode eval in ggml_vec_dot_f16's.
+TEST_F(GgmlConformance, TracelmAttentionF16MatchesKqv) {
+    constexpr int64_t kv_dim = kKvHeads * kHeadDim;
+    for (const Eval& e : kEvals)
+        for (const int layer : kLayers) {
+            const std::string q = layer_prefix(e, layer);
+            const F16Caches c = f16_caches(e, q);
+            AttentionMeta meta{i32("bt", 1, 1, {0}), i32("lens", 1, 1, {static_cast<int32_t>(c.n_kv)}),
+                               i32("qsl", 1, 2, {0, static_cast<int32_t>(e.T)}), 1, static_cast<int>(c.n_kv), true};
+            const Tensor out = f32("out", e.T, kHeads * kHeadDim, std::vector<float>(e.T * kHeads * kHeadDim));
+            be.attention(f32("q", e.T, kHeads * kHeadDim,
+                             ggml_ref::gguf_rows_to_neox(cap(q + "q_rope"), e.T, kHeads, kHeadDim)),
+                         make("kc", DType::F16, c.n_kv, kv_dim, c.k), make("vc", DType::F16, c.n_kv, kv_dim, c.v), meta,
+                         kHeads, kKvHeads, kHeadDim, kScale, out);
+            EXPECT_BITWISE(get<float>(out), cap(q + "kqv_out"), q + "kqv_out");
+        }
+}
+
+// The f16 attention kernels of every instruction set this CPU runs (the portable ones included) give llama.cpp's
+// AVX2 bits: the KV store's rounding and the attention, called directly on one thread.
+TEST(GgmlConformanceKernels, TracelmF16AttentionKernelsOfEveryIsaMatch) {
+    constexpr int64_t kv_dim = kKvHeads * kHeadDim;
+    for (const cpu::Isa isa : runnable_isas()) {
+        const cpu::F16AttentionKernels& kernels = *cpu::kernels_for(isa).f16_attention;
+        for (const Eval& e : kEvals)
+            for (const int layer : kLayers) {
+                const std::string q = layer_prefix(e, layer), what = q + cpu::isa_name(isa);
+                const F16Caches c = f16_caches(e, q);
+                const auto k = ggml_ref::gguf_rows_to_neox(cap(q + "k_rope"), e.T, kKvHeads, kHeadDim);
+                const auto v = cap(q + "v_proj");
+                std::vector<uint16_t> kc = c.k, vc = c.v;
+                const auto from = static_cast<size_t>(e.n_past * kv_dim);
+                kernels.to_f16(k.data(), kc.data() + from, e.T * kv_dim);
+                kernels.to_f16(v.data(), vc.data() + from, e.T * kv_dim);
+                EXPECT_EQ(f16_mismatches(kc, c.k, 0), 0) << what << " k store";
+                EXPECT_EQ(f16_mismatches(vc, c.v, 0), 0) << what << " v store";
+
+                const auto qv = ggml_ref::gguf_rows_to_neox(cap(q + "q_rope"), e.T, kHeads, kHeadDim);
+                const int32_t table = 0, seq_len = static_cast<int32_t>(c.n_kv), qsl[2] = {0, static_cast<int32_t>(e.T)};
+                std::vector<float> out(static_cast<size_t>(e.T * kHeads * kHeadDim));
+                const cpu::PagedAttentionArgs a{qv.data(), c.k.data(), c.v.data(), &table, &seq_len, qsl, out.data(),
+                                                c.n_kv, 1, 1, static_cast<int>(c.n_kv), kHeads, kKvHeads, kHeadDim,
+                                                kScale};
+                const int64_t floats = cpu::f16_attention_workspace_floats(c.n_kv, kHeadDim);
+                std::vector<float> workspace(static_cast<size_t>(floats));
+                cpu::paged_attention_f16_range({a, &kernels, workspace.data(), floats, e.T, 1, true}, 0, 1);
+                EXPECT_BITWISE(out, cap(q + "kqv_out"), what + " kqv_out");
+            }
+    }
 }
 
 // ---- ggml's numerics, pinned ----

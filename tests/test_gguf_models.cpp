@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <nlohmann/json.hpp>
 
@@ -33,11 +34,13 @@ std::string temp_file(const std::string& name) {
     return (std::filesystem::temp_directory_path() / ("tracelm-" + std::to_string(getpid()) + "-" + name)).string();
 }
 
-// Greedy tokens of `steps` decode steps and the logits after the last.
+// Greedy tokens of `steps` decode steps and the logits after the last (KV cache: the model's default unless given).
 std::pair<std::vector<int32_t>, std::vector<float>> decode(const Model& model, Backend& be, bool capture, int steps,
-                                                           const std::vector<int32_t>& prompt) {
+                                                           const std::vector<int32_t>& prompt,
+                                                           std::optional<DType> kv_dtype = std::nullopt) {
     EngineOptions opt;
     opt.capture = capture;
+    opt.kv_dtype = kv_dtype;
     opt.context = 256;
     Engine engine(model, be, opt);
     std::vector<int32_t> tokens = {engine.start({prompt}, steps + 1)[0]};
@@ -58,10 +61,13 @@ TEST(GgufModels, SameQwen3WeightsFromSafetensorsAndGgufGiveSameLogits) {
     const auto st = Model::load(dir, be);
     const auto gg = Model::load(path, be);
     const std::vector<int32_t> prompt = {1, 5, 9, 200, 77, 3};
-    const auto a = decode(*st, be, true, 20, prompt);
-    const auto b = decode(*gg, be, true, 20, prompt);
-    EXPECT_EQ(a.first, b.first);
-    EXPECT_EQ(a.second, b.second);  // same kernels on the same bytes: bit for bit
+    // (The two formats default to different KV caches, so each is tried with both.)
+    for (const DType kv : {DType::F32, DType::F16}) {
+        const auto a = decode(*st, be, true, 20, prompt, kv);
+        const auto b = decode(*gg, be, true, 20, prompt, kv);
+        EXPECT_EQ(a.first, b.first) << dtype_name(kv);
+        EXPECT_EQ(a.second, b.second) << dtype_name(kv);  // same kernels on the same bytes: bit for bit
+    }
     std::filesystem::remove(path);
 }
 
@@ -183,8 +189,8 @@ TEST(RandomGgufModel, SameLogitsAsTheSafetensorsCheckpointForF32AndBf16) {
         cpu::CpuBackend be(2);
         const auto st = Model::load(testing::generated_checkpoint("tiny", 5, dt), be);
         const auto gg = Model::load(random_gguf(dt, 5), be);
-        const auto a = decode(*st, be, true, 16, kPrompt);
-        const auto b = decode(*gg, be, true, 16, kPrompt);
+        const auto a = decode(*st, be, true, 16, kPrompt, DType::F32);  // one KV cache type for both
+        const auto b = decode(*gg, be, true, 16, kPrompt, DType::F32);
         EXPECT_EQ(a.first, b.first);
         EXPECT_EQ(a.second, b.second);
     }

@@ -34,10 +34,11 @@ struct Case {
 
 // Drives two engines over the same batch, one eager and one replaying, and compares every step's
 // logits and sampled ids exactly.
-void expect_replay_equals_eager(const Case& c, DType dtype) {
+void expect_replay_equals_eager(const Case& c, const std::string& model_dir, DType kv_dtype = DType::F32) {
     cpu::CpuBackend be(2);
-    const auto model = Model::load(testing::generated_checkpoint("tiny", 7, dtype), be);
+    const auto model = Model::load(model_dir, be);
     EngineOptions opt;
+    opt.kv_dtype = kv_dtype;
     opt.block_size = 16;
     opt.max_seqs = static_cast<int>(c.prompts.size());
     opt.context = 512;
@@ -66,30 +67,45 @@ void expect_replay_equals_eager(const Case& c, DType dtype) {
     EXPECT_GE(distinct.size(), 2u);
 }
 
-TEST(Replay, EqualsEagerOneSequence300StepsF32) { expect_replay_equals_eager({{{785, 6722, 315, 9625, 374}}, 300}, DType::F32); }
+TEST(Replay, EqualsEagerOneSequence300StepsF32) {
+    expect_replay_equals_eager({{{785, 6722, 315, 9625, 374}}, 300}, testing::generated_checkpoint("tiny", 7, DType::F32));
+}
 
 TEST(Replay, EqualsEagerThreeSequencesBf16) {
     // Different prompt lengths put each sequence at a different offset within its blocks; 300 steps
     // cross many 16-token block boundaries. The 40-token prompt spans two prefill chunks.
     std::vector<int32_t> long_prompt;
     for (int i = 0; i < 40; ++i) long_prompt.push_back(1000 + 37 * i);
-    expect_replay_equals_eager({{{9707, 11, 1879, 0}, long_prompt, {151644, 872, 198}}, 300}, DType::BF16);
+    expect_replay_equals_eager({{{9707, 11, 1879, 0}, long_prompt, {151644, 872, 198}}, 300},
+                               testing::generated_checkpoint("tiny", 7, DType::BF16));
+}
+
+// An f16 cache (llama.cpp's attention numbers, whose dot orders depend on how many query rows a sequence has in
+// the call), on the llama architecture, whose q.k sums in llama.cpp's interleaved element order.
+TEST(Replay, EqualsEagerThreeSequencesF16Kv) {
+    std::vector<int32_t> long_prompt;
+    for (int i = 0; i < 40; ++i) long_prompt.push_back(100 + 7 * i);
+    expect_replay_equals_eager({{{3, 1, 4, 1, 5}, long_prompt, {9}}, 200}, testing::repo_path("testdata/models/tiny-llama"),
+                               DType::F16);
 }
 
 TEST(Replay, ReplayPerformsNoHeapAllocation) {
     cpu::CpuBackend be(2);
     const auto model = Model::load(testing::generated_checkpoint("tiny", 7, DType::F32), be);
-    EngineOptions opt;
-    opt.context = 256;
-    Engine engine(*model, be, opt);
-    engine.start({{1, 2, 3}}, 200);
-    engine.step();  // eager warm-up
-    engine.step();  // capture + first replay
-    ASSERT_TRUE(engine.captured());
-    const uint64_t before = testing::heap_allocations().load();
-    for (int i = 0; i < 100; ++i) engine.step();
-    EXPECT_EQ(testing::heap_allocations().load() - before, 0u);
-    EXPECT_EQ(engine.replays(), 101);
+    for (const DType kv : {DType::F32, DType::F16}) {
+        EngineOptions opt;
+        opt.context = 256;
+        opt.kv_dtype = kv;
+        Engine engine(*model, be, opt);
+        engine.start({{1, 2, 3}}, 200);
+        engine.step();  // eager warm-up
+        engine.step();  // capture + first replay
+        ASSERT_TRUE(engine.captured());
+        const uint64_t before = testing::heap_allocations().load();
+        for (int i = 0; i < 100; ++i) engine.step();
+        EXPECT_EQ(testing::heap_allocations().load() - before, 0u) << dtype_name(kv);
+        EXPECT_EQ(engine.replays(), 101);
+    }
 }
 
 TEST(Replay, GraphIsReusedAcrossRequestsOfTheSameBatchSize) {

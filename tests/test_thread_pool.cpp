@@ -97,6 +97,24 @@ TEST_P(Pool, BarrierAfterChunkedOpPublishesItsWrites) {
     }
 }
 
+// Dispatches of different lengths back to back, with more threads than cores so that workers are preempted
+// right after the last barrier: a late worker must finish the dispatch it ran, not wander into the next one
+// (each item still runs exactly once per dispatch).
+TEST(PoolOversubscribed, DispatchesOfDifferentLengthsDoNotLeakIntoEachOther) {
+    ThreadPool pool(4);
+    Counts one(4), three(4);
+    const CpuOp single[] = {counting_op(&one, 4, 1, 0, true)};
+    const CpuOp triple[] = {counting_op(&three, 4, 1, 0, true), counting_op(&three, 4, 1, 0, false),
+                            counting_op(&three, 4, 1, 0, true)};
+    const int rounds = 500;
+    for (int r = 0; r < rounds; ++r) {
+        pool.run(single, 1);
+        pool.run(triple, 3);
+    }
+    for (size_t i = 0; i < one.hits.size(); ++i) ASSERT_EQ(one.hits[i].load(), rounds) << "single item " << i;
+    for (size_t i = 0; i < three.hits.size(); ++i) ASSERT_EQ(three.hits[i].load(), 3 * rounds) << "triple item " << i;
+}
+
 INSTANTIATE_TEST_SUITE_P(, Pool, ::testing::Values(1, 2, 3, 5),
                          [](const ::testing::TestParamInfo<int>& p) { return std::to_string(p.param) + "_threads"; });
 

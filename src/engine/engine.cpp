@@ -20,6 +20,10 @@ int Engine::batch_bucket(int S) {
     return (S + 31) / 32 * 32;
 }
 
+DType kv_dtype_for(const Model& model, const EngineOptions& options) {
+    return options.kv_dtype.value_or(model.gguf() != nullptr ? DType::F16 : DType::F32);
+}
+
 Engine::Engine(const Model& model, Backend& backend, EngineOptions options)
     : model_(model), backend_(backend), opt_(options), max_rows_(batch_bucket(options.max_seqs)) {
     const ModelConfig& c = model.config();
@@ -30,7 +34,7 @@ Engine::Engine(const Model& model, Backend& backend, EngineOptions options)
     max_blocks_ = static_cast<int>((context_ + opt_.block_size - 1) / opt_.block_size);
     const int64_t kv_dim = static_cast<int64_t>(c.num_key_value_heads) * c.head_dim;
     kv_ = std::make_unique<PagedKvCache>(backend, c.num_hidden_layers, kv_dim, max_blocks_ * opt_.max_seqs,
-                                         opt_.block_size);
+                                         opt_.block_size, kv_dtype_for(model, opt_));
     decoder_ = std::make_unique<Decoder>(model, backend, *kv_, std::max(opt_.prefill_chunk, max_rows_), max_rows_);
 
     pf_ids_ = i32("prefill.token_ids", opt_.prefill_chunk);
@@ -134,7 +138,7 @@ std::vector<int32_t> Engine::start(const std::vector<std::vector<int32_t>>& prom
             backend_.upload(in.slot_mapping, slots.data());
             backend_.upload(pf_qsl_, qsl);
             backend_.upload(pf_seq_len_, &seq_len);
-            in.meta = AttentionMeta{block_tables_.slice_rows(s, 1), pf_seq_len_, pf_qsl_, 1, bs};
+            in.meta = AttentionMeta{block_tables_.slice_rows(s, 1), pf_seq_len_, pf_qsl_, 1, bs, interleaved_pairs()};
             decoder_->forward(in, T);
         }
         backend_.argmax(decoder_->logits(1), sampled_.slice_rows(s, 1));
@@ -176,7 +180,8 @@ void Engine::issue_decode_step() {
     in.token_ids = st.token_ids;
     in.positions = st.positions;
     in.slot_mapping = st.slot_mapping;
-    in.meta = AttentionMeta{st.block_tables, st.seq_lens, decode_qsl_.slice_rows(0, S + 1), S, opt_.block_size};
+    in.meta = AttentionMeta{st.block_tables, st.seq_lens, decode_qsl_.slice_rows(0, S + 1), S, opt_.block_size,
+                            interleaved_pairs()};
     decoder_->forward(in, S);
     const Tensor sampled = sampled_.slice_rows(0, S);
     backend_.argmax(decoder_->logits(S), sampled);

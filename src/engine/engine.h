@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "kv/paged_kv_cache.h"
@@ -27,7 +28,13 @@ struct EngineOptions {
     int max_seqs = 1;        // sequences decoded together
     int64_t context = 4096;  // tokens per sequence (prompt + generated); capped by the model
     int prefill_chunk = 256; // prompt tokens per eager prefill forward
+    // KV cache values: F32 or F16. Unset: F16 for GGUF models (llama.cpp's default, whose CPU attention numbers an
+    // f16 cache reproduces), F32 for safetensors checkpoints.
+    std::optional<DType> kv_dtype;
 };
+
+// The KV cache dtype `options` give for `model`.
+DType kv_dtype_for(const Model& model, const EngineOptions& options);
 
 class Engine {
    public:
@@ -59,6 +66,7 @@ class Engine {
     int replays() const { return replays_; }
     int decode_steps() const { return steps_; }
     size_t kv_bytes() const { return kv_->bytes(); }
+    DType kv_dtype() const { return kv_->dtype(); }
     // Ops recorded in the current bucket's decode graph (0 before capture).
     size_t graph_ops() const;
 
@@ -71,6 +79,8 @@ class Engine {
     Tensor i32(const std::string& name, int64_t n, int64_t cols = 1);
     void issue_decode_step();
     Tensor history_view(int rows) const;  // [context, rows] view of the sampled-id history
+    // llama.cpp ropes the llama architecture in "normal" mode, over interleaved q/k pairs (AttentionMeta).
+    bool interleaved_pairs() const { return model_.config().arch == Arch::Llama; }
 
     const Model& model_;
     Backend& backend_;

@@ -6,18 +6,21 @@
 
 namespace tracelm {
 
-PagedKvCache::PagedKvCache(Backend& backend, int layers, int64_t kv_dim, int num_blocks, int block_size)
-    : backend_(backend), num_blocks_(num_blocks), block_size_(block_size) {
+PagedKvCache::PagedKvCache(Backend& backend, int layers, int64_t kv_dim, int num_blocks, int block_size, DType dtype)
+    : backend_(backend), num_blocks_(num_blocks), block_size_(block_size), dtype_(dtype) {
     if (num_blocks <= 0 || block_size <= 0 || kv_dim <= 0 || layers <= 0) {
         throw std::invalid_argument("kv cache: bad geometry");
+    }
+    if (dtype != DType::F32 && dtype != DType::F16) {
+        throw std::invalid_argument("kv cache: dtype must be f32 or f16, not " + std::string(dtype_name(dtype)));
     }
     const int64_t slots = static_cast<int64_t>(num_blocks) * block_size;
     for (int l = 0; l < layers; ++l) {
         for (const char* kind : {"k", "v"}) {
             const std::string name = "kv_cache." + std::to_string(l) + "." + kind;
-            Buffer* b = backend.alloc(static_cast<size_t>(slots * kv_dim) * sizeof(float), name);
+            Buffer* b = backend.alloc(static_cast<size_t>(slots) * dtype_row_bytes(dtype, kv_dim), name);
             buffers_.push_back(b);
-            (kind[0] == 'k' ? k_ : v_).push_back(whole(b, DType::F32, slots, kv_dim));
+            (kind[0] == 'k' ? k_ : v_).push_back(whole(b, dtype, slots, kv_dim));
             bytes_ += b->bytes;
         }
     }

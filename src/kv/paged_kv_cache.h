@@ -1,4 +1,5 @@
-// Paged KV cache: per layer, K and V pools of `num_blocks * block_size` slots, preallocated once.
+// Paged KV cache: per layer, K and V pools of `num_blocks * block_size` slots of f32 or f16 values, preallocated
+// once.
 // Sequences own blocks through a block table row; slot = block * block_size + offset.
 #pragma once
 
@@ -11,7 +12,8 @@ namespace tracelm {
 
 class PagedKvCache {
    public:
-    PagedKvCache(Backend& backend, int layers, int64_t kv_dim, int num_blocks, int block_size);
+    PagedKvCache(Backend& backend, int layers, int64_t kv_dim, int num_blocks, int block_size,
+                 DType dtype = DType::F32);
     ~PagedKvCache();
     PagedKvCache(const PagedKvCache&) = delete;
     PagedKvCache& operator=(const PagedKvCache&) = delete;
@@ -19,6 +21,7 @@ class PagedKvCache {
     int block_size() const { return block_size_; }
     int num_blocks() const { return num_blocks_; }
     int free_blocks() const { return static_cast<int>(free_.size()); }
+    DType dtype() const { return dtype_; }
     const Tensor& k(int layer) const { return k_[static_cast<size_t>(layer)]; }
     const Tensor& v(int layer) const { return v_[static_cast<size_t>(layer)]; }
     size_t bytes() const { return bytes_; }
@@ -32,6 +35,7 @@ class PagedKvCache {
    private:
     Backend& backend_;
     int num_blocks_, block_size_;
+    DType dtype_;
     size_t bytes_ = 0;
     std::vector<Buffer*> buffers_;
     std::vector<Tensor> k_, v_;

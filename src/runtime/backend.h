@@ -34,6 +34,9 @@ struct AttentionMeta {
     Tensor query_start_loc;  // [1, num_seqs + 1]: prefix sums of query lengths
     int num_seqs = 0;
     int block_size = 0;
+    // Whether llama.cpp's q/k heads are ordered as pairs (i, i + head_dim/2) of tracelm's, interleaved (the
+    // llama architecture, whose GGUF rows tracelm un-permutes). An f16 cache sums q.k in llama.cpp's order.
+    bool interleaved_pairs = false;
 };
 
 // Decode-step state that the graph advances on the device (all i32 device tensors, one entry per
@@ -110,11 +113,13 @@ class Backend {
     virtual void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) = 0;
     // In place NeoX rotary embedding of x [T, heads*head_dim] at positions[t], with the frequencies of `rope`.
     virtual void rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, const RopeSpec& rope) = 0;
-    // k_cache/v_cache [slots, kv_dim]; row t of k/v goes to slot_mapping[t] (skipped when < 0).
+    // k_cache/v_cache [slots, kv_dim], both f32 or both f16 (values rounded to nearest even); row t of k/v goes to
+    // slot_mapping[t] (skipped when < 0).
     virtual void kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
                           const Tensor& v_cache) = 0;
     // Causal paged attention. q/out [T, heads*head_dim]. Query i of a sequence with q_len new tokens
-    // and seq_len cached tokens sees keys [0, seq_len - q_len + i].
+    // and seq_len cached tokens sees keys [0, seq_len - q_len + i]. With f16 caches the CPU backend computes what
+    // llama.cpp's CPU backend does (q and the probabilities rounded to f16, its dot orders and softmax).
     virtual void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta,
                            int heads, int kv_heads, int head_dim, float scale, const Tensor& out) = 0;
     virtual void add(const Tensor& a, const Tensor& b, const Tensor& out) = 0;

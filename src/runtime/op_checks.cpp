@@ -66,9 +66,16 @@ void rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim
     rope_spec(rope, head_dim, "rope_neox");
 }
 
+void kv_cache(const Tensor& k_cache, const Tensor& v_cache, const char* op) {
+    require((k_cache.dtype == DType::F32 || k_cache.dtype == DType::F16) && v_cache.dtype == k_cache.dtype, op,
+            "the K and V caches must both be f32 or both f16, not " + std::string(dtype_name(k_cache.dtype)) + " and " +
+                std::string(dtype_name(v_cache.dtype)));
+}
+
 void kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
               const Tensor& v_cache) {
-    for (const Tensor* t : {&k, &v, &k_cache, &v_cache}) require_dtype(*t, DType::F32, "kv_write");
+    for (const Tensor* t : {&k, &v}) require_dtype(*t, DType::F32, "kv_write");
+    kv_cache(k_cache, v_cache, "kv_write");
     require_dtype(slot_mapping, DType::I32, "kv_write");
     require(k.cols == k_cache.cols && v.cols == v_cache.cols && k.cols == v.cols && k.rows == v.rows &&
                 slot_mapping.numel() == k.rows && k_cache.rows == v_cache.rows,
@@ -77,7 +84,8 @@ void kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, cons
 
 void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta, int heads,
                int kv_heads, int head_dim, int max_head_dim, const Tensor& out, const char* op) {
-    for (const Tensor* t : {&q, &k_cache, &v_cache, &out}) require_dtype(*t, DType::F32, op);
+    for (const Tensor* t : {&q, &out}) require_dtype(*t, DType::F32, op);
+    kv_cache(k_cache, v_cache, op);
     for (const Tensor* t : {&meta.block_tables, &meta.seq_lens, &meta.query_start_loc}) require_dtype(*t, DType::I32, op);
     require(heads > 0 && kv_heads > 0 && heads % kv_heads == 0 && head_dim > 0 && head_dim <= max_head_dim, op,
             "bad head geometry");
@@ -110,7 +118,8 @@ void add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w, const T
 
 void qk_norm_rope_kv_write(const QkvPrologue& p, int max_head_dim) {
     const char* op = "qk_norm_rope_kv_write";
-    for (const Tensor* t : {&p.q, &p.k, &p.v, &p.k_cache, &p.v_cache}) require_dtype(*t, DType::F32, op);
+    for (const Tensor* t : {&p.q, &p.k, &p.v}) require_dtype(*t, DType::F32, op);
+    kv_cache(p.k_cache, p.v_cache, op);
     require_dtype(p.positions, DType::I32, op);
     require_dtype(p.slot_mapping, DType::I32, op);
     require(p.heads > 0 && p.kv_heads > 0 && p.head_dim > 0 && p.head_dim % 2 == 0 && p.head_dim <= max_head_dim, op,

@@ -20,6 +20,8 @@ void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& 
 void rope_spec(const RopeSpec& rope, int head_dim, const char* op);
 void rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, const RopeSpec& rope,
                int max_head_dim);
+// A K/V cache pair: both f32 or both f16.
+void kv_cache(const Tensor& k_cache, const Tensor& v_cache, const char* op);
 void kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
               const Tensor& v_cache);
 // attention and sparse_attention (named `op` in errors).

@@ -13,4 +13,16 @@ void add_backend_option(CLI::App& app, std::string& target) {
         ->check(CLI::IsMember(names));
 }
 
+void add_kv_type_option(CLI::App& app, std::string& target) {
+    app.add_option("--kv-type", target,
+                   "KV cache values: f16 (llama.cpp's CPU attention numbers) or f32 (default: f16 for GGUF models, f32 "
+                   "for safetensors checkpoints)")
+        ->check(CLI::IsMember({"f16", "f32"}));
+}
+
+std::optional<DType> kv_dtype_option(const std::string& value) {
+    if (value.empty()) return std::nullopt;
+    return value == "f16" ? DType::F16 : DType::F32;
+}
+
 }  // namespace tracelm::tools

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -38,6 +39,7 @@ struct BenchArgs {
     int rounds = 3;
     std::string backend = "cpu";
     std::string llamacpp_python = "python3";
+    std::string kv_type;
 };
 
 using Clock = std::chrono::steady_clock;
@@ -115,9 +117,10 @@ DecodeRun summarize(const StepTimes& t, bool cpu) {
 // that both see the same machine: on a shared VM speed drifts over seconds, which would bias two runs made
 // one after the other. Untimed: the eager warm step, and the capture with its first replay.
 std::pair<DecodeRun, DecodeRun> run_decode_pair(const Model& model, Backend& backend, const std::vector<int32_t>& prompt,
-                                                int gen) {
+                                                std::optional<DType> kv_dtype, int gen) {
     EngineOptions opt;
     opt.context = static_cast<int64_t>(prompt.size()) + gen;
+    opt.kv_dtype = kv_dtype;
     opt.capture = false;
     Engine eager(model, backend, opt);
     opt.capture = true;
@@ -270,7 +273,11 @@ int run_bench(const BenchArgs& a) {
     };
     // Bytes one decode token reads: every weight once plus K and V of the average context.
     const double avg_ctx = a.prompt_tokens + a.gen_tokens / 2.0;
-    const double kv_bytes = 2.0 * c.num_hidden_layers * c.num_key_value_heads * c.head_dim * sizeof(float) * avg_ctx;
+    EngineOptions engine_opt;
+    engine_opt.kv_dtype = kv_dtype_option(a.kv_type);
+    const DType kv_dtype = kv_dtype_for(*model, engine_opt);
+    const double kv_bytes = 2.0 * c.num_hidden_layers *
+                            static_cast<double>(dtype_row_bytes(kv_dtype, c.num_key_value_heads * c.head_dim)) * avg_ctx;
     const double bytes_per_token = static_cast<double>(model->decode_weight_bytes()) + kv_bytes;
 
     // Rounds of paired eager / replayed decode and a bandwidth measurement, back to back: on a shared machine
@@ -283,7 +290,7 @@ int run_bench(const BenchArgs& a) {
     std::vector<Round> rounds;
     for (int r = 0; r < a.rounds; ++r) {
         Round rd;
-        std::tie(rd.eager, rd.replay) = run_decode_pair(*model, backend, prompt, a.gen_tokens);
+        std::tie(rd.eager, rd.replay) = run_decode_pair(*model, backend, prompt, engine_opt.kv_dtype, a.gen_tokens);
         rd.bw = measure_bandwidth();
         if (llama_skipped.empty()) {
             rd.llama = run_llamacpp(a.llamacpp_python, a.model, cpu_backend->threads(), prompt, a.gen_tokens,
@@ -326,6 +333,7 @@ int run_bench(const BenchArgs& a) {
         j["threads"] = cpu_backend->threads();
     }
     j["weight_dtype"] = std::string(dtype_name(model->weight_dtype()));
+    j["kv_dtype"] = std::string(dtype_name(kv_dtype));
     j["prompt_tokens"] = a.prompt_tokens;
     j["gen_tokens"] = a.gen_tokens;
     j["rounds"] = a.rounds;
@@ -397,6 +405,7 @@ Action add_bench(CLI::App& app) {
         ->check(CLI::Range(1, 100));
     app.add_option("--threads", a->threads, "worker threads (default: all cores)")->check(CLI::Range(1, 1024));
     add_backend_option(app, a->backend);
+    add_kv_type_option(app, a->kv_type);
     app.add_option("--llamacpp-python", a->llamacpp_python,
                    "python with llama_cpp, to run llama.cpp on the same GGUF file for comparison (default: python3)");
     return [a] { return run_bench(*a); };

@@ -18,6 +18,7 @@ struct ChatArgs {
     int64_t context = 4096;
     int threads = 0;
     std::string backend = "cpu";
+    std::string kv_type;
 };
 
 int run_chat(const ChatArgs& a) {
@@ -27,6 +28,7 @@ int run_chat(const ChatArgs& a) {
     const ChatTemplate tmpl = ChatTemplate::detect(tok.chat_template());
     EngineOptions opt;
     opt.context = a.context;
+    opt.kv_dtype = kv_dtype_option(a.kv_type);
     Engine engine(*lm.model, *device, opt);
     std::fprintf(stderr, "model: %s\n(type a message; an empty line or end of input quits)\n",
                  model_summary(*lm.model, engine).c_str());
@@ -66,6 +68,7 @@ Action add_chat(CLI::App& app) {
     app.add_option("--context", a->context, "KV cache tokens")->check(CLI::Range(1, 1 << 24));
     app.add_option("--threads", a->threads, "worker threads (default: all cores)")->check(CLI::Range(1, 1024));
     add_backend_option(app, a->backend);
+    add_kv_type_option(app, a->kv_type);
     return [a] { return run_chat(*a); };
 }
 

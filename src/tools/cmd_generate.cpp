@@ -22,6 +22,7 @@ struct GenerateArgs {
     int64_t context = 4096;
     int threads = 0;
     std::string backend = "cpu";
+    std::string kv_type;
 };
 
 int run_generate(const GenerateArgs& a) {
@@ -37,6 +38,7 @@ int run_generate(const GenerateArgs& a) {
     EngineOptions opt;
     opt.capture = a.capture == "on";
     opt.context = a.context;
+    opt.kv_dtype = kv_dtype_option(a.kv_type);
     Engine engine(*lm.model, backend, opt);
     if (!a.json) std::fprintf(stderr, "model: %s\n", model_summary(*lm.model, engine).c_str());
 
@@ -84,6 +86,7 @@ Action add_generate(CLI::App& app) {
     app.add_option("--context", a->context, "KV cache tokens per sequence")->check(CLI::Range(1, 1 << 24));
     app.add_option("--threads", a->threads, "worker threads (default: all cores)")->check(CLI::Range(1, 1024));
     add_backend_option(app, a->backend);
+    add_kv_type_option(app, a->kv_type);
     return [a] { return run_generate(*a); };
 }
 

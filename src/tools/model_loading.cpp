@@ -43,7 +43,8 @@ std::string model_summary(const Model& model, const Engine& engine) {
     for (const auto& [dt, n] : model.dtype_counts())
         types += (types.empty() ? "" : ", ") + std::string(dtype_name(dt)) + " x" + std::to_string(n);
     char kv[32];
-    std::snprintf(kv, sizeof(kv), "%.1f MiB", static_cast<double>(engine.kv_bytes()) / (1 << 20));
+    std::snprintf(kv, sizeof(kv), "%.1f MiB %s", static_cast<double>(engine.kv_bytes()) / (1 << 20),
+                  std::string(dtype_name(engine.kv_dtype())).c_str());
     return std::string(arch_name(c.arch)) + ", " + params + " parameters (" + types + "), " +
            std::to_string(c.num_hidden_layers) + " layers, context " + std::to_string(c.max_position_embeddings) +
            " (using " + std::to_string(engine.context()) + "), KV cache " + kv;

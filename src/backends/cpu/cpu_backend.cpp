@@ -104,8 +104,9 @@ void run_quant_matmul(const QuantMatmulArgs& a, int64_t b, int64_t e) {
     }
 }
 
-// Name of the backend-owned activation scratch of quantized matmuls.
+// Names of the backend-owned scratch buffers: the activations of quantized matmuls, the f16 attention workspace.
 constexpr const char* kQuantScratchName = "cpu:matmul_quant_scratch";
+constexpr const char* kAttentionScratchName = "cpu:attention_f16_scratch";
 
 struct RopeArgs {
     float* x;
@@ -122,21 +123,30 @@ void run_rope(const RopeArgs& a, int64_t b, int64_t e) {
     }
 }
 
+// Stores a row of `dim` values at a cache slot: as they are in an f32 cache, rounded to f16 in an f16 one.
+void store_kv_row(const float* x, void* cache, int64_t slot, int64_t dim, bool f16) {
+    if (f16) {
+        active_kernels().f16_attention->to_f16(x, static_cast<uint16_t*>(cache) + slot * dim, dim);
+    } else {
+        std::memcpy(static_cast<float*>(cache) + slot * dim, x, sizeof(float) * static_cast<size_t>(dim));
+    }
+}
+
 struct KvWriteArgs {
     const float* k;
     const float* v;
     const int32_t* slots;
-    float* k_cache;
-    float* v_cache;
+    void* k_cache;
+    void* v_cache;
     int64_t dim, num_slots;
+    bool f16;
 };
 void run_kv_write(const KvWriteArgs& a, int64_t b, int64_t e) {
-    const size_t row = sizeof(float) * static_cast<size_t>(a.dim);
     for (int64_t t = b; t < e; ++t) {
         const int64_t slot = a.slots[t];
         if (slot < 0 || slot >= a.num_slots) continue;
-        std::memcpy(a.k_cache + slot * a.dim, a.k + t * a.dim, row);
-        std::memcpy(a.v_cache + slot * a.dim, a.v + t * a.dim, row);
+        store_kv_row(a.k + t * a.dim, a.k_cache, slot, a.dim, a.f16);
+        store_kv_row(a.v + t * a.dim, a.v_cache, slot, a.dim, a.f16);
     }
 }
 
@@ -183,12 +193,13 @@ struct QkvPrologueArgs {
     const float* rope_factors;  // null: none
     float theta_scale;
     const int32_t* slots;
-    float* k_cache;
-    float* v_cache;
+    void* k_cache;
+    void* v_cache;
     int64_t num_slots;
     float eps;
     DType norm_dt;
     int heads, kv_heads, head_dim;
+    bool f16_cache;
 };
 // One token per item: its q and k heads normed (per head, with rms_norm) and rotated (as run_rope, by one set of
 // angles), then k and v stored at the token's slot (as run_kv_write).
@@ -207,8 +218,8 @@ void run_qkv_prologue(const QkvPrologueArgs& a, int64_t b, int64_t e) {
         rope_rotate(k, a.kv_heads, a.head_dim, cs);
         const int64_t slot = a.slots[t];
         if (slot < 0 || slot >= a.num_slots) continue;
-        std::memcpy(a.k_cache + slot * kv_dim, k, sizeof(float) * static_cast<size_t>(kv_dim));
-        std::memcpy(a.v_cache + slot * kv_dim, a.v + t * kv_dim, sizeof(float) * static_cast<size_t>(kv_dim));
+        store_kv_row(k, a.k_cache, slot, kv_dim, a.f16_cache);
+        store_kv_row(a.v + t * kv_dim, a.v_cache, slot, kv_dim, a.f16_cache);
     }
 }
 
@@ -285,18 +296,10 @@ void run_advance(const AdvanceArgs& a, int64_t, int64_t) {
 PagedAttentionArgs attention_args(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                                   const AttentionMeta& meta, int heads, int kv_heads, int head_dim, float scale,
                                   const Tensor& out, const char* op) {
-    for (const Tensor* t : {&q, &k_cache, &v_cache, &out}) require_dtype(*t, DType::F32, op);
-    require(heads > 0 && kv_heads > 0 && heads % kv_heads == 0 && head_dim > 0 && head_dim <= kMaxHeadDim, op,
-            "bad head geometry");
-    require(q.cols == static_cast<int64_t>(heads) * head_dim && out.rows == q.rows && out.cols == q.cols &&
-                k_cache.cols == static_cast<int64_t>(kv_heads) * head_dim && v_cache.cols == k_cache.cols,
-            op, "shape mismatch");
-    require(meta.num_seqs > 0 && meta.block_size > 0 && meta.block_tables.rows >= meta.num_seqs &&
-                meta.seq_lens.numel() >= meta.num_seqs && meta.query_start_loc.numel() >= meta.num_seqs + 1,
-            op, "bad metadata");
+    checks::attention(q, k_cache, v_cache, meta, heads, kv_heads, head_dim, kMaxHeadDim, out, op);
     return {q.ptr<float>(),
-            k_cache.ptr<float>(),
-            v_cache.ptr<float>(),
+            k_cache.raw(),
+            v_cache.raw(),
             meta.block_tables.ptr<int32_t>(),
             meta.seq_lens.ptr<int32_t>(),
             meta.query_start_loc.ptr<int32_t>(),
@@ -447,6 +450,20 @@ void CpuBackend::do_destroy_graph(GraphId g) {
     graphs_[static_cast<size_t>(g)] = {};
 }
 
+// A scratch buffer is found or made at submission, so that no eager call and no replay allocates. It only grows:
+// a recorded graph keeps pointing at the buffer it was recorded with, so a larger need makes a new buffer (twice
+// the largest of that name, to bound their number) and the old ones live as long as the backend. Being internal,
+// it is made even inside a capture, where user allocations are refused.
+Buffer* CpuBackend::scratch_buffer(const char* name, size_t need) {
+    size_t largest = 0;
+    for (const auto& b : buffers_) {
+        if (b->name != name) continue;
+        largest = std::max(largest, b->bytes);
+        if (b->bytes >= need) return b.get();
+    }
+    return do_alloc(std::max(need, 2 * largest), name);
+}
+
 // ---- ops ----
 
 void CpuBackend::copy(const Tensor& dst, const Tensor& src) {
@@ -504,20 +521,8 @@ void CpuBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, co
                w.rows, kMatmulRowGrain, kMatmulRowChunk);
         return;
     }
-    // The activation scratch is found or made here, at submission, so that no eager call and no replay
-    // allocates. It only grows: a recorded graph keeps pointing at the buffer it was recorded with, so a larger
-    // need makes a new buffer (twice the largest, to bound their number) and the old ones live as long as the
-    // backend. Being internal, it is made even inside a capture, where user allocations are refused.
     const size_t stride = (matmul_quant_act_bytes(w.dtype, x.rows, x.cols) + 63) / 64 * 64;
-    const size_t need = stride * static_cast<size_t>(threads());
-    Buffer* scratch = nullptr;
-    size_t largest = 0;
-    for (const auto& b : buffers_) {
-        if (b->name != kQuantScratchName) continue;
-        largest = std::max(largest, b->bytes);
-        if (scratch == nullptr && b->bytes >= need) scratch = b.get();
-    }
-    if (scratch == nullptr) scratch = do_alloc(std::max(need, 2 * largest), kQuantScratchName);
+    Buffer* scratch = scratch_buffer(kQuantScratchName, stride * static_cast<size_t>(threads()));
     // The scratch stays out of the footprint: item i runs on thread i and uses slice i only, so two
     // matmuls sharing a phase never touch each other's slices from different threads.
     submit(run_quant_matmul,
@@ -547,22 +552,30 @@ void CpuBackend::rope_neox(const Tensor& x, const Tensor& positions, int heads, 
 
 void CpuBackend::kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
                           const Tensor& v_cache) {
-    for (const Tensor* t : {&k, &v, &k_cache, &v_cache}) require_dtype(*t, DType::F32, "kv_write");
-    require_dtype(slot_mapping, DType::I32, "kv_write");
-    require(k.cols == k_cache.cols && v.cols == v_cache.cols && k.cols == v.cols && k.rows == v.rows &&
-                slot_mapping.numel() == k.rows && k_cache.rows == v_cache.rows,
-            "kv_write", "shape mismatch");
+    checks::kv_write(k, v, slot_mapping, k_cache, v_cache);
     submit(run_kv_write,
-           KvWriteArgs{k.ptr<float>(), v.ptr<float>(), slot_mapping.ptr<int32_t>(), k_cache.ptr<float>(),
-                       v_cache.ptr<float>(), k.cols, k_cache.rows},
+           KvWriteArgs{k.ptr<float>(), v.ptr<float>(), slot_mapping.ptr<int32_t>(), k_cache.raw(), v_cache.raw(),
+                       k.cols, k_cache.rows, k_cache.dtype == DType::F16},
            Footprint().read(k).read(v).read(slot_mapping).write(k_cache).write(v_cache), k.rows);
 }
 
 void CpuBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta,
                            int heads, int kv_heads, int head_dim, float scale, const Tensor& out) {
-    submit(paged_attention_range,
-           attention_args(q, k_cache, v_cache, meta, heads, kv_heads, head_dim, scale, out, "attention"),
-           attention_footprint(q, k_cache, v_cache, meta, out), q.rows * heads);
+    const PagedAttentionArgs a =
+        attention_args(q, k_cache, v_cache, meta, heads, kv_heads, head_dim, scale, out, "attention");
+    const Footprint fp = attention_footprint(q, k_cache, v_cache, meta, out);
+    if (k_cache.dtype == DType::F32) {
+        submit(paged_attention_range, a, fp, q.rows * heads);
+        return;
+    }
+    // The workspace stays out of the footprint for the reason the quantized matmul's scratch does: item i runs
+    // on thread i and uses slice i only.
+    const int64_t floats = f16_attention_workspace_floats(meta.block_tables.cols * meta.block_size, head_dim);
+    Buffer* ws = scratch_buffer(kAttentionScratchName, static_cast<size_t>(floats * threads()) * sizeof(float));
+    submit(paged_attention_f16_range,
+           F16AttentionArgs{a, active_kernels().f16_attention, static_cast<float*>(ws->data), floats, q.rows,
+                            threads(), meta.interleaved_pairs},
+           fp, threads());
 }
 
 void CpuBackend::add(const Tensor& a, const Tensor& b, const Tensor& out) {
@@ -602,9 +615,9 @@ void CpuBackend::qk_norm_rope_kv_write(const QkvPrologue& p) {
     submit(run_qkv_prologue,
            QkvPrologueArgs{p.q.ptr<float>(), p.k.ptr<float>(), p.v.ptr<float>(), p.q_norm ? p.q_norm->raw() : nullptr,
                            p.k_norm ? p.k_norm->raw() : nullptr, p.positions.ptr<int32_t>(), rope.factors_or_null(),
-                           rope.theta_scale, p.slot_mapping.ptr<int32_t>(), p.k_cache.ptr<float>(),
-                           p.v_cache.ptr<float>(), p.k_cache.rows, p.eps, p.q_norm ? p.q_norm->dtype : DType::F32,
-                           p.heads, p.kv_heads, p.head_dim},
+                           rope.theta_scale, p.slot_mapping.ptr<int32_t>(), p.k_cache.raw(), p.v_cache.raw(),
+                           p.k_cache.rows, p.eps, p.q_norm ? p.q_norm->dtype : DType::F32, p.heads, p.kv_heads,
+                           p.head_dim, p.k_cache.dtype == DType::F16},
            fp, p.q.rows);
 }
 
@@ -695,6 +708,7 @@ void CpuBackend::sparse_attention(const Tensor& q, const Tensor& k_cache, const 
                                   int head_dim, float scale, const Tensor& out) {
     const PagedAttentionArgs a =
         attention_args(q, k_cache, v_cache, meta, heads, kv_heads, head_dim, scale, out, "sparse_attention");
+    require(k_cache.dtype == DType::F32, "sparse_attention", "needs an f32 KV cache");
     require_dtype(indices, DType::I64, "sparse_attention");
     require(indices.rows == q.rows, "sparse_attention", "indices need one row per query row");
     submit(dsa::sparse_attention_range, dsa::SparseAttentionArgs{a, indices.ptr<int64_t>(), indices.cols},

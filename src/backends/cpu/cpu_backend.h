@@ -77,6 +77,8 @@ class CpuBackend final : public Backend {
     template <typename Args>
     void submit(void (*fn)(const Args&, int64_t, int64_t), const Args& args, const Footprint& fp, int64_t items,
                 int64_t grain = 1, int64_t chunk = 0);
+    // The backend-owned scratch buffer called `name` with at least `need` bytes (see the definition).
+    Buffer* scratch_buffer(const char* name, size_t need);
 
     // A buffer and the mapping it lies in (which may start before it and be longer, for alignment).
     struct CpuBuffer : Buffer {

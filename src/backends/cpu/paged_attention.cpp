@@ -1,12 +1,32 @@
 #include "backends/cpu/paged_attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
-#include "backends/cpu/kernels/kernels.h"
-
 namespace tracelm::cpu {
+
+QueryRow query_row(const PagedAttentionArgs& a, int64_t t) {
+    // Which sequence this token belongs to (num_seqs is small; a scan beats a search).
+    int s = 0;
+    while (s < a.num_seqs && !(a.query_start[s] <= t && t < a.query_start[s + 1])) ++s;
+    QueryRow row;
+    if (s == a.num_seqs) return row;
+    row.q_len = a.query_start[s + 1] - a.query_start[s];
+    row.visible = static_cast<int64_t>(a.seq_lens[s]) - row.q_len + (t - a.query_start[s]) + 1;
+    // Never read past the block table row: keys beyond it were never reserved.
+    row.visible = std::min(row.visible, static_cast<int64_t>(a.max_blocks) * a.block_size);
+    row.table = a.block_tables + static_cast<int64_t>(s) * a.max_blocks;
+    return row;
+}
+
+int64_t slot_of(const PagedAttentionArgs& a, const QueryRow& row, int64_t pos) {
+    const int32_t block = row.table[pos / a.block_size];
+    if (block < 0) return -1;
+    const int64_t slot = static_cast<int64_t>(block) * a.block_size + pos % a.block_size;
+    return slot < a.num_slots ? slot : -1;
+}
 
 PagedAttentionItem::PagedAttentionItem(const PagedAttentionArgs& a, int64_t item)
     : a_(a), m_(-std::numeric_limits<float>::infinity()) {
@@ -17,28 +37,17 @@ PagedAttentionItem::PagedAttentionItem(const PagedAttentionArgs& a, int64_t item
     out_ = a.out + t * a.heads * hd + static_cast<int64_t>(h) * hd;
     kv_off_ = static_cast<int64_t>(h / (a.heads / a.kv_heads)) * hd;
     std::memset(acc_, 0, sizeof(float) * static_cast<size_t>(hd));
-
-    // Which sequence this token belongs to (num_seqs is small; a scan beats a search).
-    int s = 0;
-    while (s < a.num_seqs && !(a.query_start[s] <= t && t < a.query_start[s + 1])) ++s;
-    if (s == a.num_seqs) return;
-    const int64_t q_len = a.query_start[s + 1] - a.query_start[s];
-    const int64_t i = t - a.query_start[s];
-    visible_ = static_cast<int64_t>(a.seq_lens[s]) - q_len + i + 1;
-    // Never read past the block table row: keys beyond it were never reserved.
-    const int64_t capacity = static_cast<int64_t>(a.max_blocks) * a.block_size;
-    if (visible_ > capacity) visible_ = capacity;
-    table_ = a.block_tables + static_cast<int64_t>(s) * a.max_blocks;
+    row_ = query_row(a, t);
 }
 
 void PagedAttentionItem::attend(int64_t pos) {
-    const int32_t block = table_[pos / a_.block_size];
-    if (block < 0) return;
-    const int64_t slot = static_cast<int64_t>(block) * a_.block_size + pos % a_.block_size;
-    if (slot >= a_.num_slots) return;
+    const int64_t slot = slot_of(a_, row_, pos);
+    if (slot < 0) return;
     const int hd = a_.head_dim;
     const int64_t kv_stride = static_cast<int64_t>(a_.kv_heads) * hd;
-    const float score = dot_f32(q_, a_.k_cache + slot * kv_stride + kv_off_, hd) * a_.scale;
+    const float* k = static_cast<const float*>(a_.k_cache) + slot * kv_stride + kv_off_;
+    const float* v = static_cast<const float*>(a_.v_cache) + slot * kv_stride + kv_off_;
+    const float score = dot_f32(q_, k, hd) * a_.scale;
     if (score > m_) {
         const float correction = std::exp(m_ - score);
         l_ *= correction;
@@ -47,7 +56,7 @@ void PagedAttentionItem::attend(int64_t pos) {
     }
     const float p = std::exp(score - m_);
     l_ += p;
-    axpy_f32(p, a_.v_cache + slot * kv_stride + kv_off_, acc_, hd);
+    axpy_f32(p, v, acc_, hd);
 }
 
 void PagedAttentionItem::finish() {
@@ -60,6 +69,87 @@ void paged_attention_range(const PagedAttentionArgs& a, int64_t begin, int64_t e
         PagedAttentionItem it(a, item);
         for (int64_t pos = 0; pos < it.visible(); ++pos) it.attend(pos);
         it.finish();
+    }
+}
+
+namespace {
+
+// ggml's MUL_MAT sums the P.V dot over positions in llama.cpp's n_kv, a multiple of 256: in 8 lanes (tinyBLAS)
+// or 32 (vec_dot_f16: 4 accumulators of 8), with no tail. Masked and padded positions add exact zeros.
+constexpr int kMaxLanes = 32;
+
+int64_t scores_floats(int64_t max_keys) { return (max_keys + 7) / 8 * 8; }
+
+// Output element d from its lane accumulators acc[l * hd + d], reduced as the dot order does.
+float reduce_lanes(const float* acc, int64_t hd, int lanes) {
+    const auto a = [&](int l) { return acc[l * hd]; };
+    if (lanes == 8) {  // tinyBLAS hsum
+        const float t0 = a(4) + a(0), t1 = a(5) + a(1), t2 = a(6) + a(2), t3 = a(7) + a(3);
+        return (t0 + t2) + (t1 + t3);
+    }
+    float s[8];  // GGML_F32x8_REDUCE: (acc0 + acc2) + (acc1 + acc3), then two hadds
+    for (int l = 0; l < 8; ++l) s[l] = (a(l) + a(16 + l)) + (a(8 + l) + a(24 + l));
+    const float t0 = s[0] + s[4], t1 = s[1] + s[5], t2 = s[2] + s[6], t3 = s[3] + s[7];
+    return (t0 + t1) + (t2 + t3);
+}
+
+}  // namespace
+
+int64_t f16_attention_workspace_floats(int64_t max_keys, int head_dim) {
+    // scores, the lane accumulators (which first hold q in ggml's element order), q in f16; 64-byte slices
+    const int64_t n = scores_floats(max_keys) + kMaxLanes * static_cast<int64_t>(head_dim) + (head_dim + 1) / 2;
+    return (n + 15) / 16 * 16;
+}
+
+void paged_attention_f16_range(const F16AttentionArgs& f, int64_t begin, int64_t end) {
+    const PagedAttentionArgs& a = f.a;
+    const F16AttentionKernels& k = *f.kernels;
+    const int hd = a.head_dim, half = hd / 2;
+    const int64_t kv_stride = static_cast<int64_t>(a.kv_heads) * hd;
+    const auto* k_cache = static_cast<const uint16_t*>(a.k_cache);
+    const auto* v_cache = static_cast<const uint16_t*>(a.v_cache);
+    for (int64_t item = begin; item < end; ++item) {
+        float* p = f.workspace + item * f.workspace_floats;
+        float* acc = p + scores_floats(static_cast<int64_t>(a.max_blocks) * a.block_size);
+        auto* q16 = reinterpret_cast<uint16_t*>(acc + kMaxLanes * hd);
+        for (int64_t w = item; w < f.rows * a.heads; w += f.threads) {
+            const int64_t t = w / a.heads;
+            const int h = static_cast<int>(w % a.heads);
+            const int64_t kv_off = static_cast<int64_t>(h / (a.heads / a.kv_heads)) * hd;
+            float* out = a.out + w * hd;
+            const QueryRow row = query_row(a, t);
+            const float* q = a.q + w * hd;
+            if (f.interleaved) {  // q into ggml's element order, so that only k is read interleaved
+                for (int i = 0; i < half; ++i) {
+                    acc[2 * i] = q[i];
+                    acc[2 * i + 1] = q[half + i];
+                }
+                q = acc;
+            }
+            k.to_f16(q, q16, hd);
+            const bool batch = row.q_len >= 2;
+            // tinyBLAS declines a dot whose length is not a multiple of 8.
+            const F16Dot kq_order = batch && hd % 8 == 0 ? F16Dot::Tinyblas : F16Dot::VecDot;
+            bool any = false;
+            for (int64_t j = 0; j < row.visible; ++j) {
+                const int64_t slot = slot_of(a, row, j);
+                p[j] = slot < 0 ? -std::numeric_limits<float>::infinity()  // as a masked position
+                                : k.dot(k_cache + slot * kv_stride + kv_off, q16, hd, kq_order, f.interleaved);
+                any = any || slot >= 0;
+            }
+            if (!any) {
+                std::fill(out, out + hd, 0.0f);
+                continue;
+            }
+            k.soft_max(p, row.visible, a.scale);
+            const int lanes = batch ? 8 : kMaxLanes;
+            std::fill(acc, acc + static_cast<int64_t>(lanes) * hd, 0.0f);
+            for (int64_t j = 0; j < row.visible; ++j) {
+                const int64_t slot = slot_of(a, row, j);
+                if (slot >= 0) k.fma_row(p[j], v_cache + slot * kv_stride + kv_off, acc + (j % lanes) * hd, hd);
+            }
+            for (int d = 0; d < hd; ++d) out[d] = reduce_lanes(acc + d, hd, lanes);
+        }
     }
 }
 

@@ -1,7 +1,10 @@
-// Causal attention over a paged KV cache, one (query token, head) pair per work item.
+// Causal attention over a paged KV cache: an f32 cache in tracelm's own numbers, one (query token, head) pair per
+// work item; an f16 cache in llama.cpp's.
 #pragma once
 
 #include <cstdint>
+
+#include "backends/cpu/kernels/kernels.h"
 
 namespace tracelm::cpu {
 
@@ -10,8 +13,8 @@ constexpr int kMaxHeadDim = 512;
 
 struct PagedAttentionArgs {
     const float* q;                // [T, heads*head_dim]
-    const float* k_cache;          // [slots, kv_heads*head_dim]
-    const float* v_cache;
+    const void* k_cache;           // [slots, kv_heads*head_dim], f32 or f16 as the range function expects
+    const void* v_cache;
     const int32_t* block_tables;   // [num_seqs, max_blocks]
     const int32_t* seq_lens;       // [num_seqs]
     const int32_t* query_start;    // [num_seqs + 1]
@@ -22,18 +25,27 @@ struct PagedAttentionArgs {
     float scale;
 };
 
-// Items are t * heads + h for t in [0, T).
+// The cached positions query row t may see: [0, visible) (causal, within its block table row; none when the row
+// belongs to no sequence), and the number of query rows its sequence has in this call.
+struct QueryRow {
+    int64_t visible = 0;
+    int64_t q_len = 0;
+    const int32_t* table = nullptr;  // the sequence's block table row
+};
+QueryRow query_row(const PagedAttentionArgs& a, int64_t t);
+// The cache slot of position pos of a row; -1 when its block is unassigned or outside the pool.
+int64_t slot_of(const PagedAttentionArgs& a, const QueryRow& row, int64_t pos);
+
+// f32 caches. Items are t * heads + h for t in [0, T).
 void paged_attention_range(const PagedAttentionArgs& a, int64_t begin, int64_t end);
 
-// One work item (query row t = item / heads, head h = item % heads): an online softmax in f32 over the cached
-// positions handed to attend(), in the order given. Dense paged attention hands it every position the row may
-// see; sparse attention (ops/dsa/sparse_attention.h) a selection of them.
+// One f32-cache work item (query row t = item / heads, head h = item % heads): an online softmax in f32 over the
+// cached positions handed to attend(), in the order given. Dense paged attention hands it every position the row
+// may see; sparse attention (ops/dsa/sparse_attention.h) a selection of them.
 class PagedAttentionItem {
    public:
     PagedAttentionItem(const PagedAttentionArgs& a, int64_t item);
-    // The row may see cached positions [0, visible()): causal, within its block table row; none when the row
-    // belongs to no sequence.
-    int64_t visible() const { return visible_; }
+    int64_t visible() const { return row_.visible; }
     // Attends to position pos < visible(); a position whose block is unassigned or outside the pool is skipped.
     void attend(int64_t pos);
     // Writes the normalised output: zeros when nothing was attended.
@@ -43,12 +55,31 @@ class PagedAttentionItem {
     const PagedAttentionArgs& a_;
     const float* q_ = nullptr;
     float* out_ = nullptr;
-    const int32_t* table_ = nullptr;
+    QueryRow row_;
     int64_t kv_off_ = 0;
-    int64_t visible_ = 0;
     float m_;  // running max of the scores
     float l_ = 0.0f;  // running denominator
     float acc_[kMaxHeadDim];
 };
+
+// f16 caches, computed per (query row, head) as llama.cpp's CPU backend does without flash attention
+// (docs/ggml-numerics.md): q rounded to f16; scores = f16 dots with the K rows; a two-pass softmax of
+// score * scale over all visible positions (ggml's SOFT_MAX); the probabilities rounded to f16 and dotted with
+// the V column of every output element, summed over positions. Both dots sum in the order ggml's MUL_MAT uses for
+// the row's sequence: tinyBLAS when it has >= 2 query rows in this call, ggml_vec_dot_f16 when it has one.
+struct F16AttentionArgs {
+    PagedAttentionArgs a;
+    const F16AttentionKernels* kernels;
+    float* workspace;          // `threads` slices of f16_attention_workspace_floats
+    int64_t workspace_floats;
+    int64_t rows;              // T
+    int threads;
+    bool interleaved;          // q/k heads as tracelm keeps llama-architecture GGUF heads (see F16AttentionKernels)
+};
+// Floats of one thread's workspace for rows that see up to max_keys positions: the scores and the P.V accumulators.
+int64_t f16_attention_workspace_floats(int64_t max_keys, int head_dim);
+// Items are the threads: item i runs on pool thread i, uses workspace slice i and computes the (row, head) pairs
+// t * heads + h = i, i + threads, ... (interleaved, so that the growing causal rows of a prefill spread evenly).
+void paged_attention_f16_range(const F16AttentionArgs& a, int64_t begin, int64_t end);
 
 }  // namespace tracelm::cpu

@@ -60,9 +60,9 @@ ThreadPool::~ThreadPool() {
     for (auto& w : workers_) w.join();
 }
 
-void ThreadPool::execute(int tid) {
-    for (size_t i = 0; i < n_ops_; ++i) {
-        const CpuOp& op = ops_[i];
+void ThreadPool::execute(int tid, const CpuOp* ops, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+        const CpuOp& op = ops[i];
         if (op.chunk > 0) {
             std::atomic_ref<int64_t> claimed(op.claimed);
             for (int64_t b = claimed.fetch_add(op.chunk, std::memory_order_relaxed); b < op.items;
@@ -76,7 +76,7 @@ void ThreadPool::execute(int tid) {
             if (e > op.items) e = op.items;
             if (b < e) op.fn(op.args, b, e);
         }
-        if (op.barrier || i + 1 == n_ops_) barrier_.arrive_and_wait();
+        if (op.barrier || i + 1 == n) barrier_.arrive_and_wait();
     }
 }
 
@@ -86,7 +86,9 @@ void ThreadPool::worker_main(int tid) {
         spin_then_wait(generation_, seen, [&] { return generation_.load(std::memory_order_acquire) != seen; });
         seen = generation_.load(std::memory_order_acquire);
         if (stop_.load(std::memory_order_acquire)) return;
-        execute(tid);
+        // Read the op list once, here: once this worker passes the dispatch's last barrier, thread 0 may
+        // already be publishing the next list, which this worker must only start after the next wake-up.
+        execute(tid, ops_, n_ops_);
     }
 }
 
@@ -99,7 +101,7 @@ void ThreadPool::run(const CpuOp* ops, size_t n) {
         generation_.notify_all();
     }
     // The barrier after the last op doubles as the completion signal.
-    execute(0);
+    execute(0, ops, n);
     // Every thread is past that barrier and touches no op until the next dispatch, whose wake-up publishes
     // the reset counters.
     for (size_t i = 0; i < n; ++i) ops[i].claimed = 0;

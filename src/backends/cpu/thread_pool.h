@@ -61,7 +61,7 @@ class ThreadPool {
 
    private:
     void worker_main(int tid);
-    void execute(int tid);
+    void execute(int tid, const CpuOp* ops, size_t n);
 
     const int threads_;
     std::vector<std::thread> workers_;

@@ -271,8 +271,8 @@ void CudaBackend::rope_neox(const Tensor& x, const Tensor& positions, int heads,
 void CudaBackend::kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
                            const Tensor& v_cache) {
     checks::kv_write(k, v, slot_mapping, k_cache, v_cache);
-    ops::kv_write(k.ptr<float>(), v.ptr<float>(), slot_mapping.ptr<int32_t>(), k_cache.ptr<float>(),
-                  v_cache.ptr<float>(), k.rows, k.cols, k_cache.rows, impl_->stream);
+    ops::kv_write(k.ptr<float>(), v.ptr<float>(), slot_mapping.ptr<int32_t>(), k_cache.raw(), v_cache.raw(),
+                  k_cache.dtype, k.rows, k.cols, k_cache.rows, impl_->stream);
 }
 
 void CudaBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
@@ -280,8 +280,9 @@ void CudaBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const 
                                   int head_dim, float scale, const Tensor& out, const char* op) {
     checks::attention(q, k_cache, v_cache, meta, heads, kv_heads, head_dim, ops::kMaxHeadDim, out, op);
     ops::AttentionParams p{q.ptr<float>(),
-                           k_cache.ptr<float>(),
-                           v_cache.ptr<float>(),
+                           k_cache.raw(),
+                           v_cache.raw(),
+                           k_cache.dtype,
                            meta.block_tables.ptr<int32_t>(),
                            meta.seq_lens.ptr<int32_t>(),
                            meta.query_start_loc.ptr<int32_t>(),
@@ -372,7 +373,7 @@ void CudaBackend::qk_norm_rope_kv_write(const QkvPrologue& p) {
     ops::qk_norm_rope_kv_write({p.q.ptr<float>(), p.k.ptr<float>(), p.v.ptr<float>(),
                                 p.q_norm ? p.q_norm->raw() : nullptr, p.k_norm ? p.k_norm->raw() : nullptr,
                                 p.q_norm ? p.q_norm->dtype : DType::F32, p.eps, p.positions.ptr<int32_t>(),
-                                p.slot_mapping.ptr<int32_t>(), p.k_cache.ptr<float>(), p.v_cache.ptr<float>(),
+                                p.slot_mapping.ptr<int32_t>(), p.k_cache.raw(), p.v_cache.raw(), p.k_cache.dtype,
                                 p.q.rows, p.k_cache.rows, p.heads, p.kv_heads, p.head_dim},
                                rope_freqs(p.head_dim, p.rope), impl_->stream);
 }

@@ -43,6 +43,26 @@ __device__ __forceinline__ float load_w(const void* p, int64_t i) {
     }
 }
 
+// Calls f(WeightTag<D>{}) for the KV cache type dt (f32 or f16, as checks::kv_cache allows).
+template <typename F>
+void with_kv_type(DType dt, F&& f) {
+    if (dt == DType::F16) {
+        f(WeightTag<DType::F16>{});
+    } else {
+        f(WeightTag<DType::F32>{});
+    }
+}
+
+// Stores v at element i of a KV cache of type C (f16: rounded to nearest even). Reads go through load_w<C>.
+template <DType C>
+__device__ __forceinline__ void store_kv(void* p, int64_t i, float v) {
+    if constexpr (C == DType::F16) {
+        static_cast<__half*>(p)[i] = __float2half_rn(v);
+    } else {
+        static_cast<float*>(p)[i] = v;
+    }
+}
+
 // Eight consecutive weights from element k of a row (16-byte aligned).
 template <DType D>
 __device__ __forceinline__ void load_w8(const void* row, int64_t k, float (&out)[8]) {
@@ -271,20 +291,21 @@ __global__ void rope_kernel(float* x, const int32_t* positions, int heads, int h
     }
 }
 
-__global__ void kv_write_kernel(const float* k, const float* v, const int32_t* slots, float* k_cache, float* v_cache,
+template <DType C>
+__global__ void kv_write_kernel(const float* k, const float* v, const int32_t* slots, void* k_cache, void* v_cache,
                                 int64_t dim, int64_t num_slots) {
     const int64_t t = blockIdx.x;
     const int64_t slot = slots[t];
     if (slot < 0 || slot >= num_slots) return;
     for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) {
-        k_cache[slot * dim + c] = k[t * dim + c];
-        v_cache[slot * dim + c] = v[t * dim + c];
+        store_kv<C>(k_cache, slot * dim + c, k[t * dim + c]);
+        store_kv<C>(v_cache, slot * dim + c, v[t * dim + c]);
     }
 }
 
 // Block (t, head) with heads [0, heads) of q then [0, kv_heads) of k: the head is normed (when norm weights
 // are given), rotated, written back, and for k heads stored with the matching v head at the token's slot.
-template <DType D>
+template <DType D, DType C>
 __global__ void qkv_prologue_kernel(QkvPrologueParams p, RopeFreqs f) {
     __shared__ float partial[32];
     __shared__ float vals[kMaxHeadDim];
@@ -305,7 +326,7 @@ __global__ void qkv_prologue_kernel(QkvPrologueParams p, RopeFreqs f) {
     __syncthreads();
     const int64_t slot = is_q ? -1 : p.slots[t];
     const bool store = slot >= 0 && slot < p.num_slots;
-    float* kc = store ? p.k_cache + slot * kv_dim + static_cast<int64_t>(kh) * hd : nullptr;
+    const int64_t kc = slot * kv_dim + static_cast<int64_t>(kh) * hd;  // element of the head's k in the cache
     const float pos = static_cast<float>(p.positions[t]);
     for (int i = threadIdx.x; i < half; i += blockDim.x) {
         float sn, cs;
@@ -315,13 +336,14 @@ __global__ void qkv_prologue_kernel(QkvPrologueParams p, RopeFreqs f) {
         row[i] = r1;
         row[half + i] = r2;
         if (store) {
-            kc[i] = r1;
-            kc[half + i] = r2;
+            store_kv<C>(p.k_cache, kc + i, r1);
+            store_kv<C>(p.k_cache, kc + half + i, r2);
         }
     }
     if (store) {
         const int64_t off = static_cast<int64_t>(kh) * hd;
-        for (int d = threadIdx.x; d < hd; d += blockDim.x) p.v_cache[slot * kv_dim + off + d] = p.v[t * kv_dim + off + d];
+        for (int d = threadIdx.x; d < hd; d += blockDim.x)
+            store_kv<C>(p.v_cache, slot * kv_dim + off + d, p.v[t * kv_dim + off + d]);
     }
 }
 
@@ -364,6 +386,7 @@ constexpr int64_t kSplitMaxT = 32;
 // + i*splits*warps, merged across the warps at the end (query row t sees positions [0, visible), exactly as
 // the CPU backend's PagedAttentionItem). With one split the block writes the normalised output; otherwise
 // it writes {m, l, acc[head_dim]} to scratch for attention_merge_kernel.
+template <DType C>
 __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionParams p, float* scratch) {
     __shared__ float s_m[kAttnWarps], s_l[kAttnWarps];
     __shared__ float s_acc[kAttnWarps][kMaxHeadDim];
@@ -408,13 +431,12 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionPar
         if (block < 0) continue;
         const int64_t slot = static_cast<int64_t>(block) * p.block_size + pos % p.block_size;
         if (slot >= p.num_slots) continue;
-        const float* kp = p.k_cache + slot * kv_stride + kv_off;
-        const float* vp = p.v_cache + slot * kv_stride + kv_off;
+        const int64_t kv = slot * kv_stride + kv_off;  // element of the head's k and v in the caches
         float dot = 0.0f;
 #pragma unroll
         for (int jj = 0; jj < kPerLane; ++jj) {
             const int d = jj * 32 + lane;
-            if (d < hd) dot += qv[jj] * kp[d];
+            if (d < hd) dot += qv[jj] * load_w<C>(p.k_cache, kv + d);
         }
         const float score = warp_sum(dot) * p.scale;
         if (score > m) {
@@ -429,7 +451,7 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionPar
 #pragma unroll
         for (int jj = 0; jj < kPerLane; ++jj) {
             const int d = jj * 32 + lane;
-            if (d < hd) acc[jj] += pr * vp[d];
+            if (d < hd) acc[jj] += pr * load_w<C>(p.v_cache, kv + d);
         }
     }
 #pragma unroll
@@ -650,10 +672,13 @@ void rope_neox(float* x, const int32_t* positions, int64_t T, int heads, int hea
     check_launch("rope_neox");
 }
 
-void kv_write(const float* k, const float* v, const int32_t* slots, float* k_cache, float* v_cache, int64_t T,
-              int64_t dim, int64_t num_slots, cudaStream_t stream) {
+void kv_write(const float* k, const float* v, const int32_t* slots, void* k_cache, void* v_cache, DType kv_dt,
+              int64_t T, int64_t dim, int64_t num_slots, cudaStream_t stream) {
     if (T == 0) return;
-    kv_write_kernel<<<static_cast<unsigned>(T), 128, 0, stream>>>(k, v, slots, k_cache, v_cache, dim, num_slots);
+    with_kv_type(kv_dt, [&](auto tag) {
+        kv_write_kernel<decltype(tag)::value>
+            <<<static_cast<unsigned>(T), 128, 0, stream>>>(k, v, slots, k_cache, v_cache, dim, num_slots);
+    });
     check_launch("kv_write");
 }
 
@@ -672,8 +697,11 @@ int64_t attention_scratch_floats(const AttentionParams& p, int splits) {
 void attention(const AttentionParams& p, int splits, float* scratch, cudaStream_t stream) {
     const int64_t items = p.T * p.heads;
     if (items == 0) return;
-    attention_kernel<<<dim3(static_cast<unsigned>(items), static_cast<unsigned>(splits)), kAttnWarps * 32, 0, stream>>>(
-        p, scratch);
+    with_kv_type(p.kv_dt, [&](auto tag) {
+        attention_kernel<decltype(tag)::value>
+            <<<dim3(static_cast<unsigned>(items), static_cast<unsigned>(splits)), kAttnWarps * 32, 0, stream>>>(p,
+                                                                                                            scratch);
+    });
     check_launch("attention");
     if (splits > 1) {
         attention_merge_kernel<<<static_cast<unsigned>(items), 128, 0, stream>>>(scratch, splits, p.head_dim, p.out);
@@ -700,8 +728,10 @@ void add_rms_norm(float* x, const float* delta, const void* w, DType wt, float e
 void qk_norm_rope_kv_write(const QkvPrologueParams& p, const RopeFreqs& f, cudaStream_t stream) {
     if (p.T == 0) return;
     const dim3 grid(static_cast<unsigned>(p.T), static_cast<unsigned>(p.heads + p.kv_heads));
-    with_weight_type(p.q_norm != nullptr ? p.norm_dt : DType::F32, [&](auto tag) {
-        qkv_prologue_kernel<decltype(tag)::value><<<grid, 128, 0, stream>>>(p, f);
+    with_weight_type(p.q_norm != nullptr ? p.norm_dt : DType::F32, [&](auto norm) {
+        with_kv_type(p.kv_dt, [&](auto kv) {
+            qkv_prologue_kernel<decltype(norm)::value, decltype(kv)::value><<<grid, 128, 0, stream>>>(p, f);
+        });
     });
     check_launch("qk_norm_rope_kv_write");
 }

@@ -42,13 +42,15 @@ struct RopeFreqs {
 };
 void rope_neox(float* x, const int32_t* positions, int64_t T, int heads, int head_dim, const RopeFreqs& f,
                cudaStream_t stream);
-void kv_write(const float* k, const float* v, const int32_t* slots, float* k_cache, float* v_cache, int64_t T,
-              int64_t dim, int64_t num_slots, cudaStream_t stream);
+// k_cache/v_cache hold kv_dt values: f32, or f16 rounded to nearest even.
+void kv_write(const float* k, const float* v, const int32_t* slots, void* k_cache, void* v_cache, DType kv_dt,
+              int64_t T, int64_t dim, int64_t num_slots, cudaStream_t stream);
 
 struct AttentionParams {
     const float* q;               // [T, heads*head_dim]
-    const float* k_cache;         // [num_slots, kv_heads*head_dim]
-    const float* v_cache;
+    const void* k_cache;          // [num_slots, kv_heads*head_dim] of kv_dt (f32 or f16)
+    const void* v_cache;
+    DType kv_dt;
     const int32_t* block_tables;  // [num_seqs, max_blocks]
     const int32_t* seq_lens;      // [num_seqs]
     const int32_t* query_start;   // [num_seqs + 1]
@@ -65,6 +67,7 @@ int attention_splits(const AttentionParams& p);
 int64_t attention_scratch_floats(const AttentionParams& p, int splits);
 // Paged (or, with indices, sparse) causal attention; with splits > 1 each split writes a partial softmax to
 // `scratch` and a second kernel merges them.
+// f16 caches are read widened to f32, in this kernel's own order (not llama.cpp's, which the CPU backend reproduces).
 void attention(const AttentionParams& p, int splits, float* scratch, cudaStream_t stream);
 
 // x += delta, then out = rms_norm(x) * w, one block per row.
@@ -81,8 +84,9 @@ struct QkvPrologueParams {
     float eps;
     const int32_t* positions;
     const int32_t* slots;
-    float* k_cache;
-    float* v_cache;
+    void* k_cache;            // of kv_dt (f32 or f16)
+    void* v_cache;
+    DType kv_dt;
     int64_t T, num_slots;
     int heads, kv_heads, head_dim;
 };

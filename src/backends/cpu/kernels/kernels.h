@@ -61,6 +61,29 @@ void matmul_quant(const float* x, int64_t T, int64_t K, const void* w, DType wt,
 // memory bandwidth).
 double read_sweep(const void* data, size_t bytes);
 
+// The summation orders of ggml's f16 x f16 dot products (docs/ggml-numerics.md): its MUL_MAT sums a batch of
+// >= 2 tokens with llamafile's tinyBLAS and a single token with ggml_vec_dot_f16.
+enum class F16Dot : uint8_t {
+    Tinyblas,  // one 8-lane FMA accumulator over k in steps of 8, then hsum; n a multiple of 8
+    VecDot,    // 4 accumulators of 8 lanes over steps of 32, reduced (a0+a2)+(a1+a3), two hadds; tail in double
+};
+
+// Attention over an f16 KV cache with the numbers of llama.cpp's CPU backend (ggml-cpu built for AVX2+FMA+F16C),
+// on every Isa: the Avx512 table uses the AVX2 kernels (ggml's AVX-512 build sums differently), the portable
+// ones emulate them with std::fma (attention_*.cpp). cpu::paged_attention_f16_range composes them.
+struct F16AttentionKernels {
+    // out[i] = x[i] rounded to f16 (to nearest even, as F16C).
+    void (*to_f16)(const float* x, uint16_t* out, int64_t n);
+    // The f16 dot of x and y in `order`, over ggml's element order. With `interleaved`, x is stored as tracelm
+    // keeps the q/k heads of llama-architecture GGUFs: ggml's element 2i at i and 2i+1 at i + n/2 (n even).
+    float (*dot)(const uint16_t* x, const uint16_t* y, int64_t n, F16Dot order, bool interleaved);
+    // p[0, n) = softmax(p * scale) as ggml's SOFT_MAX computes it over a row padded with masked (-inf) entries to a
+    // multiple of 8, each probability then rounded to f16 (stored widened). p has room for n rounded up to 8.
+    void (*soft_max)(float* p, int64_t n, float scale);
+    // acc[d] = fma(v[d], p, acc[d]) for d in [0, n): one position's term of the P.V dot for every output d.
+    void (*fma_row)(float p, const uint16_t* v, float* acc, int64_t n);
+};
+
 // The quantized-weight kernels of one Isa (quant_*.cpp); dequantization has one implementation for all.
 struct QuantKernels {
     void (*matmul)(const float* x, int64_t T, int64_t K, const void* w, DType wt, const float* bias, float* y,
@@ -83,6 +106,7 @@ struct KernelTable {
     void (*row_to_f32)(const void* src, DType dt, int64_t cols, float* out);
     double (*read_sweep)(const void* data, size_t bytes);
     const QuantKernels* quant;
+    const F16AttentionKernels* f16_attention;
 };
 
 // The table of one Isa, for tests and benchmarks; throws std::invalid_argument if this CPU cannot run it.

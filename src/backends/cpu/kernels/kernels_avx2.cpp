@@ -271,35 +271,7 @@ void add(const float* a, const float* b, float* out, int64_t i0, int64_t i1) {
     }
 }
 
-// ggml_v_expf (ggml-cpu vec.h, AVX2 + FMA), operation for operation: ARM's optimized-routines expf.
-__m256 ggml_v_expf(__m256 x) {
-    const __m256 r = _mm256_set1_ps(0x1.8p23f);
-    const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
-    const __m256 n = _mm256_sub_ps(z, r);
-    const __m256 b =
-        _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f), _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
-    const __m256i e = _mm256_slli_epi32(_mm256_castps_si256(z), 23);
-    const __m256 k = _mm256_castsi256_ps(_mm256_add_epi32(e, _mm256_castps_si256(_mm256_set1_ps(1))));
-    const __m256i c =
-        _mm256_castps_si256(_mm256_cmp_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.f), n), _mm256_set1_ps(126), _CMP_GT_OQ));
-    const __m256 u = _mm256_mul_ps(b, b);
-    const __m256 j = _mm256_fmadd_ps(
-        _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
-                        _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
-        u, _mm256_mul_ps(_mm256_set1_ps(0x1.ffffecp-1f), b));
-    if (!_mm256_movemask_ps(_mm256_castsi256_ps(c))) return _mm256_fmadd_ps(j, k, k);
-    const __m256i g = _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ)),
-                                       _mm256_set1_epi32(static_cast<int>(0x82000000u)));
-    const __m256 s1 = _mm256_castsi256_ps(_mm256_add_epi32(g, _mm256_set1_epi32(0x7f000000)));
-    const __m256 s2 = _mm256_castsi256_ps(_mm256_sub_epi32(e, g));
-    const __m256i d =
-        _mm256_castps_si256(_mm256_cmp_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.f), n), _mm256_set1_ps(192), _CMP_GT_OQ));
-    const __m256 two_factors = _mm256_mul_ps(_mm256_fmadd_ps(s2, j, s2), s1);
-    const __m256 scaled = _mm256_or_ps(_mm256_and_ps(_mm256_castsi256_ps(c), two_factors),
-                                       _mm256_andnot_ps(_mm256_castsi256_ps(c), _mm256_fmadd_ps(k, j, k)));
-    return _mm256_or_ps(_mm256_and_ps(_mm256_castsi256_ps(d), _mm256_mul_ps(s1, s1)),
-                        _mm256_andnot_ps(_mm256_castsi256_ps(d), scaled));
-}
+#include "backends/cpu/kernels/ggml_expf_avx2.inc"
 
 // ggml_vec_swiglu_f32's 8-wide step: ggml_v_silu(g) * u, ggml_v_silu(g) = g / (1 + ggml_v_expf(0 - g)).
 __m256 silu_mul8(__m256 g, __m256 u) {
@@ -416,7 +388,7 @@ namespace tracelm::cpu {
 // Declared extern in kernels_internal.h, so this const keeps external linkage.
 const KernelTable detail::avx2_kernels = {
     Isa::Avx2, avx2::matmul, avx2::add, avx2::silu_mul, avx2::dot_f32, avx2::axpy_f32, avx2::rope_rotate,
-    avx2::row_to_f32, avx2::read_sweep, &detail::avx2_quant,
+    avx2::row_to_f32, avx2::read_sweep, &detail::avx2_quant, &detail::avx2_f16_attention,
 };
 
 }  // namespace tracelm::cpu

@@ -65,31 +65,10 @@ void add(const float* a, const float* b, float* out, int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) out[i] = a[i] + b[i];
 }
 
-// One lane of ggml_v_expf as its AVX2 variant computes it (ARM optimized-routines expf), std::fma where it fuses.
-float ggml_v_expf(float x) {
-    const float r = 0x1.8p23f;
-    const float z = std::fma(x, 0x1.715476p+0f, r);
-    const float n = z - r;
-    const float b = std::fma(-n, 0x1.7f7d1cp-20f, std::fma(-n, 0x1.62e4p-1f, x));
-    const uint32_t e = std::bit_cast<uint32_t>(z) << 23;
-    const float k = std::bit_cast<float>(e + std::bit_cast<uint32_t>(1.0f));
-    const float u = b * b;
-    const float j = std::fma(
-        std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u,
-        0x1.ffffecp-1f * b);
-    if (!(std::fabs(n) > 126.0f)) return std::fma(j, k, k);
-    // Scaled in two factors where 2^n alone would leave the normal range (or overflow / underflow entirely).
-    const uint32_t g = n <= 0.0f ? 0x82000000u : 0u;
-    const float s1 = std::bit_cast<float>(g + 0x7f000000u);
-    if (std::fabs(n) > 192.0f) return s1 * s1;
-    const float s2 = std::bit_cast<float>(e - g);
-    return std::fma(s2, j, s2) * s1;
-}
-
 // Without FMA hardware std::fma is slow (a library call, emulated), but gives ggml's bits.
 void silu_mul(const float* gate, const float* up, float* out, int64_t n, int64_t n_vec) {
     int64_t i = 0;
-    for (; i < n_vec; ++i) out[i] = gate[i] / (1.0f + ggml_v_expf(0.0f - gate[i])) * up[i];
+    for (; i < n_vec; ++i) out[i] = gate[i] / (1.0f + detail::ggml_v_expf(0.0f - gate[i])) * up[i];
     for (; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
@@ -138,10 +117,31 @@ double read_sweep(const void* data, size_t bytes) {
 
 namespace tracelm::cpu {
 
+float detail::ggml_v_expf(float x) {
+    const float r = 0x1.8p23f;
+    const float z = std::fma(x, 0x1.715476p+0f, r);
+    const float n = z - r;
+    const float b = std::fma(-n, 0x1.7f7d1cp-20f, std::fma(-n, 0x1.62e4p-1f, x));
+    const uint32_t e = std::bit_cast<uint32_t>(z) << 23;
+    const float k = std::bit_cast<float>(e + std::bit_cast<uint32_t>(1.0f));
+    const float u = b * b;
+    const float j = std::fma(
+        std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u,
+        0x1.ffffecp-1f * b);
+    if (!(std::fabs(n) > 126.0f)) return std::fma(j, k, k);
+    // Scaled in two factors where 2^n alone would leave the normal range (or overflow / underflow entirely).
+    const uint32_t g = n <= 0.0f ? 0x82000000u : 0u;
+    const float s1 = std::bit_cast<float>(g + 0x7f000000u);
+    if (std::fabs(n) > 192.0f) return s1 * s1;
+    const float s2 = std::bit_cast<float>(e - g);
+    return std::fma(s2, j, s2) * s1;
+}
+
 // Declared extern in kernels_internal.h, so this const keeps external linkage.
 const KernelTable detail::portable_kernels = {
     Isa::Portable,     portable::matmul,   portable::add,         portable::silu_mul,   portable::dot_f32,
     portable::axpy_f32, portable::rope_rotate, portable::to_f32, portable::read_sweep, &detail::portable_quant,
+    &detail::portable_f16_attention,
 };
 
 }  // namespace tracelm::cpu

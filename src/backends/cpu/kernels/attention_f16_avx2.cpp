@@ -1,0 +1,112 @@
+// The f16 attention kernels (kernels.h, F16AttentionKernels) with AVX2+FMA+F16C: the intrinsics ggml-cpu's AVX2
+// build runs, in its order (vec.h ggml_v_expf, vec.cpp ggml_vec_dot_f16 and ggml_vec_soft_max_f32, llamafile's
+// sgemm.cpp tinyBLAS). Internal and self-contained, as kernels_internal.h requires.
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "backends/cpu/kernels/kernels_internal.h"
+
+namespace tracelm::cpu::avx2_f16_attention {
+namespace {
+
+void to_f16(const float* x, uint16_t* out, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; ++i) out[i] = _cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT);
+}
+
+// ggml's elements [g, g + 8) of x, widened; interleaved: element 2i is x[i], 2i+1 is x[half + i].
+__m256 load8(const uint16_t* x, int64_t g, int64_t half, bool interleaved) {
+    if (!interleaved) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + g)));
+    const __m128i lo = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(x + g / 2));
+    const __m128i hi = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(x + half + g / 2));
+    return _mm256_cvtph_ps(_mm_unpacklo_epi16(lo, hi));
+}
+
+float elem(const uint16_t* x, int64_t g, int64_t half, bool interleaved) {
+    return _cvtsh_ss(interleaved ? x[(g & 1) * half + g / 2] : x[g]);
+}
+
+// tinyBLAS's hsum: t = hi + lo, then (t0 + t2) + (t1 + t3).
+float hsum_tinyblas(__m256 v) {
+    __m128 t = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
+    t = _mm_add_ps(t, _mm_movehl_ps(t, t));
+    t = _mm_add_ss(t, _mm_movehdup_ps(t));
+    return _mm_cvtss_f32(t);
+}
+
+float dot(const uint16_t* x, const uint16_t* y, int64_t n, F16Dot order, bool interleaved) {
+    const int64_t half = n / 2;
+    if (order == F16Dot::Tinyblas) {
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t i = 0; i < n; i += 8)
+            acc = _mm256_fmadd_ps(load8(x, i, half, interleaved),
+                                  _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y + i))), acc);
+        return hsum_tinyblas(acc);
+    }
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    const int64_t np = n & ~int64_t{31};
+    for (int64_t i = 0; i < np; i += 32)
+        for (int j = 0; j < 4; ++j)
+            acc[j] = _mm256_fmadd_ps(
+                load8(x, i + 8 * j, half, interleaved),
+                _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y + i + 8 * j))), acc[j]);
+    // GGML_F32x8_REDUCE.
+    acc[0] = _mm256_add_ps(acc[0], acc[2]);
+    acc[1] = _mm256_add_ps(acc[1], acc[3]);
+    acc[0] = _mm256_add_ps(acc[0], acc[1]);
+    const __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(acc[0]), _mm256_extractf128_ps(acc[0], 1));
+    const __m128 t1 = _mm_hadd_ps(t0, t0);
+    double sum = _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
+    for (int64_t i = np; i < n; ++i) sum += static_cast<double>(elem(x, i, half, interleaved) * _cvtsh_ss(y[i]));
+    return static_cast<float>(sum);
+}
+
+#include "backends/cpu/kernels/ggml_expf_avx2.inc"
+
+void soft_max(float* p, int64_t n, float scale) {
+    const int64_t n8 = (n + 7) / 8 * 8;
+    float max = -std::numeric_limits<float>::infinity();
+    for (int64_t i = 0; i < n; ++i) {
+        p[i] *= scale;  // ggml_vec_scale_f32; the mask adds 0 to the visible entries
+        max = p[i] > max ? p[i] : max;
+    }
+    for (int64_t i = n; i < n8; ++i) p[i] = -std::numeric_limits<float>::infinity();
+    double sum = 0.0;
+    for (int64_t i = 0; i < n8; i += 8) {
+        const __m256 val = ggml_v_expf(_mm256_sub_ps(_mm256_loadu_ps(p + i), _mm256_set1_ps(max)));
+        _mm256_storeu_ps(p + i, val);
+        __m128 v2 = _mm_add_ps(_mm256_extractf128_ps(val, 1), _mm256_castps256_ps128(val));
+        v2 = _mm_add_ps(v2, _mm_movehl_ps(v2, v2));
+        v2 = _mm_add_ss(v2, _mm_movehdup_ps(v2));
+        sum += static_cast<double>(_mm_cvtss_f32(v2));
+    }
+    const __m256 inv = _mm256_set1_ps(static_cast<float>(1.0 / sum));
+    for (int64_t i = 0; i < n8; i += 8)
+        _mm256_storeu_ps(p + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_mul_ps(_mm256_loadu_ps(p + i), inv),
+                                                                _MM_FROUND_TO_NEAREST_INT)));
+}
+
+void fma_row(float p, const uint16_t* v, float* acc, int64_t n) {
+    const __m256 pv = _mm256_set1_ps(p);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v + i))),
+                                                  pv, _mm256_loadu_ps(acc + i)));
+    for (; i < n; ++i) acc[i] = std::fma(_cvtsh_ss(v[i]), p, acc[i]);
+}
+
+}  // namespace
+}  // namespace tracelm::cpu::avx2_f16_attention
+
+namespace tracelm::cpu {
+
+const F16AttentionKernels detail::avx2_f16_attention = {avx2_f16_attention::to_f16, avx2_f16_attention::dot,
+                                                        avx2_f16_attention::soft_max, avx2_f16_attention::fma_row};
+
+}  // namespace tracelm::cpu
