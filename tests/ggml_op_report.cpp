@@ -129,7 +129,7 @@ int main(int argc, char** argv) {
                 auto y = qp;
                 rope_normal(y.data(), pos.data(), T, H, hd, (float)C.rope_theta);
                 add("ref rope q", compare(y, qr));
-                {  // tracelm angles, ggml rotation; ggml angles, plain rotation
+                {  // tracelm's former angles (pos * inv_freq), ggml rotation; ggml angles, plain rotation
                     auto y1 = qp, y2 = qp;
                     const float ts = std::pow((float)C.rope_theta, -2.0f / 64);
                     std::vector<float> invf(32);
@@ -151,12 +151,15 @@ int main(int argc, char** argv) {
                             }
                         }
                     }
-                    add("  rope: tracelm angles + ggml fma rotation", compare(y1, qr));
+                    add("  rope: pos*inv_freq angles + ggml fma rotation", compare(y1, qr));
                     add("  rope: ggml angles + unfused rotation", compare(y2, qr));
                 }
                 auto yk = kp;
                 rope_normal(yk.data(), pos.data(), T, KV, hd, (float)C.rope_theta);
                 add("ref rope k", compare(yk, kr));
+                Tensor kt = upf("k", T, KV * hd, gguf_rows_to_neox(kp, T, KV, hd));
+                be.rope_neox(kt, pt, KV, hd, model->rope());
+                add("rope k (tracelm)", compare(down(kt), gguf_rows_to_neox(kr, T, KV, hd)));
             }
             // caches
             const int n_kv = n_past + T;

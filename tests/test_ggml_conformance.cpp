@@ -10,25 +10,24 @@
 //    output bit for bit. These pin down ggml's float operation order for the ops tracelm does not match yet, which
 //    is what a tracelm kernel has to compute to match them.
 //
+// The Tracelm* tests of silu_mul and RoPE also run the kernels of every Isa this CPU has (the portable ones
+// included), since all of them must give the AVX2 build's bits; rms_norm has one implementation for every Isa.
+//
 // tracelm ops that do NOT match yet (measured with the same method over all 30 layers, prompt + first decode step;
 // see docs/ggml-numerics.md for the reasons and the fixes):
-//  - rms_norm / add_rms_norm (the norm): ~15-25% of elements differ by up to 4 ulp. tracelm sums x*x with FMA in
-//    8-lane f32 accumulators; ggml rounds each x*x to f32 and sums in double (ReferenceRmsNorm).
-//  - rope_neox: ~26-33% differ. ggml's angles are pos * theta_scale^i by repeated f32 multiplication and its
-//    rotation is contracted into FMAs (ReferenceRope); tracelm uses pos * (1 / powf(theta, 2i/d)) and unfused mul/sub.
 //  - kv_write and attention match with f16 caches (TracelmKvWriteF16*, TracelmAttentionF16*); with f32 caches
 //    ~80-100% of the attention outputs differ (an online f32 softmax with P.V by axpy, tracelm's own numbers).
-//  - silu_mul: ~26% differ by up to 5 ulp: tracelm's exp is a Cephes polynomial, ggml's is ggml_v_expf
-//    (ReferenceSwiglu).
 //  - matmul with Q4_1 / Q8_0 weights: ~100% differ (activation quantization and dot order; being rewritten on the
 //    quant-ggml branch, so not pinned here).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "backends/cpu/kernels/kernels.h"
 #include "backends/cpu/paged_attention.h"
 #include "ggml_reference.h"
 #include "test_support.h"
@@ -55,7 +54,8 @@ struct Eval {
     int n_past;
 };
 const Eval kEvals[] = {{"e0_", 5, 0}, {"e1_", 1, 5}};
-// The captured layers (9 because tracelm's rms_norm happens to give ggml's bits on all of layer 0's rows).
+// The captured layers (9 because an f32 sum of the squares happens to give ggml's RMS_NORM bits on all of layer 0's
+// rows, so layer 0 alone would not tell the two apart).
 const int kLayers[] = {0, 9};
 std::string layer_prefix(const Eval& e, int layer) { return e.p + "L" + std::to_string(layer) + "_"; }
 
@@ -108,6 +108,105 @@ TEST_F(GgmlConformance, TracelmAddMatchesResidualAdd) {
             EXPECT_BITWISE(get<float>(o2), cap(q + "l_out"), q + "l_out");
         }
 }
+
+// The Isas whose kernels this CPU can run.
+std::vector<cpu::Isa> runnable_isas() {
+    std::vector<cpu::Isa> out;
+    for (cpu::Isa isa : {cpu::Isa::Portable, cpu::Isa::Avx2, cpu::Isa::Avx512})
+        if (static_cast<int>(isa) <= static_cast<int>(cpu::best_isa())) out.push_back(isa);
+    return out;
+}
+
+// The norms of the input, ffn_inp (through add_rms_norm, whose sum is input + attn_out) and final_input rows:
+// RMS_NORM then MUL by the weight.
+TEST_F(GgmlConformance, TracelmRmsNormMatchesRmsNormMul) {
+    for (const Eval& e : kEvals) {
+        const Tensor fin = f32("fin", e.T, kHidden, cap(e.p + "final_input"));
+        be.rms_norm(fin, f32("wf", 1, kHidden, cap("w_output_norm_weight")), kEps, fin);
+        EXPECT_BITWISE(get<float>(fin), cap(e.p + "result_norm"), e.p + "result_norm");
+        for (const int layer : kLayers) {
+            const std::string q = layer_prefix(e, layer), w = "w_blk_" + std::to_string(layer) + "_";
+            const Tensor x = f32("x", e.T, kHidden, cap(q + "input")), h = f32("h", e.T, kHidden, cap(q + "input"));
+            be.rms_norm(x, f32("w1", 1, kHidden, cap(w + "attn_norm_weight")), kEps, h);
+            EXPECT_BITWISE(get<float>(h), cap(q + "attn_norm"), q + "attn_norm");
+            const Tensor w2 = f32("w2", 1, kHidden, cap(w + "ffn_norm_weight"));
+            be.add_rms_norm(x, f32("d", e.T, kHidden, cap(q + "attn_out")), w2, kEps, h);
+            EXPECT_BITWISE(get<float>(x), cap(q + "ffn_inp"), q + "ffn_inp");
+            EXPECT_BITWISE(get<float>(h), cap(q + "ffn_norm"), q + "ffn_norm");
+        }
+    }
+}
+
+// GLU SWIGLU of the gate and up projections, through the backend (2 threads, so rows are split mid-way) and
+// through each Isa's kernel row by row.
+TEST_F(GgmlConformance, TracelmSiluMulMatchesSwiglu) {
+    for (const Eval& e : kEvals)
+        for (const int layer : kLayers) {
+            const std::string q = layer_prefix(e, layer);
+            const auto g = cap(q + "ffn_gate"), u = cap(q + "ffn_up"), want = cap(q + "ffn_swiglu");
+            const int64_t cols = fixture().get(q + "ffn_gate").shape.back();
+            const Tensor out = f32("out", e.T, cols, g);
+            be.silu_mul(f32("g", e.T, cols, g), f32("u", e.T, cols, u), out);
+            EXPECT_BITWISE(get<float>(out), want, q + "ffn_swiglu");
+            for (const cpu::Isa isa : runnable_isas()) {
+                std::vector<float> y(g.size());
+                for (int64_t t = 0; t < e.T; ++t)
+                    cpu::kernels_for(isa).silu_mul(g.data() + t * cols, u.data() + t * cols, y.data() + t * cols, cols,
+                                                   cols / 8 * 8);
+                EXPECT_BITWISE(y, want, q + "ffn_swiglu (" + cpu::isa_name(isa) + ")");
+            }
+        }
+}
+
+// The captured gates lie in a narrow range; ggml_v_expf's other branches (|n| > 126: scaled in two factors,
+// overflow, underflow) and the tail's expf are checked against the reference over the whole float range.
+TEST(GgmlConformanceKernels, SiluMulMatchesSwigluEverywhere) {
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<float> wide(-120.0f, 120.0f), unit(-2.0f, 2.0f);
+    const int64_t n = 4096 + 5;
+    std::vector<float> g(static_cast<size_t>(n)), u(static_cast<size_t>(n));
+    for (size_t i = 0; i < g.size(); ++i) {
+        g[i] = wide(rng);
+        u[i] = unit(rng);
+    }
+    const float specials[] = {0.0f,  -0.0f,   1e-30f, -1e-30f, 87.3f, -87.3f,   88.8f,     -88.8f,    89.5f, -89.5f,
+                              104.0f, -104.0f, 133.0f, -133.0f, 1e30f, -1e30f, INFINITY, -INFINITY, NAN};
+    for (size_t i = 0; i < std::size(specials); ++i) g[100 + i] = g[n - 1 - i] = specials[i];
+    std::vector<float> want(g.size());
+    ggml_ref::swiglu(g.data(), u.data(), n, want.data());
+    for (const cpu::Isa isa : runnable_isas()) {
+        std::vector<float> y(g.size());
+        cpu::kernels_for(isa).silu_mul(g.data(), u.data(), y.data(), n, n / 8 * 8);
+        EXPECT_BITWISE(y, want, std::string("silu_mul (") + cpu::isa_name(isa) + ")");
+    }
+}
+
+// ROPE of q and k (mode 0 on GGUF's rows = NeoX on tracelm's), through the backend and through each Isa's rotation.
+TEST_F(GgmlConformance, TracelmRopeMatchesRope) {
+    for (const Eval& e : kEvals)
+        for (const int layer : kLayers) {
+            const std::string q = layer_prefix(e, layer);
+            const auto pos = positions(e);
+            for (const auto& [name, heads] : {std::pair<std::string, int>{"q", kHeads}, {"k", kKvHeads}}) {
+                const auto x = ggml_ref::gguf_rows_to_neox(cap(q + name + "_proj"), e.T, heads, kHeadDim);
+                const auto want = ggml_ref::gguf_rows_to_neox(cap(q + name + "_rope"), e.T, heads, kHeadDim);
+                const Tensor xt = f32("x", e.T, heads * kHeadDim, x);
+                be.rope_neox(xt, i32("pos", 1, e.T, pos), heads, kHeadDim, RopeSpec{kRopeBase, {}});
+                EXPECT_BITWISE(get<float>(xt), want, q + name + "_rope");
+                for (const cpu::Isa isa : runnable_isas()) {
+                    auto y = x;
+                    float cs[kHeadDim];
+                    for (int64_t t = 0; t < e.T; ++t) {
+                        cpu::rope_cos_sin(pos[static_cast<size_t>(t)], rope_theta_scale(kRopeBase, kHeadDim),
+                                          nullptr, kHeadDim / 2, cs);
+                        cpu::kernels_for(isa).rope_rotate(y.data() + t * heads * kHeadDim, heads, kHeadDim, cs);
+                    }
+                    EXPECT_BITWISE(y, want, q + name + "_rope (" + cpu::isa_name(isa) + ")");
+                }
+            }
+        }
+}
+
 
 // The captured f16 caches of one eval and layer (positions [0, n_past + T)) in tracelm's layout: each K head
 // un-permuted to NeoX order, V back from llama.cpp's transposed [kv_dim, n_kv] to [n_kv, kv_dim].
@@ -171,8 +270,7 @@ TEST_F(GgmlConformance, TracelmAttentionF16MatchesKqv) {
 // AVX2 bits: the KV store's rounding and the attention, called directly on one thread.
 TEST(GgmlConformanceKernels, TracelmF16AttentionKernelsOfEveryIsaMatch) {
     constexpr int64_t kv_dim = kKvHeads * kHeadDim;
-    for (const cpu::Isa isa : {cpu::Isa::Portable, cpu::Isa::Avx2, cpu::Isa::Avx512}) {
-        if (static_cast<int>(isa) > static_cast<int>(cpu::best_isa())) continue;
+    for (const cpu::Isa isa : runnable_isas()) {
         const cpu::F16AttentionKernels& kernels = *cpu::kernels_for(isa).f16_attention;
         for (const Eval& e : kEvals)
             for (const int layer : kLayers) {

@@ -199,7 +199,8 @@ TEST_P(KernelTest, MatmulIsDeterministicAcrossSplits) {
     }
 }
 
-TEST_P(KernelTest, RmsNorm) {
+// One implementation for every Isa (ggml's double sum), so not per Isa.
+TEST(Kernels, RmsNorm) {
     std::mt19937 rng(4);
     const float eps = 1e-6f;
     for (DType wt : kWeightTypes) {
@@ -209,9 +210,9 @@ TEST_P(KernelTest, RmsNorm) {
             const std::vector<float> x = random_floats(static_cast<size_t>(rows * cols), rng, -3.0f, 3.0f);
             const Weights w = make_weights(wt, static_cast<size_t>(cols), rng);
             std::vector<float> out(x.size(), -1.0f);
-            k().rms_norm(x.data(), w.data(), wt, eps, out.data(), cols, r0, r1);
+            rms_norm(x.data(), w.data(), wt, eps, out.data(), cols, r0, r1);
             std::vector<float> in_place = x;
-            k().rms_norm(in_place.data(), w.data(), wt, eps, in_place.data(), cols, r0, r1);
+            rms_norm(in_place.data(), w.data(), wt, eps, in_place.data(), cols, r0, r1);
             for (int64_t r = 0; r < rows; ++r) {
                 double ss = 0;
                 for (int64_t c = 0; c < cols; ++c) ss += static_cast<double>(x[r * cols + c]) * x[r * cols + c];
@@ -249,7 +250,7 @@ TEST_P(KernelTest, AddOverRange) {
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(acc[i], a[i] + b[i]);
 }
 
-TEST_P(KernelTest, SiluMulOverRange) {
+TEST_P(KernelTest, SiluMul) {
     std::mt19937 rng(6);
     const int64_t n = 1024 + 7;
     std::vector<float> gate = random_floats(n, rng, -30.0f, 30.0f);
@@ -257,22 +258,39 @@ TEST_P(KernelTest, SiluMulOverRange) {
     const float specials[] = {0.0f,  -0.0f,  1e-30f, -1e-30f, 87.0f, -87.0f,
                               88.5f, -88.5f, 100.0f, -100.0f, 1e30f, -1e30f};
     for (size_t i = 0; i < std::size(specials); ++i) gate[10 + i] = specials[i];
-    for (auto [i0, i1] : {std::pair<int64_t, int64_t>{0, n}, {3, 1003}, {5, 6}}) {
-        std::vector<float> out(n, 99.0f);
-        k().silu_mul(gate.data(), up.data(), out.data(), i0, i1);
+    // [0, n_vec) by ggml_v_expf and the rest by expf: both are within a few ulp of the exact function.
+    for (int64_t n_vec : {n, int64_t{1000}, int64_t{5}, int64_t{0}}) {
+        std::vector<float> out(n + 1, 99.0f);
+        k().silu_mul(gate.data(), up.data(), out.data(), n, n_vec);
         for (int64_t i = 0; i < n; ++i) {
-            if (i < i0 || i >= i1) {
-                ASSERT_EQ(out[i], 99.0f) << "i=" << i;
-                continue;
-            }
             const double g = gate[i], ref = g / (1.0 + std::exp(-g)) * up[i];
             ASSERT_NEAR(out[i], ref, 4e-6 * std::fabs(ref) + 1e-30) << "gate " << g << " up " << up[i];
         }
+        ASSERT_EQ(out[n], 99.0f);
     }
     const float nan_gate = NAN, one = 1.0f;
-    float out = 0.0f;
-    k().silu_mul(&nan_gate, &one, &out, 0, 1);
-    EXPECT_TRUE(std::isnan(out));
+    for (int64_t n_vec : {0, 1}) {
+        float out = 0.0f;
+        k().silu_mul(&nan_gate, &one, &out, 1, n_vec);
+        EXPECT_TRUE(std::isnan(out));
+    }
+}
+
+// The free function runs each row's part of the range with ggml's split: expf for the row's last cols % 8.
+TEST(Kernels, SiluMulSplitsRows) {
+    std::mt19937 rng(8);
+    const int64_t cols = 13, rows = 4, n = rows * cols;
+    const std::vector<float> gate = random_floats(n, rng, -10.0f, 10.0f), up = random_floats(n, rng);
+    std::vector<float> want(n);
+    for (int64_t r = 0; r < rows; ++r)
+        active_kernels().silu_mul(gate.data() + r * cols, up.data() + r * cols, want.data() + r * cols, cols, 8);
+    for (auto [i0, i1] : {std::pair<int64_t, int64_t>{0, n}, {3, 50}, {9, 12}, {14, 15}, {7, 7}}) {
+        std::vector<float> out(n, 99.0f);
+        silu_mul(gate.data(), up.data(), out.data(), cols, i0, i1);
+        for (int64_t i = 0; i < n; ++i)
+            ASSERT_TRUE(same_bits(out[i], i >= i0 && i < i1 ? want[i] : 99.0f))
+                << "i=" << i << " [" << i0 << "," << i1 << ")";
+    }
 }
 
 TEST_P(KernelTest, DotAndAxpy) {

@@ -13,4 +13,6 @@ void rope_inv_freq(const RopeSpec& rope, int head_dim, float* inv_freq) {
     }
 }
 
+float rope_theta_scale(float theta, int head_dim) { return std::pow(theta, -2.0f / static_cast<float>(head_dim)); }
+
 }  // namespace tracelm

@@ -111,29 +111,15 @@ constexpr const char* kAttentionScratchName = "cpu:attention_f16_scratch";
 struct RopeArgs {
     float* x;
     const int32_t* positions;
-    const float* inv_freq;
+    const float* factors;  // null: none
+    float theta_scale;
     int heads, head_dim;
 };
 void run_rope(const RopeArgs& a, int64_t b, int64_t e) {
-    const int half = a.head_dim / 2;
-    float cs[kMaxHeadDim];  // cos in [0, half), sin in [half, 2*half)
+    float cs[kMaxHeadDim];  // rope_cos_sin's layout
     for (int64_t t = b; t < e; ++t) {
-        const float pos = static_cast<float>(a.positions[t]);
-        for (int i = 0; i < half; ++i) {
-            const float angle = pos * a.inv_freq[i];
-            cs[i] = std::cos(angle);
-            cs[half + i] = std::sin(angle);
-        }
-        float* row = a.x + t * static_cast<int64_t>(a.heads) * a.head_dim;
-        for (int h = 0; h < a.heads; ++h) {
-            float* v = row + static_cast<int64_t>(h) * a.head_dim;
-            for (int i = 0; i < half; ++i) {
-                const float x1 = v[i];
-                const float x2 = v[half + i];
-                v[i] = x1 * cs[i] - x2 * cs[half + i];
-                v[half + i] = x2 * cs[i] + x1 * cs[half + i];
-            }
-        }
+        rope_cos_sin(a.positions[t], a.theta_scale, a.factors, a.head_dim / 2, cs);
+        rope_rotate(a.x + t * static_cast<int64_t>(a.heads) * a.head_dim, a.heads, a.head_dim, cs);
     }
 }
 
@@ -170,7 +156,14 @@ struct BinaryArgs {
     float* out;
 };
 void run_add(const BinaryArgs& a, int64_t b, int64_t e) { add(a.a, a.b, a.out, b, e); }
-void run_silu_mul(const BinaryArgs& a, int64_t b, int64_t e) { silu_mul(a.a, a.b, a.out, b, e); }
+
+struct SiluMulArgs {
+    const float* gate;
+    const float* up;
+    float* out;
+    int64_t cols;
+};
+void run_silu_mul(const SiluMulArgs& a, int64_t b, int64_t e) { silu_mul(a.gate, a.up, a.out, a.cols, b, e); }
 
 struct AddRmsNormArgs {
     float* x;
@@ -197,7 +190,8 @@ struct QkvPrologueArgs {
     const void* q_norm;  // null: no norm
     const void* k_norm;
     const int32_t* positions;
-    const float* inv_freq;
+    const float* rope_factors;  // null: none
+    float theta_scale;
     const int32_t* slots;
     void* k_cache;
     void* v_cache;
@@ -207,10 +201,11 @@ struct QkvPrologueArgs {
     int heads, kv_heads, head_dim;
     bool f16_cache;
 };
-// One token per item: its q and k heads normed (per head, with rms_norm) and rotated (as run_rope), then k
-// and v stored at the token's slot (as run_kv_write).
+// One token per item: its q and k heads normed (per head, with rms_norm) and rotated (as run_rope, by one set of
+// angles), then k and v stored at the token's slot (as run_kv_write).
 void run_qkv_prologue(const QkvPrologueArgs& a, int64_t b, int64_t e) {
     const int64_t q_dim = static_cast<int64_t>(a.heads) * a.head_dim, kv_dim = static_cast<int64_t>(a.kv_heads) * a.head_dim;
+    float cs[kMaxHeadDim];
     for (int64_t t = b; t < e; ++t) {
         float* q = a.q + t * q_dim;
         float* k = a.k + t * kv_dim;
@@ -218,8 +213,9 @@ void run_qkv_prologue(const QkvPrologueArgs& a, int64_t b, int64_t e) {
             rms_norm(q, a.q_norm, a.norm_dt, a.eps, q, a.head_dim, 0, a.heads);
             rms_norm(k, a.k_norm, a.norm_dt, a.eps, k, a.head_dim, 0, a.kv_heads);
         }
-        run_rope(RopeArgs{q, a.positions + t, a.inv_freq, a.heads, a.head_dim}, 0, 1);
-        run_rope(RopeArgs{k, a.positions + t, a.inv_freq, a.kv_heads, a.head_dim}, 0, 1);
+        rope_cos_sin(a.positions[t], a.theta_scale, a.rope_factors, a.head_dim / 2, cs);
+        rope_rotate(q, a.heads, a.head_dim, cs);
+        rope_rotate(k, a.kv_heads, a.head_dim, cs);
         const int64_t slot = a.slots[t];
         if (slot < 0 || slot >= a.num_slots) continue;
         store_kv_row(k, a.k_cache, slot, kv_dim, a.f16_cache);
@@ -535,22 +531,22 @@ void CpuBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, co
            fp, threads());
 }
 
-const float* CpuBackend::rope_inv_freq(int head_dim, const RopeSpec& rope) {
+const CpuBackend::RopeTable& CpuBackend::rope_table(int head_dim, const RopeSpec& rope) {
     for (const RopeTable& t : rope_tables_)
-        if (t.head_dim == head_dim && t.theta == rope.theta && std::ranges::equal(t.factors, rope.factors))
-            return t.inv_freq.data();
+        if (t.head_dim == head_dim && t.theta == rope.theta && std::ranges::equal(t.factors, rope.factors)) return t;
     RopeTable& t = rope_tables_.emplace_back();
     t.head_dim = head_dim;
     t.theta = rope.theta;
     t.factors.assign(rope.factors.begin(), rope.factors.end());
-    t.inv_freq.resize(static_cast<size_t>(head_dim / 2));
-    tracelm::rope_inv_freq(rope, head_dim, t.inv_freq.data());
-    return t.inv_freq.data();
+    t.theta_scale = rope_theta_scale(rope.theta, head_dim);
+    return t;
 }
 
 void CpuBackend::rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, const RopeSpec& rope) {
     checks::rope_neox(x, positions, heads, head_dim, rope, kMaxHeadDim);
-    submit(run_rope, RopeArgs{x.ptr<float>(), positions.ptr<int32_t>(), rope_inv_freq(head_dim, rope), heads, head_dim},
+    const RopeTable& t = rope_table(head_dim, rope);
+    submit(run_rope,
+           RopeArgs{x.ptr<float>(), positions.ptr<int32_t>(), t.factors_or_null(), t.theta_scale, heads, head_dim},
            Footprint().read(positions).write(x), x.rows);
 }
 
@@ -592,7 +588,7 @@ void CpuBackend::add(const Tensor& a, const Tensor& b, const Tensor& out) {
 void CpuBackend::silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) {
     for (const Tensor* t : {&gate, &up, &out}) require_dtype(*t, DType::F32, "silu_mul");
     require(gate.numel() == up.numel() && gate.numel() == out.numel(), "silu_mul", "shape mismatch");
-    submit(run_silu_mul, BinaryArgs{gate.ptr<float>(), up.ptr<float>(), out.ptr<float>()},
+    submit(run_silu_mul, SiluMulArgs{gate.ptr<float>(), up.ptr<float>(), out.ptr<float>(), gate.cols},
            Footprint().read(gate).read(up).write(out), out.numel(), 1024);
 }
 
@@ -615,12 +611,13 @@ void CpuBackend::qk_norm_rope_kv_write(const QkvPrologue& p) {
     Footprint fp;
     fp.read(p.v).read(p.positions).read(p.slot_mapping).write(p.q).write(p.k).write(p.k_cache).write(p.v_cache);
     if (p.q_norm != nullptr) fp.read(*p.q_norm).read(*p.k_norm);
+    const RopeTable& rope = rope_table(p.head_dim, p.rope);
     submit(run_qkv_prologue,
            QkvPrologueArgs{p.q.ptr<float>(), p.k.ptr<float>(), p.v.ptr<float>(), p.q_norm ? p.q_norm->raw() : nullptr,
-                           p.k_norm ? p.k_norm->raw() : nullptr, p.positions.ptr<int32_t>(),
-                           rope_inv_freq(p.head_dim, p.rope), p.slot_mapping.ptr<int32_t>(), p.k_cache.raw(),
-                           p.v_cache.raw(), p.k_cache.rows, p.eps, p.q_norm ? p.q_norm->dtype : DType::F32,
-                           p.heads, p.kv_heads, p.head_dim, p.k_cache.dtype == DType::F16},
+                           p.k_norm ? p.k_norm->raw() : nullptr, p.positions.ptr<int32_t>(), rope.factors_or_null(),
+                           rope.theta_scale, p.slot_mapping.ptr<int32_t>(), p.k_cache.raw(), p.v_cache.raw(),
+                           p.k_cache.rows, p.eps, p.q_norm ? p.q_norm->dtype : DType::F32, p.heads, p.kv_heads,
+                           p.head_dim, p.k_cache.dtype == DType::F16},
            fp, p.q.rows);
 }
 

@@ -77,7 +77,6 @@ class CpuBackend final : public Backend {
     template <typename Args>
     void submit(void (*fn)(const Args&, int64_t, int64_t), const Args& args, const Footprint& fp, int64_t items,
                 int64_t grain = 1, int64_t chunk = 0);
-    const float* rope_inv_freq(int head_dim, const RopeSpec& rope);
     // The backend-owned scratch buffer called `name` with at least `need` bytes (see the definition).
     Buffer* scratch_buffer(const char* name, size_t need);
 
@@ -92,15 +91,17 @@ class CpuBackend final : public Backend {
     std::vector<CpuOp> recording_;
     Phase phase_;  // ops recorded since the last barrier
     std::vector<std::vector<CpuOp>> graphs_;
-    // Inverse RoPE frequencies per (head_dim, theta, factors), kept for the backend's life because recorded ops
-    // point into them (a deque never moves its elements).
+    // What the RoPE kernels need per (head_dim, theta, factors), kept for the backend's life because recorded ops
+    // point into the factors (a deque never moves its elements).
     struct RopeTable {
         int head_dim = 0;
         float theta = 0.0f;
         std::vector<float> factors;
-        std::vector<float> inv_freq;
+        float theta_scale = 0.0f;  // rope_theta_scale(theta, head_dim)
+        const float* factors_or_null() const { return factors.empty() ? nullptr : factors.data(); }
     };
     std::deque<RopeTable> rope_tables_;
+    const RopeTable& rope_table(int head_dim, const RopeSpec& rope);
     void dispatch(const CpuOp* ops, size_t n);
 
     uint64_t ops_executed_ = 0;

@@ -28,10 +28,13 @@ void require_supported_weight(const Tensor& w) {
     }
 }
 
-// The CPU backend's frequencies, computed on the host (the launch carries them by value).
+// What the kernels need for the angles of runtime/rope.h (the launch carries it by value); a pair without a
+// factor divides by 1, which leaves its angle exact.
 ops::RopeFreqs rope_freqs(int head_dim, const RopeSpec& rope) {
     ops::RopeFreqs f{};
-    rope_inv_freq(rope, head_dim, f.inv);
+    f.theta_scale = rope_theta_scale(rope.theta, head_dim);
+    for (int i = 0; i < head_dim / 2; ++i)
+        f.factors[i] = rope.factors.empty() ? 1.0f : rope.factors[static_cast<size_t>(i)];
     return f;
 }
 

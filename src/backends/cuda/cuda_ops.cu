@@ -268,6 +268,13 @@ __global__ void __launch_bounds__(kGemmThreads)
 
 // ---- rope, kv_write ----
 
+// Pair i's angle at pos, as runtime/rope.h (and the CPU backend) round it: i products by theta_scale, one division.
+__device__ float rope_angle(float pos, int i, const RopeFreqs& f) {
+    float theta = pos;
+    for (int j = 0; j < i; ++j) theta *= f.theta_scale;
+    return theta / f.factors[i];
+}
+
 __global__ void rope_kernel(float* x, const int32_t* positions, int heads, int head_dim, RopeFreqs f) {
     const int64_t t = blockIdx.x;
     const int half = head_dim / 2;
@@ -276,7 +283,7 @@ __global__ void rope_kernel(float* x, const int32_t* positions, int heads, int h
     for (int idx = threadIdx.x; idx < heads * half; idx += blockDim.x) {
         const int h = idx / half, i = idx % half;
         float s, c;
-        sincosf(pos * f.inv[i], &s, &c);
+        sincosf(rope_angle(pos, i, f), &s, &c);
         float* v = row + h * head_dim;
         const float x1 = v[i], x2 = v[half + i];
         v[i] = x1 * c - x2 * s;
@@ -323,7 +330,7 @@ __global__ void qkv_prologue_kernel(QkvPrologueParams p, RopeFreqs f) {
     const float pos = static_cast<float>(p.positions[t]);
     for (int i = threadIdx.x; i < half; i += blockDim.x) {
         float sn, cs;
-        sincosf(pos * f.inv[i], &sn, &cs);
+        sincosf(rope_angle(pos, i, f), &sn, &cs);
         const float x1 = vals[i], x2 = vals[half + i];
         const float r1 = x1 * cs - x2 * sn, r2 = x2 * cs + x1 * sn;
         row[i] = r1;

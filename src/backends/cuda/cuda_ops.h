@@ -37,7 +37,8 @@ void gemv(const float* x, int64_t T, int64_t K, const GemvSegments& g, DType wt,
 constexpr int kMaxHeadDim = 512;
 // Inverse RoPE frequencies, passed by value so that a captured launch carries them.
 struct RopeFreqs {
-    float inv[kMaxHeadDim / 2];
+    float theta_scale;
+    float factors[kMaxHeadDim / 2];
 };
 void rope_neox(float* x, const int32_t* positions, int64_t T, int heads, int head_dim, const RopeFreqs& f,
                cudaStream_t stream);

@@ -67,35 +67,7 @@ float dot(const uint16_t* x, const uint16_t* y, int64_t n, F16Dot order, bool in
     return static_cast<float>(sum);
 }
 
-// ggml_v_expf, AVX2+FMA: ARM's optimized-routines expf.
-__m256 v_expf(__m256 x) {
-    const __m256 r = _mm256_set1_ps(0x1.8p23f);
-    const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
-    const __m256 n = _mm256_sub_ps(z, r);
-    const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
-                                      _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
-    const __m256i e = _mm256_slli_epi32(_mm256_castps_si256(z), 23);
-    const __m256 k = _mm256_castsi256_ps(_mm256_add_epi32(e, _mm256_castps_si256(_mm256_set1_ps(1))));
-    const __m256i c =
-        _mm256_castps_si256(_mm256_cmp_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.f), n), _mm256_set1_ps(126), _CMP_GT_OQ));
-    const __m256 u = _mm256_mul_ps(b, b);
-    const __m256 j = _mm256_fmadd_ps(
-        _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
-                        _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
-        u, _mm256_mul_ps(_mm256_set1_ps(0x1.ffffecp-1f), b));
-    if (!_mm256_movemask_ps(_mm256_castsi256_ps(c))) return _mm256_fmadd_ps(j, k, k);
-    const __m256i g = _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ)),
-                                       _mm256_set1_epi32(static_cast<int>(0x82000000u)));
-    const __m256 s1 = _mm256_castsi256_ps(_mm256_add_epi32(g, _mm256_set1_epi32(0x7f000000)));
-    const __m256 s2 = _mm256_castsi256_ps(_mm256_sub_epi32(e, g));
-    const __m256i d =
-        _mm256_castps_si256(_mm256_cmp_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.f), n), _mm256_set1_ps(192), _CMP_GT_OQ));
-    return _mm256_or_ps(
-        _mm256_and_ps(_mm256_castsi256_ps(d), _mm256_mul_ps(s1, s1)),
-        _mm256_andnot_ps(_mm256_castsi256_ps(d),
-                         _mm256_or_ps(_mm256_and_ps(_mm256_castsi256_ps(c), _mm256_mul_ps(_mm256_fmadd_ps(s2, j, s2), s1)),
-                                      _mm256_andnot_ps(_mm256_castsi256_ps(c), _mm256_fmadd_ps(j, k, k)))));
-}
+#include "backends/cpu/kernels/ggml_expf_avx2.inc"
 
 void soft_max(float* p, int64_t n, float scale) {
     const int64_t n8 = (n + 7) / 8 * 8;
@@ -107,7 +79,7 @@ void soft_max(float* p, int64_t n, float scale) {
     for (int64_t i = n; i < n8; ++i) p[i] = -std::numeric_limits<float>::infinity();
     double sum = 0.0;
     for (int64_t i = 0; i < n8; i += 8) {
-        const __m256 val = v_expf(_mm256_sub_ps(_mm256_loadu_ps(p + i), _mm256_set1_ps(max)));
+        const __m256 val = ggml_v_expf(_mm256_sub_ps(_mm256_loadu_ps(p + i), _mm256_set1_ps(max)));
         _mm256_storeu_ps(p + i, val);
         __m128 v2 = _mm_add_ps(_mm256_extractf128_ps(val, 1), _mm256_castps256_ps128(val));
         v2 = _mm_add_ps(v2, _mm_movehl_ps(v2, v2));

@@ -2,7 +2,6 @@
 // with std::fma where it fuses, so that they give the AVX2 build's bits on any CPU.
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 
 #include "backends/cpu/kernels/kernels_internal.h"
@@ -45,37 +44,6 @@ float dot(const uint16_t* x, const uint16_t* y, int64_t n, F16Dot order, bool in
     return static_cast<float>(sum);
 }
 
-uint32_t bits(float f) {
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    return u;
-}
-float from_bits(uint32_t u) {
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-}
-
-// One lane of ggml_v_expf (AVX2+FMA).
-float v_expf(float x) {
-    const float r = 0x1.8p23f;
-    const float z = std::fma(x, 0x1.715476p+0f, r);
-    const float n = z - r;
-    const float b = std::fma(-n, 0x1.7f7d1cp-20f, std::fma(-n, 0x1.62e4p-1f, x));
-    const uint32_t e = bits(z) << 23;
-    const float k = from_bits(e + bits(1.0f));
-    const float u = b * b;
-    const float j =
-        std::fma(std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
-                 u, 0x1.ffffecp-1f * b);
-    if (!(std::fabs(n) > 126.0f)) return std::fma(j, k, k);
-    const uint32_t g = n <= 0.0f ? 0x82000000u : 0u;
-    const float s1 = from_bits(g + 0x7f000000u);
-    if (std::fabs(n) > 192.0f) return s1 * s1;
-    const float s2 = from_bits(e - g);
-    return std::fma(s2, j, s2) * s1;
-}
-
 void soft_max(float* p, int64_t n, float scale) {
     const int64_t n8 = (n + 7) / 8 * 8;
     float max = -std::numeric_limits<float>::infinity();
@@ -86,7 +54,7 @@ void soft_max(float* p, int64_t n, float scale) {
     for (int64_t i = n; i < n8; ++i) p[i] = -std::numeric_limits<float>::infinity();
     double sum = 0.0;
     for (int64_t i = 0; i < n8; i += 8) {
-        for (int l = 0; l < 8; ++l) p[i + l] = v_expf(p[i + l] - max);
+        for (int l = 0; l < 8; ++l) p[i + l] = detail::ggml_v_expf(p[i + l] - max);
         const float t0 = p[i + 4] + p[i], t1 = p[i + 5] + p[i + 1], t2 = p[i + 6] + p[i + 2], t3 = p[i + 7] + p[i + 3];
         sum += static_cast<double>((t0 + t2) + (t1 + t3));
     }

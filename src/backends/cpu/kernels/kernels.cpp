@@ -1,5 +1,7 @@
 // The dispatcher: the free kernel functions go through the table of active_isa(), chosen once; also the
-// per-thread scratch memory the ISA files use.
+// per-thread scratch memory the ISA files use, and the kernels with one implementation for every Isa.
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <new>
 #include <stdexcept>
@@ -22,6 +24,21 @@ void check_quant_row(DType dt, int64_t cols, const char* what) {
     if (!dtype_row_ok(dt, cols))
         throw std::invalid_argument(std::string(what) + ": " + std::to_string(cols) + " columns are not whole " +
                                     std::string(dtype_name(dt)) + " blocks");
+}
+
+// rms_norm's rows with weights read by load(i) as f32.
+template <class Load>
+void rms_norm_rows(const float* x, Load load, float eps, float* out, int64_t cols, int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+        const float* xr = x + r * cols;
+        float* o = out + r * cols;
+        // ggml's order: a serial chain of double additions (about 4 cycles an element; ~1 us for 1000).
+        double sum = 0.0;
+        for (int64_t i = 0; i < cols; ++i) sum += static_cast<double>(xr[i] * xr[i]);
+        const auto mean = static_cast<float>(sum / static_cast<double>(cols));
+        const float scale = 1.0f / std::sqrt(mean + eps);
+        for (int64_t i = 0; i < cols; ++i) o[i] = xr[i] * scale * load(i);
+    }
 }
 
 struct ScratchBlock {
@@ -72,20 +89,49 @@ void matmul(const float* x, int64_t T, int64_t K, const void* w, DType wt, const
 
 void rms_norm(const float* x, const void* w, DType wt, float eps, float* out, int64_t cols, int64_t r0, int64_t r1) {
     check_float_dtype(wt, "rms_norm");
-    active_kernels().rms_norm(x, w, wt, eps, out, cols, r0, r1);
+    const auto* h = static_cast<const uint16_t*>(w);
+    switch (wt) {
+        case DType::BF16: rms_norm_rows(x, [h](int64_t i) { return bf16_to_f32(h[i]); }, eps, out, cols, r0, r1); break;
+        case DType::F16: rms_norm_rows(x, [h](int64_t i) { return f16_to_f32(h[i]); }, eps, out, cols, r0, r1); break;
+        default: {
+            const auto* f = static_cast<const float*>(w);
+            rms_norm_rows(x, [f](int64_t i) { return f[i]; }, eps, out, cols, r0, r1);
+        }
+    }
 }
 
 void add(const float* a, const float* b, float* out, int64_t i0, int64_t i1) {
     active_kernels().add(a, b, out, i0, i1);
 }
 
-void silu_mul(const float* gate, const float* up, float* out, int64_t i0, int64_t i1) {
-    active_kernels().silu_mul(gate, up, out, i0, i1);
+void silu_mul(const float* gate, const float* up, float* out, int64_t cols, int64_t i0, int64_t i1) {
+    const KernelTable& k = active_kernels();
+    // Each row's part of [i0, i1) at a time, split where the row's 8-wide part ends.
+    for (int64_t i = i0; i < i1;) {
+        const int64_t row_end = (i / cols + 1) * cols, end = std::min(i1, row_end);
+        const int64_t vec_end = std::clamp(row_end - cols % 8, i, end);
+        k.silu_mul(gate + i, up + i, out + i, end - i, vec_end - i);
+        i = end;
+    }
 }
 
 float dot_f32(const float* a, const float* b, int64_t n) { return active_kernels().dot_f32(a, b, n); }
 
 void axpy_f32(float a, const float* x, float* y, int64_t n) { active_kernels().axpy_f32(a, x, y, n); }
+
+void rope_cos_sin(int32_t pos, float theta_scale, const float* factors, int64_t half, float* cs) {
+    float theta = static_cast<float>(pos);
+    for (int64_t i = 0; i < half; ++i) {
+        const float angle = factors != nullptr ? theta / factors[i] : theta;
+        cs[i] = std::cos(angle);
+        cs[half + i] = std::sin(angle);
+        theta *= theta_scale;
+    }
+}
+
+void rope_rotate(float* x, int64_t heads, int64_t head_dim, const float* cs) {
+    active_kernels().rope_rotate(x, heads, head_dim, cs);
+}
 
 void row_to_f32(const void* src, DType dt, int64_t cols, float* out) {
     if (dtype_is_quantized(dt)) {

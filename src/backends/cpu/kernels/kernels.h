@@ -1,5 +1,8 @@
-// Hot CPU kernels. Each exists once per instruction set (portable C++, AVX2+FMA+F16C, AVX-512); the free
+// Hot CPU kernels. Most exist once per instruction set (portable C++, AVX2+FMA+F16C, AVX-512); the free
 // functions below go through the table of active_isa(), chosen once.
+//
+// rms_norm, silu_mul and the RoPE kernels give the bits of llama.cpp's CPU backend (ggml-cpu built for AVX2) on
+// every Isa, not each Isa's own best: docs/ggml-numerics.md, tests/test_ggml_conformance.cpp.
 //
 // Kernels that take a range [n0, n1) / [r0, r1) / [i0, i1) compute only that part, so callers can split
 // work between threads. For a given Isa every matmul output element is bit-identical whatever range or
@@ -19,12 +22,27 @@ namespace tracelm::cpu {
 void matmul(const float* x, int64_t T, int64_t K, const void* w, DType wt, const float* bias, float* y, int64_t N,
             int64_t n0, int64_t n1);
 // Rows [r0, r1) of out = x / sqrt(mean(x^2) + eps) * w (w dtype F32/BF16/F16, length cols); out may alias x.
+// ggml's RMS_NORM + MUL, with one implementation for every Isa: the squares x*x rounded to f32 are summed in
+// double in index order, mean = (float)(sum / cols), scale = 1.0f / sqrtf(mean + eps), out = (x * scale) * w.
 void rms_norm(const float* x, const void* w, DType wt, float eps, float* out, int64_t cols, int64_t r0, int64_t r1);
 // Elementwise over [i0, i1).
 void add(const float* a, const float* b, float* out, int64_t i0, int64_t i1);
-void silu_mul(const float* gate, const float* up, float* out, int64_t i0, int64_t i1);
+// out = silu(gate) * up over [i0, i1) of rows of `cols` elements, as ggml's SWIGLU (AVX2 build) computes it
+// row by row: gate / (1 + ggml_v_expf(0 - gate)) * up for each row's first cols - cols % 8 elements, glibc's
+// expf for its last cols % 8 (KernelTable::silu_mul).
+void silu_mul(const float* gate, const float* up, float* out, int64_t cols, int64_t i0, int64_t i1);
 float dot_f32(const float* a, const float* b, int64_t n);
 void axpy_f32(float a, const float* x, float* y, int64_t n);  // y += a * x
+
+// NeoX RoPE with ggml's numbers (ROPE on GGUF's permuted q/k rows, whose pairs (2i, 2i+1) are tracelm's
+// (i, i + head_dim/2)).
+// cs[i] = cos and cs[half + i] = sin (glibc's cosf/sinf) of pair i's angle at `pos` as runtime/rope.h defines
+// it (theta_scale = rope_theta_scale(theta, head_dim)), for i in [0, half); factors may be null. One
+// implementation for every Isa.
+void rope_cos_sin(int32_t pos, float theta_scale, const float* factors, int64_t half, float* cs);
+// Rotates `heads` heads of head_dim in place by the angles of cs (rope_cos_sin's layout): x0' = fma(x0, cos,
+// -(x1 * sin)), x1' = fma(x0, sin, x1 * cos), ggml's rotation as GCC contracts it.
+void rope_rotate(float* x, int64_t heads, int64_t head_dim, const float* cs);
 // One row of `cols` elements at src, converted to f32 (embedding lookup): f32/bf16/f16, or a quantized type
 // (cols a multiple of its block), dequantized exactly as GGML's reference does.
 void row_to_f32(const void* src, DType dt, int64_t cols, float* out);
@@ -78,12 +96,13 @@ struct KernelTable {
     Isa isa;
     void (*matmul)(const float* x, int64_t T, int64_t K, const void* w, DType wt, const float* bias, float* y,
                    int64_t N, int64_t n0, int64_t n1);
-    void (*rms_norm)(const float* x, const void* w, DType wt, float eps, float* out, int64_t cols, int64_t r0,
-                     int64_t r1);
     void (*add)(const float* a, const float* b, float* out, int64_t i0, int64_t i1);
-    void (*silu_mul)(const float* gate, const float* up, float* out, int64_t i0, int64_t i1);
+    // silu(gate) * up over n elements of one row: [0, n_vec) with ggml_v_expf (the operations of its AVX2
+    // variant, lane by lane on every Isa), [n_vec, n) with expf (ggml's scalar tail of a row).
+    void (*silu_mul)(const float* gate, const float* up, float* out, int64_t n, int64_t n_vec);
     float (*dot_f32)(const float* a, const float* b, int64_t n);
     void (*axpy_f32)(float a, const float* x, float* y, int64_t n);
+    void (*rope_rotate)(float* x, int64_t heads, int64_t head_dim, const float* cs);
     void (*row_to_f32)(const void* src, DType dt, int64_t cols, float* out);
     double (*read_sweep)(const void* data, size_t bytes);
     const QuantKernels* quant;

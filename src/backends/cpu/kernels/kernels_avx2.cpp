@@ -8,6 +8,7 @@
 // block sums are added in order to 0.0f; the bias comes last.
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
@@ -260,52 +261,6 @@ void matmul(const float* x, int64_t T, int64_t K, const void* w, DType wt, const
     }
 }
 
-float inv_sqrt(float v) { return 1.0f / _mm_cvtss_f32(_mm_sqrt_ss(_mm_set_ss(v))); }
-
-template <class W>
-void rms_norm_typed(const float* x, const typename W::Elem* w, float eps, float* out, int64_t cols, int64_t r0,
-                    int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-        const float* xr = x + r * cols;
-        float* o = out + r * cols;
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        int64_t c = 0;
-        for (; c + 32 <= cols; c += 32) {
-            const __m256 v0 = _mm256_loadu_ps(xr + c), v1 = _mm256_loadu_ps(xr + c + 8);
-            const __m256 v2 = _mm256_loadu_ps(xr + c + 16), v3 = _mm256_loadu_ps(xr + c + 24);
-            a0 = _mm256_fmadd_ps(v0, v0, a0);
-            a1 = _mm256_fmadd_ps(v1, v1, a1);
-            a2 = _mm256_fmadd_ps(v2, v2, a2);
-            a3 = _mm256_fmadd_ps(v3, v3, a3);
-        }
-        for (; c + 8 <= cols; c += 8) {
-            const __m256 v = _mm256_loadu_ps(xr + c);
-            a0 = _mm256_fmadd_ps(v, v, a0);
-        }
-        if (c < cols) {
-            const __m256 v = _mm256_maskload_ps(xr + c, lane_mask(cols - c));
-            a0 = _mm256_fmadd_ps(v, v, a0);
-        }
-        const float ss = hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-        const __m256 scale = _mm256_set1_ps(inv_sqrt(ss / static_cast<float>(cols) + eps));
-        for (c = 0; c + 8 <= cols; c += 8)
-            _mm256_storeu_ps(o + c, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(xr + c), scale), W::load(w + c)));
-        if (c < cols) {
-            const __m256i mask = lane_mask(cols - c);
-            const __m256 v = _mm256_mul_ps(_mm256_maskload_ps(xr + c, mask), scale);
-            _mm256_maskstore_ps(o + c, mask, _mm256_mul_ps(v, W::load_part(w + c, cols - c)));
-        }
-    }
-}
-
-void rms_norm(const float* x, const void* w, DType wt, float eps, float* out, int64_t cols, int64_t r0, int64_t r1) {
-    switch (wt) {
-        case DType::BF16: rms_norm_typed<BF16W>(x, static_cast<const uint16_t*>(w), eps, out, cols, r0, r1); break;
-        case DType::F16: rms_norm_typed<F16W>(x, static_cast<const uint16_t*>(w), eps, out, cols, r0, r1); break;
-        default: rms_norm_typed<F32W>(x, static_cast<const float*>(w), eps, out, cols, r0, r1); break;
-    }
-}
-
 void add(const float* a, const float* b, float* out, int64_t i0, int64_t i1) {
     int64_t i = i0;
     for (; i + 8 <= i1; i += 8)
@@ -316,46 +271,24 @@ void add(const float* a, const float* b, float* out, int64_t i0, int64_t i1) {
     }
 }
 
-// 2^n for n in [-126, 127].
-__m256 pow2i(__m256i n) {
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23));
-}
+#include "backends/cpu/kernels/ggml_expf_avx2.inc"
 
-// e^x with ~1 ulp error (Cephes expf), overflowing to inf and underflowing through subnormals to 0. The clamp
-// only bounds n; min/max are ordered so that NaN passes through.
-__m256 exp8(__m256 x) {
-    x = _mm256_max_ps(_mm256_set1_ps(-104.0f), _mm256_min_ps(_mm256_set1_ps(89.0f), x));
-    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    const __m256 e = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
-    // n is in [-150, 128]: scaling by 2^n in two halves keeps each factor a normal float.
-    const __m256i ni = _mm256_cvtps_epi32(n);
-    const __m256i half = _mm256_srai_epi32(ni, 1);
-    return _mm256_mul_ps(_mm256_mul_ps(e, pow2i(half)), pow2i(_mm256_sub_epi32(ni, half)));
-}
-
+// ggml_vec_swiglu_f32's 8-wide step: ggml_v_silu(g) * u, ggml_v_silu(g) = g / (1 + ggml_v_expf(0 - g)).
 __m256 silu_mul8(__m256 g, __m256 u) {
-    const __m256 one = _mm256_set1_ps(1.0f);
-    const __m256 sig_den = _mm256_add_ps(one, exp8(_mm256_sub_ps(_mm256_setzero_ps(), g)));
-    return _mm256_mul_ps(_mm256_div_ps(g, sig_den), u);
+    const __m256 den = _mm256_add_ps(_mm256_set1_ps(1.0f), ggml_v_expf(_mm256_sub_ps(_mm256_setzero_ps(), g)));
+    return _mm256_mul_ps(_mm256_div_ps(g, den), u);
 }
 
-void silu_mul(const float* gate, const float* up, float* out, int64_t i0, int64_t i1) {
-    int64_t i = i0;
-    for (; i + 8 <= i1; i += 8)
+void silu_mul(const float* gate, const float* up, float* out, int64_t n, int64_t n_vec) {
+    int64_t i = 0;
+    for (; i + 8 <= n_vec; i += 8)
         _mm256_storeu_ps(out + i, silu_mul8(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
-    if (i < i1) {
-        const __m256i m = lane_mask(i1 - i);
+    if (i < n_vec) {  // lanes are independent, so a partial group gives the same bits
+        const __m256i m = lane_mask(n_vec - i);
         _mm256_maskstore_ps(out + i, m, silu_mul8(_mm256_maskload_ps(gate + i, m), _mm256_maskload_ps(up + i, m)));
+        i = n_vec;
     }
+    for (; i < n; ++i) out[i] = gate[i] / (1.0f + ::expf(-gate[i])) * up[i];
 }
 
 float dot_f32(const float* a, const float* b, int64_t n) {
@@ -383,6 +316,34 @@ void axpy_f32(float a, const float* x, float* y, int64_t n) {
     if (i < n) {
         const __m256i m = lane_mask(n - i);
         _mm256_maskstore_ps(y + i, m, _mm256_fmadd_ps(av, _mm256_maskload_ps(x + i, m), _mm256_maskload_ps(y + i, m)));
+    }
+}
+
+// x0' = fma(x0, c, -(x1 * s)), x1' = fma(x0, s, x1 * c) on 8 pairs.
+void rotate8(__m256& x0, __m256& x1, __m256 c, __m256 s) {
+    const __m256 y0 = _mm256_fmsub_ps(x0, c, _mm256_mul_ps(x1, s));
+    x1 = _mm256_fmadd_ps(x0, s, _mm256_mul_ps(x1, c));
+    x0 = y0;
+}
+
+void rope_rotate(float* x, int64_t heads, int64_t head_dim, const float* cs) {
+    const int64_t half = head_dim / 2;
+    for (int64_t h = 0; h < heads; ++h) {
+        float* v = x + h * head_dim;
+        int64_t i = 0;
+        for (; i + 8 <= half; i += 8) {
+            __m256 x0 = _mm256_loadu_ps(v + i), x1 = _mm256_loadu_ps(v + half + i);
+            rotate8(x0, x1, _mm256_loadu_ps(cs + i), _mm256_loadu_ps(cs + half + i));
+            _mm256_storeu_ps(v + i, x0);
+            _mm256_storeu_ps(v + half + i, x1);
+        }
+        if (i < half) {
+            const __m256i m = lane_mask(half - i);
+            __m256 x0 = _mm256_maskload_ps(v + i, m), x1 = _mm256_maskload_ps(v + half + i, m);
+            rotate8(x0, x1, _mm256_maskload_ps(cs + i, m), _mm256_maskload_ps(cs + half + i, m));
+            _mm256_maskstore_ps(v + i, m, x0);
+            _mm256_maskstore_ps(v + half + i, m, x1);
+        }
     }
 }
 
@@ -426,8 +387,8 @@ namespace tracelm::cpu {
 
 // Declared extern in kernels_internal.h, so this const keeps external linkage.
 const KernelTable detail::avx2_kernels = {
-    Isa::Avx2,     avx2::matmul,   avx2::rms_norm,   avx2::add,        avx2::silu_mul,
-    avx2::dot_f32, avx2::axpy_f32, avx2::row_to_f32, avx2::read_sweep, &detail::avx2_quant, &detail::avx2_f16_attention,
+    Isa::Avx2, avx2::matmul, avx2::add, avx2::silu_mul, avx2::dot_f32, avx2::axpy_f32, avx2::rope_rotate,
+    avx2::row_to_f32, avx2::read_sweep, &detail::avx2_quant, &detail::avx2_f16_attention,
 };
 
 }  // namespace tracelm::cpu

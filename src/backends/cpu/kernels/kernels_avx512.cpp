@@ -315,45 +315,6 @@ void matmul(const float* x, int64_t T, int64_t K, const void* w, DType wt, const
             for (int64_t n = n0; n < n1; ++n) y[t * N + n] += bias[n];
 }
 
-float inv_sqrt(float v) { return 1.0f / _mm_cvtss_f32(_mm_sqrt_ss(_mm_set_ss(v))); }
-
-template <class P>
-void rms_norm_typed(const float* x, const typename P::WElem* w, float eps, float* out, int64_t cols, int64_t r0,
-                    int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-        const float* xr = x + r * cols;
-        float* o = out + r * cols;
-        __m512 a0 = _mm512_setzero_ps(), a1 = a0;
-        int64_t c = 0;
-        for (; c + 32 <= cols; c += 32) {
-            const __m512 v0 = _mm512_loadu_ps(xr + c), v1 = _mm512_loadu_ps(xr + c + 16);
-            a0 = _mm512_fmadd_ps(v0, v0, a0);
-            a1 = _mm512_fmadd_ps(v1, v1, a1);
-        }
-        for (; c < cols; c += 16) {
-            const __m512 v = _mm512_maskz_loadu_ps(mask16(min64(16, cols - c)), xr + c);
-            a0 = _mm512_fmadd_ps(v, v, a0);
-        }
-        const float ss = hsum(_mm512_add_ps(a0, a1));
-        const __m512 scale = _mm512_set1_ps(inv_sqrt(ss / static_cast<float>(cols) + eps));
-        for (c = 0; c + 16 <= cols; c += 16)
-            _mm512_storeu_ps(o + c, _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(xr + c), scale), P::load_w(w + c)));
-        if (c < cols) {
-            const __mmask16 m = mask16(cols - c);
-            const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, xr + c), scale);
-            _mm512_mask_storeu_ps(o + c, m, _mm512_mul_ps(v, P::load_w_part(w + c, cols - c)));
-        }
-    }
-}
-
-void rms_norm(const float* x, const void* w, DType wt, float eps, float* out, int64_t cols, int64_t r0, int64_t r1) {
-    switch (wt) {
-        case DType::BF16: rms_norm_typed<FmaBF16>(x, static_cast<const uint16_t*>(w), eps, out, cols, r0, r1); break;
-        case DType::F16: rms_norm_typed<FmaF16>(x, static_cast<const uint16_t*>(w), eps, out, cols, r0, r1); break;
-        default: rms_norm_typed<FmaF32>(x, static_cast<const float*>(w), eps, out, cols, r0, r1); break;
-    }
-}
-
 void add(const float* a, const float* b, float* out, int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; i += 16) {
         const __mmask16 m = mask16(min64(16, i1 - i));
@@ -362,32 +323,14 @@ void add(const float* a, const float* b, float* out, int64_t i0, int64_t i1) {
     }
 }
 
-// e^x with ~1 ulp error (Cephes expf); scalef overflows to inf and underflows through subnormals to 0. The
-// clamp only bounds n; min/max are ordered so that NaN passes through.
-__m512 exp16(__m512 x) {
-    x = _mm512_max_ps(_mm512_set1_ps(-104.0f), _mm512_min_ps(_mm512_set1_ps(89.0f), x));
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    const __m512 e = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(e, n);
+// ggml's SwiGLU and RoPE rotation as its AVX2 build computes them: the AVX2 kernels' operations (ggml's own
+// AVX-512 variants differ).
+void silu_mul(const float* gate, const float* up, float* out, int64_t n, int64_t n_vec) {
+    detail::avx2_kernels.silu_mul(gate, up, out, n, n_vec);
 }
 
-void silu_mul(const float* gate, const float* up, float* out, int64_t i0, int64_t i1) {
-    const __m512 one = _mm512_set1_ps(1.0f);
-    for (int64_t i = i0; i < i1; i += 16) {
-        const __mmask16 m = mask16(min64(16, i1 - i));
-        const __m512 g = _mm512_maskz_loadu_ps(m, gate + i);
-        const __m512 den = _mm512_add_ps(one, exp16(_mm512_sub_ps(_mm512_setzero_ps(), g)));
-        _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(_mm512_div_ps(g, den), _mm512_maskz_loadu_ps(m, up + i)));
-    }
+void rope_rotate(float* x, int64_t heads, int64_t head_dim, const float* cs) {
+    detail::avx2_kernels.rope_rotate(x, heads, head_dim, cs);
 }
 
 float dot_f32(const float* a, const float* b, int64_t n) {
@@ -455,8 +398,8 @@ namespace tracelm::cpu {
 
 // Declared extern in kernels_internal.h, so this const keeps external linkage.
 const KernelTable detail::avx512_kernels = {
-    Isa::Avx512,     avx512::matmul,   avx512::rms_norm,   avx512::add,        avx512::silu_mul,
-    avx512::dot_f32, avx512::axpy_f32, avx512::row_to_f32, avx512::read_sweep, &detail::avx512_quant,
+    Isa::Avx512, avx512::matmul, avx512::add, avx512::silu_mul, avx512::dot_f32, avx512::axpy_f32, avx512::rope_rotate,
+    avx512::row_to_f32, avx512::read_sweep, &detail::avx512_quant,
     // ggml's attention numbers are those of its AVX2 build, which the AVX2 kernels reproduce.
     &detail::avx2_f16_attention,
 };

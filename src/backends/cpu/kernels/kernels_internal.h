@@ -24,6 +24,10 @@ extern const F16AttentionKernels avx2_f16_attention;
 // an embedding lookup converts one row per token, far from the hot path.
 void dequantize_row(const void* src, DType dt, int64_t cols, float* out);
 
+// One lane of ggml_v_expf as its AVX2 build computes it (ARM's optimized-routines expf), with std::fma where it
+// fuses: for the portable kernels (kernels_portable.cpp).
+float ggml_v_expf(float x);
+
 // 64-byte aligned memory of at least `bytes`, owned by the calling thread and reused by its next call.
 void* scratch(size_t bytes);
 

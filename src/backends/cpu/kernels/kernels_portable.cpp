@@ -1,6 +1,7 @@
 // Plain C++ kernels: the fallback for CPUs without AVX2. Loops are written over 8 independent lanes so the
 // compiler can vectorise them without reassociating floating-point sums (which it may not do, and which
 // would break determinism).
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -60,34 +61,15 @@ void matmul(const float* x, int64_t T, int64_t K, const void* w, DType wt, const
     }
 }
 
-float weight_at(const void* w, DType wt, int64_t i) {
-    switch (wt) {
-        case DType::BF16: return bf16_to_f32(static_cast<const uint16_t*>(w)[i]);
-        case DType::F16: return f16_to_f32(static_cast<const uint16_t*>(w)[i]);
-        default: return static_cast<const float*>(w)[i];
-    }
-}
-
-void rms_norm(const float* x, const void* w, DType wt, float eps, float* out, int64_t cols, int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-        const float* xr = x + r * cols;
-        float* o = out + r * cols;
-        float acc[8] = {};
-        int64_t c = 0;
-        for (; c + 8 <= cols; c += 8)
-            for (int j = 0; j < 8; ++j) acc[j] += xr[c + j] * xr[c + j];
-        for (int j = 0; c + j < cols; ++j) acc[j] += xr[c + j] * xr[c + j];
-        const float scale = 1.0f / std::sqrt(sum8(acc) / static_cast<float>(cols) + eps);
-        for (int64_t i = 0; i < cols; ++i) o[i] = xr[i] * scale * weight_at(w, wt, i);
-    }
-}
-
 void add(const float* a, const float* b, float* out, int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) out[i] = a[i] + b[i];
 }
 
-void silu_mul(const float* gate, const float* up, float* out, int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+// Without FMA hardware std::fma is slow (a library call, emulated), but gives ggml's bits.
+void silu_mul(const float* gate, const float* up, float* out, int64_t n, int64_t n_vec) {
+    int64_t i = 0;
+    for (; i < n_vec; ++i) out[i] = gate[i] / (1.0f + detail::ggml_v_expf(0.0f - gate[i])) * up[i];
+    for (; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
 float dot_f32(const float* a, const float* b, int64_t n) {
@@ -101,6 +83,18 @@ float dot_f32(const float* a, const float* b, int64_t n) {
 
 void axpy_f32(float a, const float* x, float* y, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+void rope_rotate(float* x, int64_t heads, int64_t head_dim, const float* cs) {
+    const int64_t half = head_dim / 2;
+    for (int64_t h = 0; h < heads; ++h) {
+        float* v = x + h * head_dim;
+        for (int64_t i = 0; i < half; ++i) {
+            const float c = cs[i], s = cs[half + i], x0 = v[i], x1 = v[half + i];
+            v[i] = std::fma(x0, c, -(x1 * s));
+            v[half + i] = std::fma(x0, s, x1 * c);
+        }
+    }
 }
 
 double read_sweep(const void* data, size_t bytes) {
@@ -123,10 +117,31 @@ double read_sweep(const void* data, size_t bytes) {
 
 namespace tracelm::cpu {
 
+float detail::ggml_v_expf(float x) {
+    const float r = 0x1.8p23f;
+    const float z = std::fma(x, 0x1.715476p+0f, r);
+    const float n = z - r;
+    const float b = std::fma(-n, 0x1.7f7d1cp-20f, std::fma(-n, 0x1.62e4p-1f, x));
+    const uint32_t e = std::bit_cast<uint32_t>(z) << 23;
+    const float k = std::bit_cast<float>(e + std::bit_cast<uint32_t>(1.0f));
+    const float u = b * b;
+    const float j = std::fma(
+        std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u,
+        0x1.ffffecp-1f * b);
+    if (!(std::fabs(n) > 126.0f)) return std::fma(j, k, k);
+    // Scaled in two factors where 2^n alone would leave the normal range (or overflow / underflow entirely).
+    const uint32_t g = n <= 0.0f ? 0x82000000u : 0u;
+    const float s1 = std::bit_cast<float>(g + 0x7f000000u);
+    if (std::fabs(n) > 192.0f) return s1 * s1;
+    const float s2 = std::bit_cast<float>(e - g);
+    return std::fma(s2, j, s2) * s1;
+}
+
 // Declared extern in kernels_internal.h, so this const keeps external linkage.
 const KernelTable detail::portable_kernels = {
-    Isa::Portable,     portable::matmul,   portable::rms_norm, portable::add,        portable::silu_mul,
-    portable::dot_f32, portable::axpy_f32, portable::to_f32,   portable::read_sweep, &detail::portable_quant, &detail::portable_f16_attention,
+    Isa::Portable,     portable::matmul,   portable::add,         portable::silu_mul,   portable::dot_f32,
+    portable::axpy_f32, portable::rope_rotate, portable::to_f32, portable::read_sweep, &detail::portable_quant,
+    &detail::portable_f16_attention,
 };
 
 }  // namespace tracelm::cpu
