@@ -306,6 +306,14 @@ std::vector<Isa> tested_isas() {
     return v;
 }
 
+// The fixture's rows through one ISA's quantized matmul, all tokens in one call; also returns the activation blocks.
+void run_ggml_dot_matmul(const GgmlDot& g, DType dt, Isa isa, std::vector<float>& y, std::vector<uint8_t>& act) {
+    y.assign(static_cast<size_t>(g.A * g.R), 0.0f);
+    act.assign(cpu::matmul_quant_act_bytes(dt, g.A, g.K), 0);
+    cpu::kernels_for(isa).quant->matmul(g.x.data(), g.A, g.K, g.weights.data(), dt, nullptr, y.data(), g.R, 0, g.R,
+                                        act.data());
+}
+
 // tracelm's activation blocks (quant.h) are ggml's field for field: scales as the f32 of ggml's f16 (Q8_0,
 // Q8_1) or f32 (Q8_K), the same int8 values and sums.
 TEST(GgmlDot, ActivationQuantizationEqualsGgml) {
@@ -315,10 +323,9 @@ TEST(GgmlDot, ActivationQuantizationEqualsGgml) {
         const size_t gb = ggml_act_block_bytes(g.act_type);
         for (Isa isa : tested_isas()) {
             SCOPED_TRACE(type_name(dt) + " " + cpu::isa_name(isa));
-            std::vector<float> y(static_cast<size_t>(g.A * g.R));
-            std::vector<uint8_t> act(cpu::matmul_quant_act_bytes(dt, g.A, g.K));
-            cpu::kernels_for(isa).quant->matmul(g.x.data(), g.A, g.K, g.weights.data(), dt, nullptr, y.data(), g.R, 0,
-                                                g.R, act.data());
+            std::vector<float> y;
+            std::vector<uint8_t> act;
+            run_ggml_dot_matmul(g, dt, isa, y, act);
             for (int64_t i = 0; i < blocks; ++i) {
                 const uint8_t* ref = g.act_blocks.data() + static_cast<size_t>(i) * gb;
                 SCOPED_TRACE("block " + std::to_string(i));
@@ -350,10 +357,9 @@ TEST(GgmlDot, MatmulEqualsGgmlVecDot) {
         const GgmlDot g = load_ggml_dot(dt);
         for (Isa isa : tested_isas()) {
             SCOPED_TRACE(type_name(dt) + " " + cpu::isa_name(isa));
-            std::vector<float> y(static_cast<size_t>(g.A * g.R));
-            std::vector<uint8_t> act(cpu::matmul_quant_act_bytes(dt, g.A, g.K));
-            cpu::kernels_for(isa).quant->matmul(g.x.data(), g.A, g.K, g.weights.data(), dt, nullptr, y.data(), g.R, 0,
-                                                g.R, act.data());
+            std::vector<float> y;
+            std::vector<uint8_t> act;
+            run_ggml_dot_matmul(g, dt, isa, y, act);
             for (int64_t i = 0; i < g.A * g.R; ++i)
                 EXPECT_EQ(std::memcmp(&y[i], &g.dots[i], 4), 0)
                     << "act " << i / g.R << " row " << i % g.R << ": " << y[i] << " vs ggml " << g.dots[i];
