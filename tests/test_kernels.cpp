@@ -200,6 +200,55 @@ TEST_P(KernelTest, MatmulIsDeterministicAcrossSplits) {
 }
 
 // One implementation for every Isa (ggml's double sum), so not per Isa.
+// The AVX2 matmul's summation order as its file's header states it, written out in scalars: a second
+// implementation of the order, so a kernel change that silently reorders the sums (and so changes results
+// that replay and the split tests would still see as self-consistent) fails here.
+float avx2_documented_dot(const float* x, const double* w, int64_t K, bool permute16) {
+    const int64_t Kp = permute16 ? (K + 15) / 16 * 16 : K;
+    std::vector<float> xs(static_cast<size_t>(Kp), 0.0f), ws(static_cast<size_t>(Kp), 0.0f);
+    for (int64_t k = 0; k < K; ++k) {
+        // Column k = 16c + 2j + h sits at 16c + 8h + j once its chunk is split into even and odd columns.
+        const int64_t at = permute16 ? k / 16 * 16 + (k % 2) * 8 + (k % 16) / 2 : k;
+        xs[static_cast<size_t>(at)] = x[k];
+        ws[static_cast<size_t>(at)] = static_cast<float>(w[k]);
+    }
+    float total = 0.0f;
+    for (int64_t k0 = 0; k0 < Kp; k0 += 512) {
+        float lane[8] = {};
+        for (int64_t k = k0; k < std::min(Kp, k0 + 512); ++k)
+            lane[(k - k0) % 8] = std::fma(xs[static_cast<size_t>(k)], ws[static_cast<size_t>(k)], lane[(k - k0) % 8]);
+        total += ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+    }
+    return total;
+}
+
+TEST(Kernels, Avx2MatmulSumsInItsDocumentedOrder) {
+    if (static_cast<int>(best_isa()) < static_cast<int>(Isa::Avx2)) GTEST_SKIP() << "no AVX2 on this CPU";
+    std::mt19937 rng(11);
+    const int64_t N = 21;
+    for (DType wt : kWeightTypes) {
+        for (int64_t T : {1, 2, 3, 4, 60}) {
+            for (int64_t K : {5, 16, 33, 520, 1024 + 9}) {
+                SCOPED_TRACE("T=" + std::to_string(T) + " K=" + std::to_string(K) + " " + std::string(dtype_name(wt)));
+                const std::vector<float> x = random_floats(static_cast<size_t>(T * K), rng);
+                const Weights w = make_weights(wt, static_cast<size_t>(N * K), rng);
+                const std::vector<float> bias = random_floats(static_cast<size_t>(N), rng);
+                std::vector<float> y(static_cast<size_t>(T * N));
+                kernels_for(Isa::Avx2).matmul(x.data(), T, K, w.data(), wt, bias.data(), y.data(), N, 0, N);
+                int mismatches = 0;
+                for (int64_t t = 0; t < T; ++t)
+                    for (int64_t n = 0; n < N; ++n) {
+                        const float want =
+                            avx2_documented_dot(x.data() + t * K, w.values.data() + n * K, K, wt == DType::BF16) +
+                            bias[static_cast<size_t>(n)];
+                        mismatches += !same_bits(y[static_cast<size_t>(t * N + n)], want);
+                    }
+                EXPECT_EQ(mismatches, 0);
+            }
+        }
+    }
+}
+
 TEST(Kernels, RmsNorm) {
     std::mt19937 rng(4);
     const float eps = 1e-6f;

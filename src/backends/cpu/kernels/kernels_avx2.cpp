@@ -6,11 +6,16 @@
 // 8-wide f32 accumulator collects x[k]*w[k] for k = j (mod 8) in increasing k by fused multiply-add (a
 // partial last chunk is zero padded); the lanes of a block are summed as ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7));
 // block sums are added in order to 0.0f; the bias comes last.
+// For bf16 weights the same order applies to x and w with every chunk of 16 columns (the last one zero
+// padded) permuted to its 8 even columns followed by its 8 odd ones: one 32-byte load then yields both
+// halves as f32 with a shift and a mask, where converting 8 in order costs a widening shuffle, and at one
+// thread per core the decode matvec is limited by those conversion uops, not by memory.
 #include <immintrin.h>
 
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "backends/cpu/kernels/kernels_internal.h"
 
@@ -34,8 +39,6 @@ alignas(32) constexpr int32_t kMaskTable[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 
 // Lanes [0, n) set, 0 <= n <= 8.
 __m256i lane_mask(int64_t n) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kMaskTable + 8 - n)); }
 
-__m256 bf16x8_to_f32(__m128i h) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)); }
-
 __m128i load8x16(const uint16_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
 
 // n < 8 halfwords, zero padded; only reached for the last chunk of a row.
@@ -45,22 +48,68 @@ __m128i load8x16_part(const uint16_t* p, int64_t n) {
     return _mm_load_si128(reinterpret_cast<const __m128i*>(tmp));
 }
 
-// Weight loaders: 8 consecutive weights as f32 (load_part: the first n, rest zero).
+// Weight loaders. A chunk is 8 * kHalves consecutive weights; load(p, h) gives half h of the chunk at p as
+// 8 f32, load_part(p, n, h) the same for a last chunk of n < 8 * kHalves weights (the rest zero). With
+// kPermuted the halves are not in column order, so x must come permuted and zero padded the same way
+// (permute_chunks).
 struct F32W {
     using Elem = float;
-    static __m256 load(const float* p) { return _mm256_loadu_ps(p); }
-    static __m256 load_part(const float* p, int64_t n) { return _mm256_maskload_ps(p, lane_mask(n)); }
-};
-struct BF16W {
-    using Elem = uint16_t;
-    static __m256 load(const uint16_t* p) { return bf16x8_to_f32(load8x16(p)); }
-    static __m256 load_part(const uint16_t* p, int64_t n) { return bf16x8_to_f32(load8x16_part(p, n)); }
+    static constexpr int kHalves = 1;
+    static constexpr bool kPermuted = false;
+    static __m256 load(const float* p, int) { return _mm256_loadu_ps(p); }
+    static __m256 load_part(const float* p, int64_t n, int) { return _mm256_maskload_ps(p, lane_mask(n)); }
 };
 struct F16W {
     using Elem = uint16_t;
-    static __m256 load(const uint16_t* p) { return _mm256_cvtph_ps(load8x16(p)); }
-    static __m256 load_part(const uint16_t* p, int64_t n) { return _mm256_cvtph_ps(load8x16_part(p, n)); }
+    static constexpr int kHalves = 1;
+    static constexpr bool kPermuted = false;
+    static __m256 load(const uint16_t* p, int) { return _mm256_cvtph_ps(load8x16(p)); }
+    static __m256 load_part(const uint16_t* p, int64_t n, int) { return _mm256_cvtph_ps(load8x16_part(p, n)); }
 };
+struct BF16W {
+    using Elem = uint16_t;
+    static constexpr int kHalves = 2;
+    static constexpr bool kPermuted = true;
+    // Half 0 holds the even columns (each 32-bit word's low halfword, shifted up), half 1 the odd ones.
+    static __m256 half(__m256i v, int h) {
+        return _mm256_castsi256_ps(h == 0 ? _mm256_slli_epi32(v, 16)
+                                          : _mm256_and_si256(v, _mm256_set1_epi32(static_cast<int32_t>(0xffff0000u))));
+    }
+    static __m256 load(const uint16_t* p, int h) { return half(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), h); }
+    static __m256 load_part(const uint16_t* p, int64_t n, int h) {
+        alignas(32) uint16_t tmp[16] = {};
+        for (int64_t i = 0; i < n; ++i) tmp[i] = p[i];
+        return half(_mm256_load_si256(reinterpret_cast<const __m256i*>(tmp)), h);
+    }
+};
+
+int64_t round_up16(int64_t n) { return (n + 15) / 16 * 16; }
+
+// T rows of x (K columns) into rows of ldx = round_up16(K) columns, each chunk of 16 permuted to its even
+// columns then its odd ones and the last chunk zero padded: the x that BF16W weights pair with.
+const float* permute_chunks(const float* x, int64_t T, int64_t K, int64_t ldx, float* out) {
+    for (int64_t t = 0; t < T; ++t) {
+        const float* src = x + t * K;
+        float* dst = out + t * ldx;
+        int64_t k = 0;
+        for (; k + 16 <= K; k += 16) {
+            const __m256 a = _mm256_loadu_ps(src + k), b = _mm256_loadu_ps(src + k + 8);
+            // Within 128-bit lanes: (a0 a2 b0 b2 | a4 a6 b4 b6); the 64-bit permute puts the a pairs first.
+            const __m256 even = _mm256_shuffle_ps(a, b, 0x88), odd = _mm256_shuffle_ps(a, b, 0xdd);
+            _mm256_storeu_ps(dst + k, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(even), 0xd8)));
+            _mm256_storeu_ps(dst + k + 8, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(odd), 0xd8)));
+        }
+        if (k < K) {
+            float tmp[16] = {};
+            for (int64_t i = 0; k + i < K; ++i) tmp[i] = src[k + i];
+            for (int j = 0; j < 8; ++j) {
+                dst[k + j] = tmp[2 * j];
+                dst[k + 8 + j] = tmp[2 * j + 1];
+            }
+        }
+    }
+    return out;
+}
 
 // Lane sums of a, b, c, d, each as ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)).
 __m128 hsum4(__m256 a, __m256 b, __m256 c, __m256 d) {
@@ -92,50 +141,67 @@ template <int TR, int NR>
 template <int TR, int NR, class W, bool kPrefetch = false>
 [[gnu::always_inline]] inline void dot_block(const float* x, int64_t ldx, const typename W::Elem* w, int64_t ldw,
                                              int64_t len, float* out, int64_t ldo, const char* pf = nullptr) {
+    constexpr int H = W::kHalves;
+    constexpr int64_t kChunk = 8 * H;
     constexpr int64_t kStep = NR * static_cast<int64_t>(sizeof(typename W::Elem));
     __m256 acc[TR * NR];
 #pragma GCC unroll 32
     for (int i = 0; i < TR * NR; ++i) acc[i] = _mm256_setzero_ps();
     int64_t k = 0;
-    for (; k + 8 <= len; k += 8) {
+    for (; k + kChunk <= len; k += kChunk) {
         if constexpr (kPrefetch) {
 #pragma GCC unroll 8
-            for (int64_t l = 0; l < 8 * kStep; l += 64) _mm_prefetch(pf + k * kStep + l, _MM_HINT_T0);
+            for (int64_t l = 0; l < kChunk * kStep; l += 64) _mm_prefetch(pf + k * kStep + l, _MM_HINT_T0);
         }
         // Hold the smaller of the two operand sets in registers; the other is streamed one vector at a time.
         if constexpr (TR < NR) {
-            __m256 xv[TR];
+            __m256 xv[TR][H];
 #pragma GCC unroll 16
-            for (int t = 0; t < TR; ++t) xv[t] = _mm256_loadu_ps(x + t * ldx + k);
+            for (int t = 0; t < TR; ++t)
+#pragma GCC unroll 2
+                for (int h = 0; h < H; ++h) xv[t][h] = _mm256_loadu_ps(x + t * ldx + k + 8 * h);
 #pragma GCC unroll 16
             for (int r = 0; r < NR; ++r) {
-                const __m256 wv = W::load(w + r * ldw + k);
+#pragma GCC unroll 2
+                for (int h = 0; h < H; ++h) {
+                    const __m256 wv = W::load(w + r * ldw + k, h);
 #pragma GCC unroll 16
-                for (int t = 0; t < TR; ++t) acc[t * NR + r] = _mm256_fmadd_ps(xv[t], wv, acc[t * NR + r]);
+                    for (int t = 0; t < TR; ++t) acc[t * NR + r] = _mm256_fmadd_ps(xv[t][h], wv, acc[t * NR + r]);
+                }
             }
         } else {
-            __m256 wv[NR];
+            __m256 wv[NR][H];
 #pragma GCC unroll 16
-            for (int r = 0; r < NR; ++r) wv[r] = W::load(w + r * ldw + k);
+            for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 2
+                for (int h = 0; h < H; ++h) wv[r][h] = W::load(w + r * ldw + k, h);
 #pragma GCC unroll 16
             for (int t = 0; t < TR; ++t) {
-                const __m256 xv = _mm256_loadu_ps(x + t * ldx + k);
+#pragma GCC unroll 2
+                for (int h = 0; h < H; ++h) {
+                    const __m256 xv = _mm256_loadu_ps(x + t * ldx + k + 8 * h);
 #pragma GCC unroll 16
-                for (int r = 0; r < NR; ++r) acc[t * NR + r] = _mm256_fmadd_ps(xv, wv[r], acc[t * NR + r]);
+                    for (int r = 0; r < NR; ++r) acc[t * NR + r] = _mm256_fmadd_ps(xv, wv[r][h], acc[t * NR + r]);
+                }
             }
         }
     }
     if (k < len) {
         const int64_t rem = len - k;
         const __m256i mask = lane_mask(rem);
-        __m256 wv[NR];
+#pragma GCC unroll 2
+        for (int h = 0; h < H; ++h) {
+            __m256 wv[NR];
 #pragma GCC unroll 16
-        for (int r = 0; r < NR; ++r) wv[r] = W::load_part(w + r * ldw + k, rem);
+            for (int r = 0; r < NR; ++r) wv[r] = W::load_part(w + r * ldw + k, rem, h);
 #pragma GCC unroll 16
-        for (int t = 0; t < TR; ++t) {
-            const __m256 xv = _mm256_maskload_ps(x + t * ldx + k, mask);
+            for (int t = 0; t < TR; ++t) {
+                // Permuted x is zero padded to whole chunks; plain x is masked to the rem valid columns.
+                const __m256 xv = W::kPermuted ? _mm256_loadu_ps(x + t * ldx + k + 8 * h)
+                                               : _mm256_maskload_ps(x + t * ldx + k, mask);
 #pragma GCC unroll 16
-            for (int r = 0; r < NR; ++r) acc[t * NR + r] = _mm256_fmadd_ps(xv, wv[r], acc[t * NR + r]);
+                for (int r = 0; r < NR; ++r) acc[t * NR + r] = _mm256_fmadd_ps(xv, wv[r], acc[t * NR + r]);
+            }
         }
     }
     add_hsums<TR, NR>(acc, out, ldo);
@@ -157,44 +223,48 @@ void token_group(int64_t tr, const float* x, int64_t ldx, const typename W::Elem
 // next NR rows (contiguous after these) are prefetched linearly while the first token group runs: that
 // lifts a 1-token matvec from ~60% to ~85% of read bandwidth.
 template <int TR, int NR, class W>
-void streamed_rows(const float* x, int64_t T, int64_t K, const typename W::Elem* w, float* y, int64_t N) {
+void streamed_rows(const float* x, int64_t ldx, int64_t T, int64_t K, const typename W::Elem* w, float* y, int64_t N) {
     constexpr int64_t kEsize = sizeof(typename W::Elem);
     const char* next = reinterpret_cast<const char*>(w + NR * K);
     for (int64_t k0 = 0; k0 < K; k0 += kBlock) {
         const int64_t len = min64(kBlock, K - k0);
-        token_group<TR, NR, W, true>(min64(TR, T), x + k0, K, w + k0, K, len, y, N, next + k0 * NR * kEsize);
+        token_group<TR, NR, W, true>(min64(TR, T), x + k0, ldx, w + k0, K, len, y, N, next + k0 * NR * kEsize);
         for (int64_t t = TR; t < T; t += TR)
-            token_group<TR, NR, W>(min64(TR, T - t), x + t * K + k0, K, w + k0, K, len, y + t * N, N);
+            token_group<TR, NR, W>(min64(TR, T - t), x + t * ldx + k0, ldx, w + k0, K, len, y + t * N, N);
     }
 }
 
 template <int TR, int NR, class W>
-void matmul_streamed(const float* x, int64_t T, int64_t K, const typename W::Elem* w, float* y, int64_t N, int64_t n0,
-                     int64_t n1) {
+void matmul_streamed(const float* x, int64_t ldx, int64_t T, int64_t K, const typename W::Elem* w, float* y, int64_t N,
+                     int64_t n0, int64_t n1) {
     int64_t n = n0;
-    for (; n + NR <= n1; n += NR) streamed_rows<TR, NR, W>(x, T, K, w + n * K, y + n, N);
-    for (; n < n1; ++n) streamed_rows<TR, 1, W>(x, T, K, w + n * K, y + n, N);
+    for (; n + NR <= n1; n += NR) streamed_rows<TR, NR, W>(x, ldx, T, K, w + n * K, y + n, N);
+    for (; n < n1; ++n) streamed_rows<TR, 1, W>(x, ldx, T, K, w + n * K, y + n, N);
 }
 
 // TR tokens against `rows` rows of an f32 panel (stride ldp).
 template <int TR>
-void panel_tile(const float* x, int64_t K, const float* panel, int64_t ldp, int64_t rows, int64_t len, float* y,
+void panel_tile(const float* x, int64_t ldx, const float* panel, int64_t ldp, int64_t rows, int64_t len, float* y,
                 int64_t N) {
     int64_t n = 0;
-    for (; n + 3 <= rows; n += 3) dot_block<TR, 3, F32W>(x, K, panel + n * ldp, ldp, len, y + n, N);
-    if (rows - n == 2) dot_block<TR, 2, F32W>(x, K, panel + n * ldp, ldp, len, y + n, N);
-    if (rows - n == 1) dot_block<TR, 1, F32W>(x, K, panel + n * ldp, ldp, len, y + n, N);
+    for (; n + 3 <= rows; n += 3) dot_block<TR, 3, F32W>(x, ldx, panel + n * ldp, ldp, len, y + n, N);
+    if (rows - n == 2) dot_block<TR, 2, F32W>(x, ldx, panel + n * ldp, ldp, len, y + n, N);
+    if (rows - n == 1) dot_block<TR, 1, F32W>(x, ldx, panel + n * ldp, ldp, len, y + n, N);
 }
 
-// Converts `rows` weight rows x `len` columns to f32 rows kPanelStride apart.
+// Converts `rows` weight rows x `len` columns to f32 rows kPanelStride apart, in W's column order, the
+// last chunk zero padded.
 template <class W>
 void pack_panel(const typename W::Elem* w, int64_t K, int64_t rows, int64_t len, float* panel) {
+    constexpr int64_t kChunk = 8 * W::kHalves;
     for (int64_t r = 0; r < rows; ++r) {
         const typename W::Elem* src = w + r * K;
         float* dst = panel + r * kPanelStride;
         int64_t k = 0;
-        for (; k + 8 <= len; k += 8) _mm256_store_ps(dst + k, W::load(src + k));
-        if (k < len) _mm256_store_ps(dst + k, W::load_part(src + k, len - k));
+        for (; k + kChunk <= len; k += kChunk)
+            for (int h = 0; h < W::kHalves; ++h) _mm256_store_ps(dst + k + 8 * h, W::load(src + k, h));
+        if (k < len)
+            for (int h = 0; h < W::kHalves; ++h) _mm256_store_ps(dst + k + 8 * h, W::load_part(src + k, len - k, h));
     }
 }
 
@@ -202,24 +272,25 @@ void pack_panel(const typename W::Elem* w, int64_t K, int64_t rows, int64_t len,
 // converted to f32 once and stay in L2 while every 4-token group of the tile passes over them, each group
 // in L1 for a whole panel; converting once per panel rather than once per group is what pays off here.
 template <class W>
-void matmul_blocked(const float* x, int64_t T, int64_t K, const typename W::Elem* w, float* y, int64_t N, int64_t n0,
-                    int64_t n1) {
-    auto* panel = static_cast<float*>(detail::scratch(kPanelRows * kPanelStride * sizeof(float)));
+void matmul_blocked(const float* x, int64_t ldx, int64_t T, int64_t K, const typename W::Elem* w, float* y, int64_t N,
+                    int64_t n0, int64_t n1, float* panel) {
     for (int64_t t0 = 0; t0 < T; t0 += kTokenTile) {
         const int64_t t1 = min64(T, t0 + kTokenTile);
         for (int64_t nb = n0; nb < n1; nb += kPanelRows) {
             const int64_t rows = min64(kPanelRows, n1 - nb);
             for (int64_t k0 = 0; k0 < K; k0 += kBlock) {
                 const int64_t len = min64(kBlock, K - k0);
+                // A permuted panel is padded to whole chunks, and so is x.
+                const int64_t plen = W::kPermuted ? round_up16(len) : len;
                 pack_panel<W>(w + nb * K + k0, K, rows, len, panel);
                 for (int64_t t = t0; t < t1; t += 4) {
-                    const float* xt = x + t * K + k0;
+                    const float* xt = x + t * ldx + k0;
                     float* yt = y + t * N + nb;
                     switch (min64(4, t1 - t)) {
-                        case 4: panel_tile<4>(xt, K, panel, kPanelStride, rows, len, yt, N); break;
-                        case 3: panel_tile<3>(xt, K, panel, kPanelStride, rows, len, yt, N); break;
-                        case 2: panel_tile<2>(xt, K, panel, kPanelStride, rows, len, yt, N); break;
-                        default: panel_tile<1>(xt, K, panel, kPanelStride, rows, len, yt, N); break;
+                        case 4: panel_tile<4>(xt, ldx, panel, kPanelStride, rows, plen, yt, N); break;
+                        case 3: panel_tile<3>(xt, ldx, panel, kPanelStride, rows, plen, yt, N); break;
+                        case 2: panel_tile<2>(xt, ldx, panel, kPanelStride, rows, plen, yt, N); break;
+                        default: panel_tile<1>(xt, ldx, panel, kPanelStride, rows, plen, yt, N); break;
                     }
                 }
             }
@@ -234,17 +305,31 @@ void matmul_typed(const float* x, int64_t T, int64_t K, const void* wv, const fl
     const auto* w = static_cast<const typename W::Elem*>(wv);
     for (int64_t t = 0; t < T; ++t)
         for (int64_t n = n0; n < n1; ++n) y[t * N + n] = 0.0f;
-    // Register tiles: up to 4 tokens x NR rows, 12 or fewer accumulators plus operands in 16 YMM registers.
-    switch (T) {
-        case 1: matmul_streamed<1, 8, W>(x, T, K, w, y, N, n0, n1); break;
-        case 2: matmul_streamed<2, 6, W>(x, T, K, w, y, N, n0, n1); break;
-        case 3: matmul_streamed<3, 4, W>(x, T, K, w, y, N, n0, n1); break;
-        default:
-            if (T <= kStreamedMaxT)
-                matmul_streamed<4, 3, W>(x, T, K, w, y, N, n0, n1);
-            else
-                matmul_blocked<W>(x, T, K, w, y, N, n0, n1);
-            break;
+    const bool blocked = T > kStreamedMaxT;
+    // This thread's scratch memory holds the permuted x (bf16 weights) and the f32 panel (prefill).
+    const int64_t ldx = W::kPermuted ? round_up16(K) : K;
+    const size_t x_bytes = W::kPermuted ? static_cast<size_t>(T * ldx) * sizeof(float) : 0;
+    const size_t panel_bytes = blocked ? kPanelRows * kPanelStride * sizeof(float) : 0;
+    auto* scratch = x_bytes + panel_bytes > 0 ? static_cast<char*>(detail::scratch(x_bytes + panel_bytes)) : nullptr;
+    if constexpr (W::kPermuted) x = permute_chunks(x, T, K, ldx, reinterpret_cast<float*>(scratch));
+    // Register tiles: accumulators, held operands and a temporary within 16 YMM registers (bf16 holds two
+    // halves of each operand, hence the narrower tiles).
+    if (blocked) {
+        matmul_blocked<W>(x, ldx, T, K, w, y, N, n0, n1, reinterpret_cast<float*>(scratch + x_bytes));
+    } else if constexpr (W::kPermuted) {
+        switch (T) {
+            case 1: matmul_streamed<1, 8, W>(x, ldx, T, K, w, y, N, n0, n1); break;
+            case 2: matmul_streamed<2, 4, W>(x, ldx, T, K, w, y, N, n0, n1); break;
+            case 3: matmul_streamed<3, 2, W>(x, ldx, T, K, w, y, N, n0, n1); break;
+            default: matmul_streamed<4, 2, W>(x, ldx, T, K, w, y, N, n0, n1); break;
+        }
+    } else {
+        switch (T) {
+            case 1: matmul_streamed<1, 8, W>(x, ldx, T, K, w, y, N, n0, n1); break;
+            case 2: matmul_streamed<2, 6, W>(x, ldx, T, K, w, y, N, n0, n1); break;
+            case 3: matmul_streamed<3, 4, W>(x, ldx, T, K, w, y, N, n0, n1); break;
+            default: matmul_streamed<4, 3, W>(x, ldx, T, K, w, y, N, n0, n1); break;
+        }
     }
     if (bias != nullptr)
         for (int64_t t = 0; t < T; ++t)
@@ -347,18 +432,25 @@ void rope_rotate(float* x, int64_t heads, int64_t head_dim, const float* cs) {
     }
 }
 
-template <class W>
-void convert_row(const typename W::Elem* src, int64_t cols, float* out) {
+// In column order: one row of a weight matrix (an embedding lookup).
+// One weight row in column order (an embedding lookup); cvt turns 8 halfwords into 8 f32.
+template <class Cvt>
+void convert_row16(const uint16_t* src, int64_t cols, float* out, Cvt cvt) {
     int64_t i = 0;
-    for (; i + 8 <= cols; i += 8) _mm256_storeu_ps(out + i, W::load(src + i));
-    if (i < cols) _mm256_maskstore_ps(out + i, lane_mask(cols - i), W::load_part(src + i, cols - i));
+    for (; i + 8 <= cols; i += 8) _mm256_storeu_ps(out + i, cvt(load8x16(src + i)));
+    if (i < cols) _mm256_maskstore_ps(out + i, lane_mask(cols - i), cvt(load8x16_part(src + i, cols - i)));
 }
 
 void row_to_f32(const void* src, DType dt, int64_t cols, float* out) {
+    const auto* h = static_cast<const uint16_t*>(src);
     switch (dt) {
-        case DType::BF16: convert_row<BF16W>(static_cast<const uint16_t*>(src), cols, out); break;
-        case DType::F16: convert_row<F16W>(static_cast<const uint16_t*>(src), cols, out); break;
-        default: convert_row<F32W>(static_cast<const float*>(src), cols, out); break;
+        case DType::BF16:
+            convert_row16(h, cols, out, [](__m128i v) {
+                return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16));
+            });
+            break;
+        case DType::F16: convert_row16(h, cols, out, [](__m128i v) { return _mm256_cvtph_ps(v); }); break;
+        default: std::memcpy(out, src, static_cast<size_t>(cols) * sizeof(float)); break;
     }
 }
 
