@@ -1,7 +1,6 @@
-// Microbenchmarks of the CPU kernels (not built by CMake). From the repository root, after a CMake build
-// into BUILD:
-//   g++ -std=c++20 -O3 -Isrc bench/bench_kernels.cpp BUILD/libtracelm_core.a -lbenchmark -pthread -o bench_kernels
-//   ./bench_kernels --benchmark_repetitions=5 --benchmark_enable_random_interleaving=true
+// Microbenchmarks of the CPU kernels: CMake builds them as build/bench_kernels where Google Benchmark is
+// installed. For example:
+//   build/bench_kernels --benchmark_repetitions=5 --benchmark_enable_random_interleaving=true
 // Shared or virtual machines vary a lot from run to run; interleaved repetitions compare like with like.
 //
 // Decode-sized weights are laid out as many copies, far larger than the last-level cache, and each
@@ -21,6 +20,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/paged_attention.h"
 
 namespace {
 
@@ -235,6 +235,41 @@ void isa_threads_tokens(benchmark::internal::Benchmark* b, std::initializer_list
             for (int64_t T : tokens) b->Args({isa, threads, T});
 }
 
+// Args: kv (0: f32 cache, 1: f16), geometry (0: SmolLM2-135M, 9 heads / 3 KV heads / head_dim 64; 1: qwen3-0.6b,
+// 16 / 8 / 128), context. One decode token's attention on one thread in each of kLayers layers, whose caches
+// together far exceed the last-level cache, as a decode step finds them after streaming the weights.
+void BM_DecodeAttention(benchmark::State& state) {
+    namespace cpu = tracelm::cpu;
+    const bool f16 = state.range(0) == 1;
+    const int heads = state.range(1) == 0 ? 9 : 16, kv_heads = state.range(1) == 0 ? 3 : 8;
+    const int hd = state.range(1) == 0 ? 64 : 128;
+    const auto ctx = static_cast<int32_t>(state.range(2));
+    constexpr int kLayers = 96, kBlock = 16;
+    const size_t esize = f16 ? 2 : 4, row = static_cast<size_t>(kv_heads * hd) * esize;
+    const Aligned caches(2 * kLayers * static_cast<size_t>(ctx) * row);
+    std::vector<int32_t> table(static_cast<size_t>((ctx + kBlock - 1) / kBlock));
+    for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
+    std::vector<float> q(static_cast<size_t>(heads * hd), 0.01f), out(q.size());
+    const int32_t query_start[2] = {0, 1};
+    const int64_t floats = cpu::f16_attention_workspace_floats(ctx, hd);
+    std::vector<float> ws(static_cast<size_t>(floats));
+    for (auto _ : state) {
+        for (int l = 0; l < kLayers; ++l) {
+            const auto* k = static_cast<const char*>(caches.p) + 2 * static_cast<size_t>(l) * ctx * row;
+            const cpu::PagedAttentionArgs a{q.data(), k, k + ctx * row, table.data(), &ctx, query_start, out.data(),
+                                            ctx, 1, static_cast<int>(table.size()), kBlock, heads, kv_heads, hd, 0.125f};
+            if (f16)
+                cpu::paged_attention_f16_range({a, cpu::active_kernels().f16_attention, ws.data(), floats, 1, 1, false},
+                                               0, 1);
+            else
+                cpu::paged_attention_range(a, 0, heads);
+        }
+        benchmark::DoNotOptimize(out.data());
+    }
+    state.counters["s/layer"] = benchmark::Counter(static_cast<double>(state.iterations()) * kLayers,
+                                                   benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
 BENCHMARK(BM_ReadSweep)->Apply(isa_threads)->ArgNames({"isa", "threads"})->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_MatmulStream)
     ->Apply([](benchmark::internal::Benchmark* b) {
@@ -274,4 +309,9 @@ BENCHMARK(BM_QuantMatmulCompute)
 
 }  // namespace
 
+BENCHMARK(BM_DecodeAttention)
+    ->ArgsProduct({{0, 1}, {0, 1}, {256, 2048}})
+    ->ArgNames({"f16", "geometry", "context"})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK_MAIN();

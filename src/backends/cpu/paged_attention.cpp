@@ -64,10 +64,28 @@ void PagedAttentionItem::finish() {
     for (int d = 0; d < a_.head_dim; ++d) out_[d] = acc_[d] * inv;
 }
 
+void PagedAttentionItem::prefetch(int64_t pos) const {
+    if (pos >= row_.visible) return;
+    const int64_t slot = slot_of(a_, row_, pos);
+    if (slot < 0) return;
+    const int64_t bytes = static_cast<int64_t>(a_.head_dim) * static_cast<int64_t>(sizeof(float));
+    const int64_t at = (slot * a_.kv_heads * a_.head_dim + kv_off_) * static_cast<int64_t>(sizeof(float));
+    for (int64_t b = 0; b < bytes; b += 64) {
+        __builtin_prefetch(static_cast<const char*>(a_.k_cache) + at + b);
+        __builtin_prefetch(static_cast<const char*>(a_.v_cache) + at + b);
+    }
+}
+
 void paged_attention_range(const PagedAttentionArgs& a, int64_t begin, int64_t end) {
+    // A head's cache rows are too sparse for the hardware prefetchers (see attention_f16_avx2.cpp).
+    constexpr int64_t kRowsAhead = 4;
     for (int64_t item = begin; item < end; ++item) {
         PagedAttentionItem it(a, item);
-        for (int64_t pos = 0; pos < it.visible(); ++pos) it.attend(pos);
+        for (int64_t pos = 0; pos < kRowsAhead; ++pos) it.prefetch(pos);
+        for (int64_t pos = 0; pos < it.visible(); ++pos) {
+            it.prefetch(pos + kRowsAhead);
+            it.attend(pos);
+        }
         it.finish();
     }
 }
@@ -96,8 +114,9 @@ float reduce_lanes(const float* acc, int64_t hd, int lanes) {
 }  // namespace
 
 int64_t f16_attention_workspace_floats(int64_t max_keys, int head_dim) {
-    // scores, the lane accumulators (which first hold q in ggml's element order), q in f16; 64-byte slices
-    const int64_t n = scores_floats(max_keys) + kMaxLanes * static_cast<int64_t>(head_dim) + (head_dim + 1) / 2;
+    // The row's cache offsets (int64), scores, the lane accumulators (which first hold q in ggml's element order),
+    // q in f16; 64-byte slices.
+    const int64_t n = 3 * scores_floats(max_keys) + kMaxLanes * static_cast<int64_t>(head_dim) + (head_dim + 1) / 2;
     return (n + 15) / 16 * 16;
 }
 
@@ -109,15 +128,32 @@ void paged_attention_f16_range(const F16AttentionArgs& f, int64_t begin, int64_t
     const auto* k_cache = static_cast<const uint16_t*>(a.k_cache);
     const auto* v_cache = static_cast<const uint16_t*>(a.v_cache);
     for (int64_t item = begin; item < end; ++item) {
-        float* p = f.workspace + item * f.workspace_floats;
+        float* ws = f.workspace + item * f.workspace_floats;
+        auto* offsets = reinterpret_cast<int64_t*>(ws);  // a row's key/value offsets, -1 where masked
+        float* p = ws + 2 * scores_floats(static_cast<int64_t>(a.max_blocks) * a.block_size);
         float* acc = p + scores_floats(static_cast<int64_t>(a.max_blocks) * a.block_size);
         auto* q16 = reinterpret_cast<uint16_t*>(acc + kMaxLanes * hd);
+        int64_t offsets_row = -1;
+        bool any = false;
         for (int64_t w = item; w < f.rows * a.heads; w += f.threads) {
             const int64_t t = w / a.heads;
             const int h = static_cast<int>(w % a.heads);
             const int64_t kv_off = static_cast<int64_t>(h / (a.heads / a.kv_heads)) * hd;
             float* out = a.out + w * hd;
             const QueryRow row = query_row(a, t);
+            if (offsets_row != t) {  // the heads of one row share its positions
+                offsets_row = t;
+                any = false;
+                for (int64_t j = 0; j < row.visible; ++j) {
+                    const int64_t slot = slot_of(a, row, j);
+                    offsets[j] = slot < 0 ? -1 : slot * kv_stride;
+                    any = any || slot >= 0;
+                }
+            }
+            if (!any) {
+                std::fill(out, out + hd, 0.0f);
+                continue;
+            }
             const float* q = a.q + w * hd;
             if (f.interleaved) {  // q into ggml's element order, so that only k is read interleaved
                 for (int i = 0; i < half; ++i) {
@@ -130,24 +166,11 @@ void paged_attention_f16_range(const F16AttentionArgs& f, int64_t begin, int64_t
             const bool batch = row.q_len >= 2;
             // tinyBLAS declines a dot whose length is not a multiple of 8.
             const F16Dot kq_order = batch && hd % 8 == 0 ? F16Dot::Tinyblas : F16Dot::VecDot;
-            bool any = false;
-            for (int64_t j = 0; j < row.visible; ++j) {
-                const int64_t slot = slot_of(a, row, j);
-                p[j] = slot < 0 ? -std::numeric_limits<float>::infinity()  // as a masked position
-                                : k.dot(k_cache + slot * kv_stride + kv_off, q16, hd, kq_order, f.interleaved);
-                any = any || slot >= 0;
-            }
-            if (!any) {
-                std::fill(out, out + hd, 0.0f);
-                continue;
-            }
+            k.scores(k_cache + kv_off, offsets, row.visible, q16, hd, kq_order, f.interleaved, p);
             k.soft_max(p, row.visible, a.scale);
             const int lanes = batch ? 8 : kMaxLanes;
             std::fill(acc, acc + static_cast<int64_t>(lanes) * hd, 0.0f);
-            for (int64_t j = 0; j < row.visible; ++j) {
-                const int64_t slot = slot_of(a, row, j);
-                if (slot >= 0) k.fma_row(p[j], v_cache + slot * kv_stride + kv_off, acc + (j % lanes) * hd, hd);
-            }
+            k.accumulate(p, v_cache + kv_off, offsets, row.visible, lanes, acc, hd);
             for (int d = 0; d < hd; ++d) out[d] = reduce_lanes(acc + d, hd, lanes);
         }
     }

@@ -48,6 +48,8 @@ class PagedAttentionItem {
     int64_t visible() const { return row_.visible; }
     // Attends to position pos < visible(); a position whose block is unassigned or outside the pool is skipped.
     void attend(int64_t pos);
+    // Starts loading the cache rows attend(pos) will read (nothing if pos is out of range or masked).
+    void prefetch(int64_t pos) const;
     // Writes the normalised output: zeros when nothing was attended.
     void finish();
 

@@ -40,9 +40,11 @@ float hsum_tinyblas(__m256 v) {
     return _mm_cvtss_f32(t);
 }
 
-float dot(const uint16_t* x, const uint16_t* y, int64_t n, F16Dot order, bool interleaved) {
+template <F16Dot kOrder, bool kInterleaved>
+float dot(const uint16_t* x, const uint16_t* y, int64_t n) {
     const int64_t half = n / 2;
-    if (order == F16Dot::Tinyblas) {
+    constexpr bool interleaved = kInterleaved;
+    if constexpr (kOrder == F16Dot::Tinyblas) {
         __m256 acc = _mm256_setzero_ps();
         for (int64_t i = 0; i < n; i += 8)
             acc = _mm256_fmadd_ps(load8(x, i, half, interleaved),
@@ -92,6 +94,37 @@ void soft_max(float* p, int64_t n, float scale) {
                                                                 _MM_FROUND_TO_NEAREST_INT)));
 }
 
+// A decode step reads each layer's cache rows once, long after the weights streamed in since the last step
+// pushed them out of cache, and rows of one head are a cache line or two, 3-16 lines apart: too sparse for the
+// hardware prefetchers. Without prefetching the rows this far ahead, attention waits on memory latency.
+constexpr int64_t kRowsAhead = 8;
+
+void prefetch_row(const uint16_t* base, const int64_t* rows, int64_t j, int64_t count, int64_t n) {
+    if (j >= count || rows[j] < 0) return;
+    const char* r = reinterpret_cast<const char*>(base + rows[j]);
+    for (int64_t b = 0; b < n * 2; b += 64) _mm_prefetch(r + b, _MM_HINT_T0);
+}
+
+// The positions' loops live here, with the order and layout fixed at compile time.
+template <F16Dot kOrder, bool kInterleaved>
+void scores_as(const uint16_t* base, const int64_t* keys, int64_t count, const uint16_t* q, int64_t n, float* p) {
+    for (int64_t j = 0; j < kRowsAhead; ++j) prefetch_row(base, keys, j, count, n);
+    for (int64_t j = 0; j < count; ++j) {
+        prefetch_row(base, keys, j + kRowsAhead, count, n);
+        p[j] = keys[j] < 0 ? -std::numeric_limits<float>::infinity() : dot<kOrder, kInterleaved>(base + keys[j], q, n);
+    }
+}
+
+void scores(const uint16_t* base, const int64_t* keys, int64_t count, const uint16_t* q, int64_t n, F16Dot order,
+            bool interleaved, float* p) {
+    if (order == F16Dot::Tinyblas)
+        interleaved ? scores_as<F16Dot::Tinyblas, true>(base, keys, count, q, n, p)
+                    : scores_as<F16Dot::Tinyblas, false>(base, keys, count, q, n, p);
+    else
+        interleaved ? scores_as<F16Dot::VecDot, true>(base, keys, count, q, n, p)
+                    : scores_as<F16Dot::VecDot, false>(base, keys, count, q, n, p);
+}
+
 void fma_row(float p, const uint16_t* v, float* acc, int64_t n) {
     const __m256 pv = _mm256_set1_ps(p);
     int64_t i = 0;
@@ -101,12 +134,21 @@ void fma_row(float p, const uint16_t* v, float* acc, int64_t n) {
     for (; i < n; ++i) acc[i] = std::fma(_cvtsh_ss(v[i]), p, acc[i]);
 }
 
+void accumulate(const float* p, const uint16_t* base, const int64_t* values, int64_t count, int lanes, float* acc,
+                int64_t n) {
+    for (int64_t j = 0; j < kRowsAhead; ++j) prefetch_row(base, values, j, count, n);
+    for (int64_t j = 0; j < count; ++j) {
+        prefetch_row(base, values, j + kRowsAhead, count, n);
+        if (values[j] >= 0) fma_row(p[j], base + values[j], acc + (j % lanes) * n, n);
+    }
+}
+
 }  // namespace
 }  // namespace tracelm::cpu::avx2_f16_attention
 
 namespace tracelm::cpu {
 
-const F16AttentionKernels detail::avx2_f16_attention = {avx2_f16_attention::to_f16, avx2_f16_attention::dot,
-                                                        avx2_f16_attention::soft_max, avx2_f16_attention::fma_row};
+const F16AttentionKernels detail::avx2_f16_attention = {avx2_f16_attention::to_f16, avx2_f16_attention::scores,
+                                                        avx2_f16_attention::soft_max, avx2_f16_attention::accumulate};
 
 }  // namespace tracelm::cpu

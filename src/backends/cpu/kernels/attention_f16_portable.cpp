@@ -62,8 +62,20 @@ void soft_max(float* p, int64_t n, float scale) {
     for (int64_t i = 0; i < n8; ++i) p[i] = f16_to_f32(f32_to_f16(p[i] * inv));
 }
 
-void fma_row(float p, const uint16_t* v, float* acc, int64_t n) {
-    for (int64_t i = 0; i < n; ++i) acc[i] = std::fma(f16_to_f32(v[i]), p, acc[i]);
+void scores(const uint16_t* base, const int64_t* keys, int64_t count, const uint16_t* q, int64_t n, F16Dot order,
+            bool interleaved, float* p) {
+    for (int64_t j = 0; j < count; ++j)
+        p[j] = keys[j] < 0 ? -std::numeric_limits<float>::infinity() : dot(base + keys[j], q, n, order, interleaved);
+}
+
+void accumulate(const float* p, const uint16_t* base, const int64_t* values, int64_t count, int lanes, float* acc,
+                int64_t n) {
+    for (int64_t j = 0; j < count; ++j) {
+        if (values[j] < 0) continue;
+        const uint16_t* v = base + values[j];
+        float* a = acc + (j % lanes) * n;
+        for (int64_t i = 0; i < n; ++i) a[i] = std::fma(f16_to_f32(v[i]), p[j], a[i]);
+    }
 }
 
 }  // namespace
@@ -72,7 +84,7 @@ void fma_row(float p, const uint16_t* v, float* acc, int64_t n) {
 namespace tracelm::cpu {
 
 const F16AttentionKernels detail::portable_f16_attention = {
-    portable_f16_attention::to_f16, portable_f16_attention::dot, portable_f16_attention::soft_max,
-    portable_f16_attention::fma_row};
+    portable_f16_attention::to_f16, portable_f16_attention::scores, portable_f16_attention::soft_max,
+    portable_f16_attention::accumulate};
 
 }  // namespace tracelm::cpu

@@ -74,14 +74,18 @@ enum class F16Dot : uint8_t {
 struct F16AttentionKernels {
     // out[i] = x[i] rounded to f16 (to nearest even, as F16C).
     void (*to_f16)(const float* x, uint16_t* out, int64_t n);
-    // The f16 dot of x and y in `order`, over ggml's element order. With `interleaved`, x is stored as tracelm
-    // keeps the q/k heads of llama-architecture GGUFs: ggml's element 2i at i and 2i+1 at i + n/2 (n even).
-    float (*dot)(const uint16_t* x, const uint16_t* y, int64_t n, F16Dot order, bool interleaved);
+    // p[j] = the f16 dot of key row base + keys[j] and q in `order`, over ggml's element order, for j in
+    // [0, count); -inf (a masked position) where keys[j] < 0. With `interleaved`, the key rows are stored as
+    // tracelm keeps the q/k heads of llama-architecture GGUFs: ggml's element 2i at i and 2i+1 at i + n/2 (n even).
+    void (*scores)(const uint16_t* base, const int64_t* keys, int64_t count, const uint16_t* q, int64_t n,
+                   F16Dot order, bool interleaved, float* p);
     // p[0, n) = softmax(p * scale) as ggml's SOFT_MAX computes it over a row padded with masked (-inf) entries to a
     // multiple of 8, each probability then rounded to f16 (stored widened). p has room for n rounded up to 8.
     void (*soft_max)(float* p, int64_t n, float scale);
-    // acc[d] = fma(v[d], p, acc[d]) for d in [0, n): one position's term of the P.V dot for every output d.
-    void (*fma_row)(float p, const uint16_t* v, float* acc, int64_t n);
+    // For j in [0, count) in order, where values[j] >= 0: acc[(j % lanes) * n + d] = fma(v[d], p[j], that) for
+    // d in [0, n), v = base + values[j]: the P.V dot's terms, in `lanes` interleaved partial sums per output d.
+    void (*accumulate)(const float* p, const uint16_t* base, const int64_t* values, int64_t count, int lanes,
+                       float* acc, int64_t n);
 };
 
 // The quantized-weight kernels of one Isa (quant_*.cpp); dequantization has one implementation for all.
