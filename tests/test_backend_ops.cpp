@@ -87,6 +87,66 @@ TEST_F(BackendOps, PagedAttentionMatchesDenseCausalAttention) {
     }
 }
 
+// An f16 cache (llama.cpp's attention numbers) against double-precision attention over the same f16 values: two
+// decode rows (one dot order) and a prefill chunk (the other), GQA 6:2, head_dim 64; the first sequence has an
+// unassigned block inside what it may see (those positions are skipped) and the third has no blocks at all
+// (zeros out).
+TEST_F(BackendOps, PagedAttentionF16SkipsUnassignedBlocksAndMatchesDenseAttention) {
+    const int H = 6, KV = 2, hd = 64, bs = 4, num_blocks = 24, max_blocks = 8;
+    const std::vector<int> seq_lens = {29, 13, 5}, q_lens = {1, 4, 1};
+    const std::vector<std::vector<int32_t>> tables = {{3, 17, -1, 8, 21, 0, 11, 6}, {9, 2, 14, 5}, {}};
+    const int S = 3, T = 6;
+    std::vector<uint16_t> kc16(num_blocks * bs * KV * hd), vc16(kc16.size());
+    const auto kf = randn(kc16.size()), vf = randn(vc16.size()), q = randn(T * H * hd);
+    for (size_t i = 0; i < kc16.size(); ++i) {
+        kc16[i] = f32_to_f16(kf[i]);
+        vc16[i] = f32_to_f16(vf[i]);
+    }
+    std::vector<int32_t> bt(S * max_blocks, -1);
+    for (int s = 0; s < S; ++s)
+        for (size_t b = 0; b < tables[s].size(); ++b) bt[s * max_blocks + b] = tables[s][b];
+    AttentionMeta meta{i32("bt", S, max_blocks, bt), i32("lens", 1, S, {seq_lens[0], seq_lens[1], seq_lens[2]}),
+                       i32("qsl", 1, S + 1, {0, 1, 5, 6}), S, bs};
+    const Tensor out = f32("out", T, H * hd, std::vector<float>(T * H * hd, 7.0f));
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    be.attention(f32("q", T, H * hd, q), make("kc", DType::F16, num_blocks * bs, KV * hd, kc16),
+                 make("vc", DType::F16, num_blocks * bs, KV * hd, vc16), meta, H, KV, hd, scale, out);
+    const auto got = get<float>(out);
+
+    int t = 0;
+    for (int s = 0; s < S; ++s) {
+        for (int i = 0; i < q_lens[s]; ++i, ++t) {
+            const int visible = seq_lens[s] - q_lens[s] + i + 1;
+            for (int h = 0; h < H; ++h) {
+                const int kvh = h / (H / KV);
+                std::vector<int> slots;
+                for (int j = 0; j < visible; ++j) {
+                    const int block = j / bs < static_cast<int>(tables[s].size()) ? tables[s][j / bs] : -1;
+                    if (block >= 0) slots.push_back(block * bs + j % bs);
+                }
+                std::vector<double> p;
+                double mx = -1e300;
+                for (const int slot : slots) {
+                    double d = 0;
+                    for (int e = 0; e < hd; ++e)
+                        d += double(q[(t * H + h) * hd + e]) * f16_to_f32(kc16[(slot * KV + kvh) * hd + e]);
+                    p.push_back(d * scale);
+                    mx = std::max(mx, p.back());
+                }
+                double den = 0;
+                for (double& v : p) den += (v = std::exp(v - mx));
+                for (int e = 0; e < hd; ++e) {
+                    double o = 0;
+                    for (size_t j = 0; j < slots.size(); ++j)
+                        o += p[j] / den * f16_to_f32(vc16[(slots[j] * KV + kvh) * hd + e]);
+                    // q and the probabilities are rounded to f16 on the way, as llama.cpp does.
+                    EXPECT_NEAR(got[(t * H + h) * hd + e], o, 4e-3) << "t=" << t << " h=" << h << " e=" << e;
+                }
+            }
+        }
+    }
+}
+
 TEST_F(BackendOps, RopeNeoxRotatesHalves) {
     const int heads = 2, hd = 8, T = 3;
     const float theta = 10000.0f;
