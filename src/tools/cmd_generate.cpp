@@ -62,7 +62,7 @@ int run_generate(const GenerateArgs& a) {
         j["replays"] = engine.replays();
         std::cout << j.dump() << "\n";
     } else {
-        std::cout << stream.flush() << "\n";
+        std::cout << stream.flush() << std::endl;  // before the stats on stderr, also when stdout is a pipe
         std::fprintf(stderr,
                      "[%zu prompt tokens, %.1f tok/s prefill; %zu generated, %.2f tok/s decode, capture %s, %d "
                      "replays]\n",
