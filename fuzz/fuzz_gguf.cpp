@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <stdexcept>
 
-#include "model/gguf.h"
+#include "formats/gguf.h"
 
 namespace {
 

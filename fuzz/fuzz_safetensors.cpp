@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "model/safetensors.h"
+#include "formats/safetensors.h"
 
 namespace {
 volatile unsigned char g_sink;

@@ -16,7 +16,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "engine/engine.h"
-#include "model/gguf_writer.h"
+#include "tools/gguf_convert.h"
 #include "runtime/rope.h"
 #include "test_support.h"
 

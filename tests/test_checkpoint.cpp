@@ -1,4 +1,4 @@
-// Checkpoint folders (single and sharded) and the deterministic random checkpoint writer.
+// Safetensors model folders (single and sharded) and the deterministic random checkpoint writer.
 #include <gtest/gtest.h>
 
 #include "test_support.h"
@@ -16,10 +16,11 @@
 #include <string>
 #include <vector>
 
-#include "model/checkpoint.h"
+#include "tools/random_checkpoint.h"
+#include "formats/safetensors_writer.h"
 #include "model/config.h"
-#include "model/rng.h"
-#include "model/safetensors.h"
+#include "tools/rng.h"
+#include "formats/safetensors.h"
 
 namespace tracelm {
 namespace {
@@ -101,11 +102,11 @@ TEST(Fnv1a64File, HashesFileBytes) {
     expect_error([&] { fnv1a64_file(dir.str("missing")); }, {dir.str("missing")});
 }
 
-TEST(Checkpoint, SingleFile) {
+TEST(SafetensorsFolder, SingleFile) {
     TempDir dir;
     write_safetensors(dir.str("model.safetensors"),
                       {{"b", DType::F32, {2}, pattern(8, 1)}, {"a", DType::BF16, {3}, pattern(6, 2)}});
-    Checkpoint ck(dir.str());
+    SafetensorsFolder ck(dir.str());
     EXPECT_EQ(ck.dir(), dir.str());
     EXPECT_EQ(ck.names(), (std::vector<std::string>{"a", "b"}));
     EXPECT_EQ(ck.get("a").dtype, DType::BF16);
@@ -114,19 +115,19 @@ TEST(Checkpoint, SingleFile) {
     expect_error([&] { ck.get("c"); }, {"missing tensor 'c' in " + dir.str()});
 
     const TensorInfo* a = ck.find("a");
-    Checkpoint moved(std::move(ck));
+    SafetensorsFolder moved(std::move(ck));
     EXPECT_EQ(moved.find("a"), a);
     EXPECT_EQ(std::memcmp(moved.get("b").data, pattern(8, 1).data(), 8), 0);
 }
 
-TEST(Checkpoint, HandWrittenShards) {
+TEST(SafetensorsFolder, HandWrittenShards) {
     TempDir dir;
     write_safetensors(dir.str("s1.safetensors"), {{"x", DType::I32, {2}, pattern(8, 1)}, {"y", DType::I32, {1}, pattern(4, 2)}});
     write_safetensors(dir.str("s2.safetensors"), {{"z", DType::I64, {1}, pattern(8, 3)}});
     const fs::path index = dir.path() / "model.safetensors.index.json";
     write_all(index, R"({"metadata": {"total_size": 20}, "weight_map": {"x": "s1.safetensors", "y": "s1.safetensors", "z": "s2.safetensors"}})");
     {
-        Checkpoint ck(dir.str());
+        SafetensorsFolder ck(dir.str());
         EXPECT_EQ(ck.names(), (std::vector<std::string>{"x", "y", "z"}));
         EXPECT_EQ(ck.files().size(), 2u);
         EXPECT_EQ(std::memcmp(ck.get("z").data, pattern(8, 3).data(), 8), 0);
@@ -137,7 +138,7 @@ TEST(Checkpoint, HandWrittenShards) {
         write_all(index, text);
         std::vector<std::string> all = needles;
         all.push_back(index.string());
-        expect_error([&] { Checkpoint ck(dir.str()); }, all);
+        expect_error([&] { SafetensorsFolder ck(dir.str()); }, all);
     };
     expect_bad_index(R"({"weight_map": {"x": "s1.safetensors", "z": "gone.safetensors"}})", {"gone.safetensors", "cannot open"});
     expect_bad_index(R"({"weight_map": {"x": "../s1.safetensors"}})", {"'../s1.safetensors'"});
@@ -155,12 +156,12 @@ TEST(Checkpoint, HandWrittenShards) {
     expect_bad_index(R"({"weight_map": {"x": "s3.safetensors"}})", {"s3.safetensors", "header length"});
 }
 
-TEST(Checkpoint, NotACheckpoint) {
+TEST(SafetensorsFolder, NotACheckpoint) {
     TempDir dir;
-    expect_error([&] { Checkpoint ck(dir.str()); }, {dir.str(), "neither model.safetensors nor"});
-    expect_error([&] { Checkpoint ck(dir.str("nope")); }, {dir.str("nope"), "not a directory"});
+    expect_error([&] { SafetensorsFolder ck(dir.str()); }, {dir.str(), "neither model.safetensors nor"});
+    expect_error([&] { SafetensorsFolder ck(dir.str("nope")); }, {dir.str("nope"), "not a directory"});
     write_all(dir.path() / "model.safetensors", "short");
-    expect_error([&] { Checkpoint ck(dir.str()); }, {dir.str("model.safetensors"), "too short"});
+    expect_error([&] { SafetensorsFolder ck(dir.str()); }, {dir.str("model.safetensors"), "too short"});
 }
 
 // Every tensor a Qwen3 model with tied embeddings has, with HF's names and [out, in] shapes.
@@ -234,7 +235,7 @@ TEST(RandomCheckpoint, TinyHasHfLayoutConfigAndSaneValues) {
     EXPECT_EQ(raw.at("max_window_layers"), 2);
     EXPECT_EQ(raw.at("use_cache"), true);
 
-    const Checkpoint ck(o.out);
+    const SafetensorsFolder ck(o.out);
     const auto expected = expected_tiny_tensors();
     std::vector<std::string> names;
     for (const auto& kv : expected) names.push_back(kv.first);
@@ -283,7 +284,7 @@ TEST(RandomCheckpoint, DeterministicPerSeed) {
         EXPECT_EQ(read_all(dir.path() / "a" / f), read_all(dir.path() / "b" / f)) << f;
     EXPECT_EQ(fnv1a64_file(dir.str("a/model.safetensors")), fnv1a64_file(dir.str("b/model.safetensors")));
     EXPECT_NE(fnv1a64_file(dir.str("a/model.safetensors")), fnv1a64_file(dir.str("c/model.safetensors")));
-    const Checkpoint a(dir.str("a")), c(dir.str("c"));
+    const SafetensorsFolder a(dir.str("a")), c(dir.str("c"));
     for (const std::string& name : a.names())
         EXPECT_NE(std::memcmp(a.get(name).data, c.get(name).data, a.get(name).bytes), 0) << name;
 }
@@ -308,7 +309,7 @@ TEST(RandomCheckpoint, Bf16IsTheRoundedF32) {
     o.out = dir.str("bf16");
     o.dtype = DType::BF16;
     make_random_checkpoint(o);
-    const Checkpoint f(dir.str("f32")), b(dir.str("bf16"));
+    const SafetensorsFolder f(dir.str("f32")), b(dir.str("bf16"));
     EXPECT_EQ(ModelConfig::from_file(dir.str("bf16/config.json")).torch_dtype, "bfloat16");
     for (const std::string& name : f.names()) {
         const TensorInfo& tf = f.get(name);
@@ -343,7 +344,7 @@ TEST(RandomCheckpoint, ShardedLikeHf) {
     EXPECT_EQ(wm.at("model.norm.weight"), "model-00006-of-00006.safetensors");
     uint64_t total = 0;
     std::map<std::string, uint64_t> shard_bytes;
-    const Checkpoint whole(dir.str("whole")), sharded(o.out);
+    const SafetensorsFolder whole(dir.str("whole")), sharded(o.out);
     for (const auto& [name, file] : wm.items()) {
         shard_bytes[file.get<std::string>()] += sharded.get(name).bytes;
         total += sharded.get(name).bytes;

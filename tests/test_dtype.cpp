@@ -5,7 +5,7 @@
 #include <cstring>
 #include <limits>
 
-#include "model/rng.h"
+#include "tools/rng.h"
 #include "runtime/dtype.h"
 
 namespace tracelm {

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "model/gguf.h"
+#include "formats/gguf.h"
 #include "test_support.h"
 
 namespace tracelm {

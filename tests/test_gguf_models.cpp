@@ -20,9 +20,10 @@
 #include "backends/cpu/kernels/kernels.h"
 #include "engine/engine.h"
 #include "model/config.h"
-#include "model/gguf.h"
-#include "model/gguf_writer.h"
-#include "model/safetensors.h"
+#include "formats/gguf.h"
+#include "formats/gguf_names.h"
+#include "tools/gguf_convert.h"
+#include "formats/safetensors.h"
 #include "runtime/rope.h"
 #include "test_support.h"
 #include "tokenizer/tokenizer.h"
@@ -152,7 +153,7 @@ TEST_P(RandomGguf, HoldsTheSafetensorsCheckpointsWeights) {
     const DType dt = GetParam();
     const GgufFile g(random_gguf(dt, 5));
     // The bf16 GGUF holds the bf16 checkpoint; the others are made from the f32 values.
-    const Checkpoint ck(testing::generated_checkpoint("tiny", 5, dt == DType::BF16 ? DType::BF16 : DType::F32));
+    const SafetensorsFolder ck(testing::generated_checkpoint("tiny", 5, dt == DType::BF16 ? DType::BF16 : DType::F32));
     EXPECT_EQ(g.get_string("general.architecture"), "qwen3");
     EXPECT_EQ(g.get_u32("qwen3.block_count"), 2u);
     EXPECT_EQ(g.find_tensor("output.weight"), nullptr);  // tied to token_embd, as in the config

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "model/gguf.h"
+#include "formats/gguf.h"
 #include "test_support.h"
 #include "tokenizer/gguf_vocab.h"
 #include "tokenizer/tokenizer.h"

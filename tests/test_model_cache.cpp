@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "model/model_cache.h"
+#include "tools/model_cache.h"
 #include "test_support.h"
 
 namespace tracelm {

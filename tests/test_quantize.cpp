@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "model/quantize.h"
+#include "formats/quantize.h"
 #include "test_support.h"
 
 namespace tracelm {

@@ -13,9 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "model/checkpoint.h"
-#include "model/rng.h"
-#include "model/safetensors.h"
+#include "tools/random_checkpoint.h"
+#include "formats/safetensors_writer.h"
+#include "tools/rng.h"
+#include "formats/safetensors.h"
 
 namespace tracelm {
 namespace {

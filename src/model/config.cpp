@@ -1,6 +1,6 @@
 #include "model/config.h"
 
-#include "model/gguf.h"
+#include "formats/gguf.h"
 #include "runtime/rope.h"
 
 #include <cmath>

@@ -9,7 +9,7 @@
 #include <stdexcept>
 
 #include "backends/cpu/paged_attention.h"
-#include "model/gguf_writer.h"
+#include "formats/gguf_names.h"
 
 namespace tracelm {
 

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "model/config.h"
-#include "model/gguf.h"
-#include "model/safetensors.h"
+#include "formats/gguf.h"
+#include "formats/safetensors.h"
 #include "runtime/backend.h"
 
 namespace tracelm {
@@ -74,7 +74,7 @@ class Model {
     std::string path_;
     ModelConfig config_;
     std::vector<float> rope_factors_;  // config_.rope_factors()
-    std::optional<Checkpoint> checkpoint_;
+    std::optional<SafetensorsFolder> checkpoint_;
     std::optional<GgufFile> gguf_;
     ModelWeights weights_;
     size_t decode_weight_bytes_ = 0;

@@ -2,7 +2,7 @@
 
 #include <stdexcept>
 
-#include "model/gguf.h"
+#include "formats/gguf.h"
 
 namespace tracelm {
 

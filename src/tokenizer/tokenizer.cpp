@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <unordered_map>
 
-#include "model/gguf.h"
+#include "formats/gguf.h"
 #include "tokenizer/added_tokens.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/byte_level.h"

@@ -23,6 +23,7 @@
 #include "engine/engine.h"
 #include "tools/backend_choice.h"
 #include "tools/commands.h"
+#include "tools/data_dir.h"
 #ifdef TRACELM_HAVE_CUDA
 #include "backends/cuda/cuda_backend.h"
 #endif
@@ -198,9 +199,11 @@ struct LlamaCppRun {
 LlamaCppRun run_llamacpp(const std::string& python, const std::string& model, int threads,
                          const std::vector<int32_t>& prompt, int gen, int warm) {
     LlamaCppRun r;
-    const std::string script = std::string(TRACELM_SOURCE_DIR) + "/scripts/llamacpp_bench.py";
-    if (!std::filesystem::is_regular_file(script)) {
-        r.skipped = script + " not found";
+    std::string script;
+    try {
+        script = data_path("llamacpp_bench.py");
+    } catch (const std::exception& e) {
+        r.skipped = e.what();
         return r;
     }
     char request[] = "/tmp/tracelm_llamacpp_XXXXXX";

@@ -1,7 +1,7 @@
 // Fetches the default model into the cache (what generate does when --model is absent) and prints its path.
 #include <cstdio>
 
-#include "model/model_cache.h"
+#include "tools/model_cache.h"
 #include "tools/commands.h"
 
 namespace tracelm::tools {

@@ -1,7 +1,7 @@
 #include <iostream>
 #include <map>
 
-#include "model/checkpoint.h"
+#include "tools/random_checkpoint.h"
 #include "tools/commands.h"
 
 namespace tracelm::tools {

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "model/model_cache.h"
+#include "tools/model_cache.h"
 
 namespace tracelm::tools {
 

@@ -1,4 +1,4 @@
-#include "model/safetensors.h"
+#include "formats/safetensors.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -228,7 +228,7 @@ const TensorInfo* SafetensorsFile::find(std::string_view name) const {
     return it != tensors_.end() && it->name == name ? &*it : nullptr;
 }
 
-// ---- Checkpoint ----
+// ---- SafetensorsFolder ----
 
 namespace {
 
@@ -248,7 +248,7 @@ bool safe_shard_name(const std::string& s) {
 
 }  // namespace
 
-Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
+SafetensorsFolder::SafetensorsFolder(const std::string& dir) : dir_(dir) {
     namespace fs = std::filesystem;
     const fs::path folder(dir);
     const fs::path single = folder / "model.safetensors";
@@ -299,18 +299,18 @@ Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
     }
 }
 
-const TensorInfo* Checkpoint::find(std::string_view name) const {
+const TensorInfo* SafetensorsFolder::find(std::string_view name) const {
     auto it = index_.find(name);
     return it == index_.end() ? nullptr : it->second;
 }
 
-const TensorInfo& Checkpoint::get(std::string_view name) const {
+const TensorInfo& SafetensorsFolder::get(std::string_view name) const {
     const TensorInfo* t = find(name);
     if (t == nullptr) throw std::runtime_error("missing tensor '" + std::string(name) + "' in " + dir_);
     return *t;
 }
 
-std::vector<std::string> Checkpoint::names() const {
+std::vector<std::string> SafetensorsFolder::names() const {
     std::vector<std::string> out;
     out.reserve(index_.size());
     for (const auto& kv : index_) out.push_back(kv.first);

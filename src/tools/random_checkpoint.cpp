@@ -1,4 +1,4 @@
-#include "model/checkpoint.h"
+#include "tools/random_checkpoint.h"
 
 #include <bit>
 #include <cerrno>
@@ -12,10 +12,12 @@
 #include <optional>
 #include <stdexcept>
 
+#include "formats/gguf_names.h"
+#include "formats/quantize.h"
+#include "formats/safetensors_writer.h"
 #include "model/config.h"
-#include "model/gguf_writer.h"
-#include "model/quantize.h"
-#include "model/rng.h"
+#include "tools/gguf_convert.h"
+#include "tools/rng.h"
 
 namespace tracelm {
 
@@ -28,107 +30,12 @@ using nlohmann::ordered_json;
 
 namespace {
 
-std::string safetensors_dtype(DType t) {
-    switch (t) {
-        case DType::F32: return "F32";
-        case DType::BF16: return "BF16";
-        case DType::F16: return "F16";
-        case DType::I32: return "I32";
-        case DType::I64: return "I64";
-        default: break;
-    }
-    throw std::logic_error("safetensors has no " + std::string(dtype_name(t)) + " dtype");
-}
-
-struct TensorSpec {
-    std::string name;
-    DType dtype = DType::F32;
-    std::vector<int64_t> shape;
-
-    // Null when a dimension is negative or the size does not fit in 64 bits.
-    std::optional<uint64_t> byte_size() const {
-        uint64_t n = dtype_size(dtype);
-        for (int64_t d : shape)
-            if (d < 0 || __builtin_mul_overflow(n, static_cast<uint64_t>(d), &n)) return std::nullopt;
-        return n;
-    }
-    // For specs known to be valid (our own geometries).
-    uint64_t bytes() const { return byte_size().value(); }
-};
-
-// Buffered output that throws, naming the file, on any error.
-class OutFile {
-   public:
-    explicit OutFile(const std::string& path) : path_(path), f_(std::fopen(path.c_str(), "wb")) {
-        if (f_ == nullptr) throw std::runtime_error(path + ": cannot create: " + std::strerror(errno));
-    }
-    ~OutFile() {
-        if (f_ != nullptr) std::fclose(f_);
-    }
-    OutFile(const OutFile&) = delete;
-    OutFile& operator=(const OutFile&) = delete;
-
-    void write(const void* p, size_t n) {
-        if (n != 0 && std::fwrite(p, 1, n, f_) != n)
-            throw std::runtime_error(path_ + ": write failed: " + std::strerror(errno));
-        written_ += n;
-    }
-    uint64_t written() const { return written_; }
-    void close() {
-        const int rc = std::fclose(f_);
-        f_ = nullptr;
-        if (rc != 0) throw std::runtime_error(path_ + ": close failed: " + std::strerror(errno));
-    }
-
-   private:
-    std::string path_;
-    std::FILE* f_;
-    uint64_t written_ = 0;
-};
-
-// Writes a safetensors file whose tensor data is produced on demand: produce(i, out) must write
-// exactly specs[i].bytes() bytes. Goes through a temporary name so that a failed write never
-// leaves a plausible-looking file behind.
-void write_streamed(const std::string& path, const std::vector<TensorSpec>& specs,
-                    const std::map<std::string, std::string>& metadata,
-                    const std::function<void(size_t, OutFile&)>& produce) {
-    ordered_json header = ordered_json::object();
-    if (!metadata.empty()) header["__metadata__"] = metadata;
-    uint64_t offset = 0;
-    for (const TensorSpec& s : specs) {
-        if (s.name.empty() || s.name == "__metadata__")
-            throw std::runtime_error(path + ": invalid tensor name '" + s.name + "'");
-        if (header.contains(s.name)) throw std::runtime_error(path + ": duplicate tensor '" + s.name + "'");
-        const auto bytes = s.byte_size();
-        if (!bytes) throw std::runtime_error(path + ": tensor '" + s.name + "' has an invalid shape");
-        uint64_t end;
-        if (__builtin_add_overflow(offset, *bytes, &end)) throw std::runtime_error(path + ": tensors too large");
-        header[s.name] = {{"dtype", safetensors_dtype(s.dtype)}, {"shape", s.shape}, {"data_offsets", {offset, end}}};
-        offset = end;
-    }
-    std::string text = header.dump();
-    text.append((8 - text.size() % 8) % 8, ' ');
-    uint8_t len[8];
-    for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(static_cast<uint64_t>(text.size()) >> (8 * i));
-
-    const std::string tmp = path + ".tmp";
-    try {
-        OutFile out(tmp);
-        out.write(len, 8);
-        out.write(text.data(), text.size());
-        for (size_t i = 0; i < specs.size(); ++i) produce(i, out);
-        if (out.written() != 8 + text.size() + offset)
-            throw std::logic_error(path + ": tensor data does not match the header");
-        out.close();
-        fs::rename(tmp, path);
-    } catch (...) {
-        std::error_code ec;
-        fs::remove(tmp, ec);
-        throw;
-    }
-}
-
 // ---- random Qwen3 checkpoints ----
+
+std::string tokenizer_dir(const MakeCheckpointOptions& opts) {
+    return opts.tokenizer_dir.empty() ? default_tokenizer_dir() : opts.tokenizer_dir;
+}
+
 
 struct Geometry {
     int hidden, intermediate, layers, heads, kv_heads, head_dim, max_positions;
@@ -144,7 +51,7 @@ Geometry geometry_by_name(const std::string& name) {
 // How a tensor's values are drawn: fan_in > 0: uniform in +-sqrt(3 / fan_in) (unit-variance
 // outputs for unit-variance inputs); fan_in == 0: a norm weight, 1 + uniform(+-0.1).
 struct RandomTensor {
-    TensorSpec spec;
+    SafetensorsTensorSpec spec;
     int64_t fan_in;
 };
 
@@ -251,9 +158,10 @@ json qwen3_config_json(const Geometry& g, DType dt) {
 }
 
 void write_text(const fs::path& path, const std::string& text) {
-    OutFile out(path.string());
-    out.write(text.data(), text.size());
+    std::ofstream out(path, std::ios::binary);
+    out << text;
     out.close();
+    if (!out) throw std::runtime_error(path.string() + ": write failed");
 }
 
 // Splits like huggingface_hub's split_state_dict_into_shards: a tensor larger than the limit gets
@@ -305,7 +213,7 @@ void write_random_gguf(const Geometry& g, const MakeCheckpointOptions& opts) {
     const ModelConfig c = ModelConfig::from_json_text(qwen3_config_json(g, opts.dtype).dump());
     GgufWriter w;
     add_arch_metadata(w, std::string(arch_name(c.arch)), c);
-    add_bpe_tokenizer_metadata(w, opts.tokenizer_dir, c.vocab_size, c.bos_token_id);
+    add_bpe_tokenizer_metadata(w, tokenizer_dir(opts), c.vocab_size, c.bos_token_id);
     for (const RandomTensor& t : qwen3_tensors(g, DType::F32)) {
         const DType dt = t.spec.shape.size() == 2 ? opts.dtype : DType::F32;
         const bool round_to_bf16 = dt == DType::F32 && opts.dtype == DType::BF16;
@@ -325,24 +233,6 @@ std::string shard_name(size_t i, size_t n) {
 
 }  // namespace
 
-void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
-    std::vector<TensorSpec> specs;
-    for (const TensorToWrite& t : tensors) {
-        TensorSpec s{t.name, t.dtype, t.shape};
-        const auto need = s.byte_size();
-        if (!need) throw std::runtime_error(path + ": tensor '" + t.name + "' has an invalid shape");
-        if (*need != t.bytes.size())
-            throw std::runtime_error(path + ": tensor '" + t.name + "' has " + std::to_string(t.bytes.size()) +
-                                     " bytes, its shape needs " + std::to_string(*need));
-        specs.push_back(std::move(s));
-    }
-    write_streamed(path, specs, metadata,
-                   [&](size_t i, OutFile& out) { out.write(tensors[i].bytes.data(), tensors[i].bytes.size()); });
-}
-
-std::string default_tokenizer_dir() { return std::string(TRACELM_SOURCE_DIR) + "/models/qwen3-tokenizer"; }
-
 void make_random_checkpoint(const MakeCheckpointOptions& opts) {
     const Geometry g = geometry_by_name(opts.geometry);
     if (opts.out.empty()) throw std::runtime_error("random checkpoint: no output path given");
@@ -354,7 +244,7 @@ void make_random_checkpoint(const MakeCheckpointOptions& opts) {
         throw std::runtime_error("random safetensors checkpoints are f32 or bf16, not " +
                                  std::string(dtype_name(opts.dtype)));
     const fs::path dir(opts.out);
-    const fs::path tok(opts.tokenizer_dir);
+    const fs::path tok(tokenizer_dir(opts));
     for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
         if (!fs::is_regular_file(tok / f))
             throw std::runtime_error((tok / f).string() + ": missing (the random checkpoint copies it)");
@@ -369,15 +259,14 @@ void make_random_checkpoint(const MakeCheckpointOptions& opts) {
     uint64_t total_bytes = 0;
     for (size_t s = 0; s < shards.size(); ++s) {
         const std::string file = shards.size() == 1 ? "model.safetensors" : shard_name(s, shards.size());
-        std::vector<TensorSpec> specs;
+        std::vector<SafetensorsTensorSpec> specs;
         for (size_t i : shards[s]) {
             specs.push_back(tensors[i].spec);
             weight_map[tensors[i].spec.name] = file;
             total_bytes += tensors[i].spec.bytes();
         }
-        write_streamed((dir / file).string(), specs, metadata, [&](size_t k, OutFile& out) {
-            write_random_tensor(tensors[shards[s][k]], opts.seed, opts.dtype, false,
-                                [&](const void* p, size_t n) { out.write(p, n); });
+        write_safetensors_streamed((dir / file).string(), specs, metadata, [&](size_t k, const ByteSink& out) {
+            write_random_tensor(tensors[shards[s][k]], opts.seed, opts.dtype, false, out);
         });
     }
     if (shards.size() > 1) {

@@ -1,4 +1,4 @@
-#include "model/model_cache.h"
+#include "tools/model_cache.h"
 
 #include <openssl/evp.h>
 #include <spawn.h>

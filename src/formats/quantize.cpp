@@ -1,4 +1,4 @@
-#include "model/quantize.h"
+#include "formats/quantize.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,14 +6,14 @@
 #include <stdexcept>
 #include <string>
 
-#include "backends/cpu/kernels/quant.h"
+#include "formats/ggml_blocks.h"
 
 namespace tracelm {
 
 namespace {
 
-using cpu::quant::BlockQ4_0;
-using cpu::quant::BlockQ8_0;
+using ggml::BlockQ4_0;
+using ggml::BlockQ8_0;
 
 void store_f16(uint8_t* dst, float v) {
     const uint16_t h = f32_to_f16(v);

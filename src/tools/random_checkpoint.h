@@ -1,30 +1,13 @@
-// Writing safetensors files, and deterministic random Qwen3 checkpoints for tests and benchmarks.
+// Deterministic random Qwen3 checkpoints (safetensors folders or GGUF files) for tests and benchmarks.
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <string>
-#include <vector>
 
 #include "runtime/dtype.h"
+#include "tools/data_dir.h"
 
 namespace tracelm {
-
-struct TensorToWrite {
-    std::string name;
-    DType dtype = DType::F32;
-    std::vector<int64_t> shape;
-    std::vector<uint8_t> bytes;  // row-major, exactly numel * dtype_size bytes
-};
-
-// Writes the tensors, in the given order, as one safetensors file (header padded with spaces to a
-// multiple of 8 bytes, like the reference writer). The default metadata is what transformers
-// expects of a PyTorch checkpoint. Throws std::runtime_error naming the path.
-void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
-                       const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
-
-// <TRACELM_SOURCE_DIR>/models/qwen3-tokenizer.
-std::string default_tokenizer_dir();
 
 enum class CheckpointFormat { Safetensors, Gguf };
 
@@ -34,7 +17,8 @@ struct MakeCheckpointOptions {
     CheckpointFormat format = CheckpointFormat::Safetensors;
     std::string out;           // Safetensors: the folder; Gguf: the file
     DType dtype = DType::F32;  // F32 or BF16; Gguf also F16, Q8_0, Q4_0 (see quantize.h)
-    std::string tokenizer_dir = default_tokenizer_dir();  // tokenizer.json, tokenizer_config.json come from here
+    // tokenizer.json, tokenizer_config.json come from here; empty: default_tokenizer_dir()
+    std::string tokenizer_dir;
     uint64_t max_shard_bytes = 0;  // 0: one model.safetensors; else HF-style shards plus index
 };
 

@@ -1,4 +1,4 @@
-#include "model/gguf_writer.h"
+#include "tools/gguf_convert.h"
 
 #include <bit>
 #include <cstring>
@@ -9,177 +9,14 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "formats/gguf.h"
+#include "formats/gguf_names.h"
+#include "formats/safetensors.h"
 #include "model/config.h"
-#include "model/gguf.h"
-#include "model/rng.h"
-#include "model/safetensors.h"
 #include "tokenizer/gguf_vocab.h"
+#include "tools/rng.h"
 
 namespace tracelm {
-
-static_assert(std::endian::native == std::endian::little);
-
-namespace {
-
-constexpr uint32_t kAlignment = 32;
-
-template <typename T>
-void put(std::vector<uint8_t>& out, T v) {
-    const auto* p = reinterpret_cast<const uint8_t*>(&v);
-    out.insert(out.end(), p, p + sizeof(T));
-}
-void put_string(std::vector<uint8_t>& out, const std::string& s) {
-    put<uint64_t>(out, s.size());
-    out.insert(out.end(), s.begin(), s.end());
-}
-
-uint32_t ggml_id(DType dt) {
-    for (uint32_t id = 0; id < 64; ++id)
-        if (const GgmlType* t = ggml_type(id); t && t->dtype == dt) return id;
-    throw std::invalid_argument("no ggml type for " + std::string(dtype_name(dt)));
-}
-
-}  // namespace
-
-void GgufWriter::key(const std::string& k, uint32_t type) {
-    put_string(kv_, k);
-    put<uint32_t>(kv_, type);
-    ++n_kv_;
-}
-void GgufWriter::add_u32(const std::string& k, uint32_t v) {
-    key(k, static_cast<uint32_t>(GgufType::U32));
-    put(kv_, v);
-}
-void GgufWriter::add_f32(const std::string& k, float v) {
-    key(k, static_cast<uint32_t>(GgufType::F32));
-    put(kv_, v);
-}
-void GgufWriter::add_bool(const std::string& k, bool v) {
-    key(k, static_cast<uint32_t>(GgufType::Bool));
-    put<uint8_t>(kv_, v ? 1 : 0);
-}
-void GgufWriter::add_string(const std::string& k, const std::string& v) {
-    key(k, static_cast<uint32_t>(GgufType::String));
-    put_string(kv_, v);
-}
-void GgufWriter::add_string_array(const std::string& k, const std::vector<std::string>& v) {
-    key(k, static_cast<uint32_t>(GgufType::Array));
-    put<uint32_t>(kv_, static_cast<uint32_t>(GgufType::String));
-    put<uint64_t>(kv_, v.size());
-    for (const std::string& s : v) put_string(kv_, s);
-}
-void GgufWriter::add_i32_array(const std::string& k, const std::vector<int32_t>& v) {
-    key(k, static_cast<uint32_t>(GgufType::Array));
-    put<uint32_t>(kv_, static_cast<uint32_t>(GgufType::I32));
-    put<uint64_t>(kv_, v.size());
-    for (int32_t x : v) put(kv_, x);
-}
-
-namespace {
-
-// The bytes of a tensor of `dtype` with ggml dims.
-uint64_t tensor_bytes(const std::string& name, DType dtype, const std::vector<int64_t>& dims) {
-    if (dims.empty() || !dtype_row_ok(dtype, dims[0]))
-        throw std::invalid_argument("tensor '" + name + "': rows of " + std::string(dtype_name(dtype)) +
-                                    " must be whole blocks");
-    uint64_t rows = 1;
-    for (size_t i = 1; i < dims.size(); ++i) rows *= static_cast<uint64_t>(dims[i]);
-    return rows * dtype_row_bytes(dtype, dims[0]);
-}
-
-}  // namespace
-
-void GgufWriter::add_tensor(const std::string& name, DType dtype, std::vector<int64_t> dims,
-                            std::function<void(const Sink&)> produce) {
-    const uint64_t bytes = tensor_bytes(name, dtype, dims);
-    tensors_.push_back({name, ggml_id(dtype), std::move(dims), bytes, std::move(produce)});
-}
-
-void GgufWriter::add_tensor(const std::string& name, DType dtype, std::vector<int64_t> dims, std::vector<uint8_t> bytes) {
-    if (const uint64_t need = tensor_bytes(name, dtype, dims); need != bytes.size())
-        throw std::invalid_argument("tensor '" + name + "' has " + std::to_string(bytes.size()) +
-                                    " bytes, its type and dims need " + std::to_string(need));
-    auto data = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
-    add_tensor(name, dtype, std::move(dims), [data](const Sink& sink) { sink(data->data(), data->size()); });
-}
-
-void GgufWriter::write(const std::string& path) const {
-    std::vector<uint8_t> head;
-    head.insert(head.end(), {'G', 'G', 'U', 'F'});
-    put<uint32_t>(head, 3);
-    put<uint64_t>(head, tensors_.size());
-    put<uint64_t>(head, n_kv_);
-    head.insert(head.end(), kv_.begin(), kv_.end());
-    uint64_t offset = 0;
-    for (const Tensor& t : tensors_) {
-        put_string(head, t.name);
-        put<uint32_t>(head, static_cast<uint32_t>(t.dims.size()));
-        for (int64_t d : t.dims) put<uint64_t>(head, static_cast<uint64_t>(d));
-        put<uint32_t>(head, t.type);
-        put<uint64_t>(head, offset);
-        offset += (t.bytes + kAlignment - 1) / kAlignment * kAlignment;
-    }
-    head.resize((head.size() + kAlignment - 1) / kAlignment * kAlignment, 0);
-    const std::string tmp = path + ".tmp";
-    try {
-        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-        if (!out) throw std::runtime_error("cannot write " + path);
-        out.write(reinterpret_cast<const char*>(head.data()), static_cast<std::streamsize>(head.size()));
-        const char zeros[kAlignment] = {};
-        for (const Tensor& t : tensors_) {
-            uint64_t written = 0;
-            t.produce([&](const void* p, size_t n) {
-                if (written + n > t.bytes) throw std::logic_error("tensor '" + t.name + "': too many bytes produced");
-                out.write(static_cast<const char*>(p), static_cast<std::streamsize>(n));
-                written += n;
-            });
-            if (written != t.bytes) throw std::logic_error("tensor '" + t.name + "': too few bytes produced");
-            out.write(zeros, static_cast<std::streamsize>((kAlignment - t.bytes % kAlignment) % kAlignment));
-        }
-        out.close();
-        if (!out) throw std::runtime_error("write error on " + path);
-        std::filesystem::rename(tmp, path);
-    } catch (...) {
-        std::error_code ec;
-        std::filesystem::remove(tmp, ec);
-        throw;
-    }
-}
-
-std::string gguf_tensor_name(const std::string& hf) {
-    static const std::pair<const char*, const char*> kTop[] = {
-        {"model.embed_tokens.weight", "token_embd.weight"},
-        {"model.norm.weight", "output_norm.weight"},
-        {"lm_head.weight", "output.weight"},
-    };
-    for (const auto& [from, to] : kTop)
-        if (hf == from) return to;
-    static const std::pair<const char*, const char*> kLayer[] = {
-        {"input_layernorm.weight", "attn_norm.weight"},
-        {"post_attention_layernorm.weight", "ffn_norm.weight"},
-        {"self_attn.q_proj.", "attn_q."},
-        {"self_attn.k_proj.", "attn_k."},
-        {"self_attn.v_proj.", "attn_v."},
-        {"self_attn.o_proj.", "attn_output."},
-        {"self_attn.q_norm.weight", "attn_q_norm.weight"},
-        {"self_attn.k_norm.weight", "attn_k_norm.weight"},
-        {"mlp.gate_proj.", "ffn_gate."},
-        {"mlp.up_proj.", "ffn_up."},
-        {"mlp.down_proj.", "ffn_down."},
-    };
-    const std::string prefix = "model.layers.";
-    if (hf.rfind(prefix, 0) == 0) {
-        const size_t dot = hf.find('.', prefix.size());
-        if (dot == std::string::npos) return hf;
-        const std::string layer = hf.substr(prefix.size(), dot - prefix.size());
-        const std::string rest = hf.substr(dot + 1);
-        for (const auto& [from, to] : kLayer) {
-            const size_t n = std::strlen(from);
-            if (rest.compare(0, n, from) == 0) return "blk." + layer + "." + to + rest.substr(n);
-        }
-    }
-    return hf;
-}
 
 void add_arch_metadata(GgufWriter& w, const std::string& arch, const ModelConfig& c) {
     w.add_string("general.architecture", arch);
@@ -232,7 +69,7 @@ std::vector<uint8_t> permute_heads(const uint8_t* src, size_t bytes, int64_t row
 void convert_to_gguf(const std::string& hf_dir, const std::string& out_path) {
     const ModelConfig c = ModelConfig::from_file(hf_dir + "/config.json");
     const std::string arch(arch_name(c.arch));
-    const Checkpoint ck(hf_dir);
+    const SafetensorsFolder ck(hf_dir);
     GgufWriter w;
     add_arch_metadata(w, arch, c);
     add_rope_scaling(w, arch, c);

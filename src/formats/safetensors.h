@@ -55,13 +55,13 @@ class SafetensorsFile {
 
 // A model folder: either "model.safetensors" or the shards listed by
 // "model.safetensors.index.json" (preferred in that order, as transformers does).
-class Checkpoint {
+class SafetensorsFolder {
    public:
-    explicit Checkpoint(const std::string& dir);  // throws std::runtime_error naming the file
-    Checkpoint(Checkpoint&&) noexcept = default;
-    Checkpoint& operator=(Checkpoint&&) noexcept = default;
-    Checkpoint(const Checkpoint&) = delete;
-    Checkpoint& operator=(const Checkpoint&) = delete;
+    explicit SafetensorsFolder(const std::string& dir);  // throws std::runtime_error naming the file
+    SafetensorsFolder(SafetensorsFolder&&) noexcept = default;
+    SafetensorsFolder& operator=(SafetensorsFolder&&) noexcept = default;
+    SafetensorsFolder(const SafetensorsFolder&) = delete;
+    SafetensorsFolder& operator=(const SafetensorsFolder&) = delete;
 
     const std::string& dir() const { return dir_; }
     const TensorInfo* find(std::string_view name) const;  // null if absent

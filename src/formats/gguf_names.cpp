@@ -1,0 +1,43 @@
+#include "formats/gguf_names.h"
+
+#include <cstring>
+#include <utility>
+
+namespace tracelm {
+
+std::string gguf_tensor_name(const std::string& hf) {
+    static const std::pair<const char*, const char*> kTop[] = {
+        {"model.embed_tokens.weight", "token_embd.weight"},
+        {"model.norm.weight", "output_norm.weight"},
+        {"lm_head.weight", "output.weight"},
+    };
+    for (const auto& [from, to] : kTop)
+        if (hf == from) return to;
+    static const std::pair<const char*, const char*> kLayer[] = {
+        {"input_layernorm.weight", "attn_norm.weight"},
+        {"post_attention_layernorm.weight", "ffn_norm.weight"},
+        {"self_attn.q_proj.", "attn_q."},
+        {"self_attn.k_proj.", "attn_k."},
+        {"self_attn.v_proj.", "attn_v."},
+        {"self_attn.o_proj.", "attn_output."},
+        {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+        {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+        {"mlp.gate_proj.", "ffn_gate."},
+        {"mlp.up_proj.", "ffn_up."},
+        {"mlp.down_proj.", "ffn_down."},
+    };
+    const std::string prefix = "model.layers.";
+    if (hf.rfind(prefix, 0) == 0) {
+        const size_t dot = hf.find('.', prefix.size());
+        if (dot == std::string::npos) return hf;
+        const std::string layer = hf.substr(prefix.size(), dot - prefix.size());
+        const std::string rest = hf.substr(dot + 1);
+        for (const auto& [from, to] : kLayer) {
+            const size_t n = std::strlen(from);
+            if (rest.compare(0, n, from) == 0) return "blk." + layer + "." + to + rest.substr(n);
+        }
+    }
+    return hf;
+}
+
+}  // namespace tracelm

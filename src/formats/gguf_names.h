@@ -1,0 +1,12 @@
+// Tensor names in GGUF files: llama.cpp's names for the Hugging Face ones.
+#pragma once
+
+#include <string>
+
+namespace tracelm {
+
+// The GGUF tensor name of a Hugging Face one ("model.layers.3.self_attn.q_proj.weight" ->
+// "blk.3.attn_q.weight"); names it does not know come back unchanged.
+std::string gguf_tensor_name(const std::string& hf_name);
+
+}  // namespace tracelm
