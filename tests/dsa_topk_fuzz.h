@@ -19,7 +19,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "ops/dsa/dsa_topk.h"
-#include "ops/dsa/dsa_topk_cpu.h"
+#include "backends/cpu/kernels/dsa_topk.h"
 
 namespace tracelm::dsa::fuzz {
 

@@ -12,7 +12,9 @@
 
 #include "backends/registry.h"
 #include "engine/engine.h"
+#include "model/model.h"
 #include "test_support.h"
+#include "tools/gguf_convert.h"
 
 namespace tracelm {
 namespace {
@@ -163,9 +165,27 @@ TEST(CudaEngine, QuantizedWeightsAreRefusedByName) {
     try {
         be->matmul(whole(x, DType::F32, 1, 32), whole(w, DType::Q4_1, 4, 32), nullptr, whole(y, DType::F32, 1, 4));
         ADD_FAILURE() << "a q4_1 weight was accepted";
-    } catch (const std::runtime_error& e) {
-        EXPECT_STREQ(e.what(), "cuda backend: weight 'blk.0.ffn_up.weight' has type q4_1, not supported on cuda yet");
+    } catch (const std::invalid_argument& e) {
+        EXPECT_STREQ(e.what(), "matmul: weight 'blk.0.ffn_up.weight' has type q4_1, this backend runs f32, bf16, f16");
     }
+}
+
+// Without a device: the loader asks the CUDA backend's capabilities (from the registry) before binding anything.
+TEST(CudaCapabilities, QuantizedGgufIsRefusedAtLoadTime) {
+    const testing::TempDir dir;
+    const std::string path = dir.str("q4_0.gguf");
+    make_random_gguf("qwen3", DType::Q4_0, 3, path);
+    const std::unique_ptr<Model> m = Model::open(path);
+    try {
+        m->require_supported(backend_info("cuda").capabilities(), "cuda");
+        ADD_FAILURE() << "a q4_0 model was accepted for cuda";
+    } catch (const std::runtime_error& e) {
+        const std::string msg = e.what();
+        EXPECT_NE(msg.find("has type q4_0, which backend 'cuda' does not run (it runs f32, bf16, f16)"),
+                  std::string::npos) << msg;
+        EXPECT_NE(msg.find(path), std::string::npos) << msg;
+    }
+    EXPECT_NO_THROW(m->require_supported(backend_info("cpu").capabilities(), "cpu"));
 }
 
 TEST(CudaCli, GenerateSaysWhenCudaIsUnavailable) {

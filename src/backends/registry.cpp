@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cuda/capabilities.h"
 #ifdef TRACELM_HAVE_CUDA
 #include "backends/cuda/cuda_backend.h"
 #endif
@@ -29,8 +30,8 @@ std::unique_ptr<Backend> make_cuda(const BackendOptions&) { throw std::runtime_e
 
 const std::vector<BackendInfo>& backend_registry() {
     static const std::vector<BackendInfo> registry = {
-        {"cpu", [] { return std::string(); }, make_cpu},
-        {"cuda", cuda_unavailable, make_cuda},
+        {"cpu", [] { return std::string(); }, make_cpu, cpu::CpuBackend::static_capabilities},
+        {"cuda", cuda_unavailable, make_cuda, cuda::capabilities},
     };
     return registry;
 }
@@ -41,14 +42,17 @@ std::string backend_names() {
     return out;
 }
 
-std::unique_ptr<Backend> make_backend(const std::string& name, const BackendOptions& options) {
-    for (const BackendInfo& b : backend_registry()) {
-        if (b.name != name) continue;
-        const std::string why = b.unavailable();
-        if (!why.empty()) throw std::runtime_error("backend '" + name + "' is not available: " + why);
-        return b.make(options);
-    }
+const BackendInfo& backend_info(const std::string& name) {
+    for (const BackendInfo& b : backend_registry())
+        if (b.name == name) return b;
     throw std::runtime_error("unknown backend '" + name + "' (choose " + backend_names() + ")");
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& name, const BackendOptions& options) {
+    const BackendInfo& b = backend_info(name);
+    const std::string why = b.unavailable();
+    if (!why.empty()) throw std::runtime_error("backend '" + name + "' is not available: " + why);
+    return b.make(options);
 }
 
 }  // namespace tracelm

@@ -22,10 +22,14 @@ struct BackendInfo {
     // Empty when this process can make the backend; otherwise why not (not built, no device).
     std::string (*unavailable)();
     std::unique_ptr<Backend> (*make)(const BackendOptions&);
+    // What it runs, known without making it (so without a device).
+    const BackendCapabilities& (*capabilities)();
 };
 
 // Every backend, built or not; "cpu" first (the reference).
 const std::vector<BackendInfo>& backend_registry();
+// The entry called `name`; std::runtime_error when there is none.
+const BackendInfo& backend_info(const std::string& name);
 // "cpu|cuda", for help texts.
 std::string backend_names();
 // The named backend; std::runtime_error with the reason when it is unknown or unavailable here.

@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <stdexcept>
 
-#include "backends/cpu/paged_attention.h"
 #include "formats/gguf_names.h"
 
 namespace tracelm {
@@ -104,6 +103,36 @@ Tensor Model::bind(Backend& backend, const std::string& name, int64_t rows, int6
 
 std::unique_ptr<Model> Model::load(const std::string& path, Backend& backend,
                                    const std::function<void(size_t, size_t)>& progress) {
+    std::unique_ptr<Model> m = open(path);
+    m->require_supported(backend.capabilities(), backend.name());
+    m->rope_factors_ = m->config_.rope_factors();
+    m->bind_all(backend, progress);
+    return m;
+}
+
+void Model::require_supported(const BackendCapabilities& caps, const std::string& backend) const {
+    const int hd = config_.head_dim;
+    if (hd > caps.max_head_dim || hd % 2 != 0) {
+        throw std::runtime_error(path_ + ": head_dim " + std::to_string(hd) + " is not supported by backend '" +
+                                 backend + "' (even, at most " + std::to_string(caps.max_head_dim) + ")");
+    }
+    auto check = [&](std::string_view name, DType dt) {
+        if ((is_float(dt) || dtype_is_quantized(dt)) && !caps.has_weight_type(dt)) {
+            throw std::runtime_error(path_ + ": weight '" + std::string(name) + "' has type " +
+                                     std::string(dtype_name(dt)) + ", which backend '" + backend +
+                                     "' does not run (it runs " + BackendCapabilities::list(caps.weight_types) + ")");
+        }
+    };
+    if (checkpoint_) {
+        for (const std::string& name : checkpoint_->names()) check(name, checkpoint_->get(name).dtype);
+    } else {
+        // A type tracelm does not know at all is reported when its tensor is bound.
+        for (const GgufTensor& t : gguf_->tensors())
+            if (t.dtype) check(t.name, *t.dtype);
+    }
+}
+
+std::unique_ptr<Model> Model::open(const std::string& path) {
     namespace fs = std::filesystem;
     std::unique_ptr<Model> m(new Model(path));
     if (fs::is_directory(path)) {
@@ -115,13 +144,6 @@ std::unique_ptr<Model> Model::load(const std::string& path, Backend& backend,
     } else {
         throw std::runtime_error("model '" + path + "' does not exist (expected a folder or a .gguf file)");
     }
-    const ModelConfig& cfg = m->config_;
-    if (cfg.head_dim > cpu::kMaxHeadDim || cfg.head_dim % 2 != 0) {
-        throw std::runtime_error("head_dim " + std::to_string(cfg.head_dim) + " is not supported (even, at most " +
-                                 std::to_string(cpu::kMaxHeadDim) + ")");
-    }
-    m->rope_factors_ = cfg.rope_factors();
-    m->bind_all(backend, progress);
     return m;
 }
 

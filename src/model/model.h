@@ -36,8 +36,14 @@ class Model {
    public:
     // Opens a Hugging Face model folder (config.json + safetensors) or a GGUF file and maps its weights.
     // `progress` (optional) sees (tensors bound, tensors in all) as the weights are paged in.
+    // open(path), then require_supported and the binding of every weight.
     static std::unique_ptr<Model> load(const std::string& path, Backend& backend,
                                        const std::function<void(size_t, size_t)>& progress = {});
+    // Reads the configuration and maps the file(s), binding nothing: what a backend is asked about.
+    static std::unique_ptr<Model> open(const std::string& path);
+    // Throws std::runtime_error naming `backend` and what it lacks unless it runs every weight type of the file
+    // and this head_dim (BackendCapabilities).
+    void require_supported(const BackendCapabilities& caps, const std::string& backend) const;
 
     const ModelConfig& config() const { return config_; }
     const ModelWeights& weights() const { return weights_; }

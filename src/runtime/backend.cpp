@@ -2,6 +2,12 @@
 
 namespace tracelm {
 
+std::string BackendCapabilities::list(const std::vector<DType>& types) {
+    std::string out;
+    for (const DType t : types) out += (out.empty() ? "" : ", ") + std::string(dtype_name(t));
+    return out;
+}
+
 void Backend::violation(const std::string& what, const std::string& buffer) const {
     std::string msg = "capture violation: " + what;
     if (!buffer.empty()) msg += " of '" + buffer + "'";

@@ -9,11 +9,13 @@
 // The checks live here, in the non-virtual entry points, so no backend can forget them.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "runtime/rope.h"
 #include "runtime/tensor.h"
@@ -80,10 +82,24 @@ struct DsaTopkWorkspace {
     int64_t max_keys = 0;
 };
 
+// What a backend runs. The model loader asks before it binds any weight, so an unsupported model is refused at
+// load time with a message naming the backend and what it lacks; op argument checks (runtime/op_checks.h) use it too.
+struct BackendCapabilities {
+    std::vector<DType> weight_types;  // matmul and embedding weights
+    std::vector<DType> kv_types;      // KV cache values
+    int max_head_dim = 0;             // rope, attention
+
+    bool has_weight_type(DType dt) const { return std::find(weight_types.begin(), weight_types.end(), dt) != weight_types.end(); }
+    bool has_kv_type(DType dt) const { return std::find(kv_types.begin(), kv_types.end(), dt) != kv_types.end(); }
+    // "f32, bf16, f16", for messages.
+    static std::string list(const std::vector<DType>& types);
+};
+
 class Backend {
    public:
     virtual ~Backend() = default;
     virtual std::string name() const = 0;
+    virtual const BackendCapabilities& capabilities() const = 0;
 
     // ---- memory (all forbidden inside capture) ----
     Buffer* alloc(size_t bytes, const std::string& name);

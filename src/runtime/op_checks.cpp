@@ -22,10 +22,31 @@ void copy(const Tensor& dst, const Tensor& src) {
             "size mismatch '" + src.name() + "' -> '" + dst.name() + "'");
 }
 
-void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) {
+namespace {
+
+// A weight the backend runs, with whole blocks per row.
+void weight(const Tensor& w, const char* op, const BackendCapabilities& caps) {
+    require(caps.has_weight_type(w.dtype), op,
+            "weight '" + w.name() + "' has type " + std::string(dtype_name(w.dtype)) + ", this backend runs " +
+                BackendCapabilities::list(caps.weight_types));
+    require(dtype_row_ok(w.dtype, w.cols), op,
+            "weight '" + w.name() + "' rows of " + std::to_string(w.cols) + " are not whole " +
+                std::string(dtype_name(w.dtype)) + " blocks");
+}
+
+}  // namespace
+
+const std::vector<DType>& all_weight_types() {
+    static const std::vector<DType> types = {DType::F32,  DType::BF16, DType::F16,  DType::Q8_0, DType::Q4_0,
+                                             DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K,
+                                             DType::Q6_K};
+    return types;
+}
+
+void embedding(const Tensor& ids, const Tensor& table, const Tensor& out, const BackendCapabilities& caps) {
     require_dtype(ids, DType::I32, "embedding");
     require_dtype(out, DType::F32, "embedding");
-    require(is_float_weight(table.dtype), "embedding", "table must be f32/bf16/f16");
+    weight(table, "embedding", caps);
     require(out.rows == ids.numel() && out.cols == table.cols, "embedding", "shape mismatch");
 }
 
@@ -36,10 +57,10 @@ void rms_norm(const Tensor& x, const Tensor& w, const Tensor& out) {
     require(out.rows == x.rows && out.cols == x.cols, "rms_norm", "shape mismatch");
 }
 
-void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) {
+void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out, const BackendCapabilities& caps) {
     require_dtype(x, DType::F32, "matmul");
     require_dtype(out, DType::F32, "matmul");
-    require(is_float_weight(w.dtype), "matmul", "weight '" + w.name() + "' must be f32/bf16/f16");
+    weight(w, "matmul", caps);
     require(x.cols == w.cols && out.rows == x.rows && out.cols == w.rows, "matmul",
             "shape mismatch for weight '" + w.name() + "'");
     if (bias != nullptr) {
@@ -57,7 +78,8 @@ void rope_spec(const RopeSpec& rope, int head_dim, const char* op) {
 }
 
 void rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, const RopeSpec& rope,
-               int max_head_dim) {
+               const BackendCapabilities& caps) {
+    const int max_head_dim = caps.max_head_dim;
     require_dtype(x, DType::F32, "rope_neox");
     require_dtype(positions, DType::I32, "rope_neox");
     require(head_dim > 0 && head_dim % 2 == 0 && head_dim <= max_head_dim, "rope_neox", "bad head_dim");
@@ -66,16 +88,16 @@ void rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim
     rope_spec(rope, head_dim, "rope_neox");
 }
 
-void kv_cache(const Tensor& k_cache, const Tensor& v_cache, const char* op) {
-    require((k_cache.dtype == DType::F32 || k_cache.dtype == DType::F16) && v_cache.dtype == k_cache.dtype, op,
-            "the K and V caches must both be f32 or both f16, not " + std::string(dtype_name(k_cache.dtype)) + " and " +
-                std::string(dtype_name(v_cache.dtype)));
+void kv_cache(const Tensor& k_cache, const Tensor& v_cache, const char* op, const BackendCapabilities& caps) {
+    require(caps.has_kv_type(k_cache.dtype) && v_cache.dtype == k_cache.dtype, op,
+            "the K and V caches must be of one type of " + BackendCapabilities::list(caps.kv_types) + ", not " +
+                std::string(dtype_name(k_cache.dtype)) + " and " + std::string(dtype_name(v_cache.dtype)));
 }
 
 void kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
-              const Tensor& v_cache) {
+              const Tensor& v_cache, const BackendCapabilities& caps) {
     for (const Tensor* t : {&k, &v}) require_dtype(*t, DType::F32, "kv_write");
-    kv_cache(k_cache, v_cache, "kv_write");
+    kv_cache(k_cache, v_cache, "kv_write", caps);
     require_dtype(slot_mapping, DType::I32, "kv_write");
     require(k.cols == k_cache.cols && v.cols == v_cache.cols && k.cols == v.cols && k.rows == v.rows &&
                 slot_mapping.numel() == k.rows && k_cache.rows == v_cache.rows,
@@ -83,9 +105,10 @@ void kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, cons
 }
 
 void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta, int heads,
-               int kv_heads, int head_dim, int max_head_dim, const Tensor& out, const char* op) {
+               int kv_heads, int head_dim, const Tensor& out, const char* op, const BackendCapabilities& caps) {
+    const int max_head_dim = caps.max_head_dim;
     for (const Tensor* t : {&q, &out}) require_dtype(*t, DType::F32, op);
-    kv_cache(k_cache, v_cache, op);
+    kv_cache(k_cache, v_cache, op, caps);
     for (const Tensor* t : {&meta.block_tables, &meta.seq_lens, &meta.query_start_loc}) require_dtype(*t, DType::I32, op);
     require(heads > 0 && kv_heads > 0 && heads % kv_heads == 0 && head_dim > 0 && head_dim <= max_head_dim, op,
             "bad head geometry");
@@ -97,15 +120,23 @@ void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, co
             op, "bad metadata");
 }
 
+void sparse_attention_indices(const Tensor& q, const Tensor& indices) {
+    require_dtype(indices, DType::I64, "sparse_attention");
+    require(indices.rows == q.rows, "sparse_attention", "indices need one row per query row");
+}
+
 void elementwise(const Tensor& a, const Tensor& b, const Tensor& out, const char* op) {
     for (const Tensor* t : {&a, &b, &out}) require_dtype(*t, DType::F32, op);
     require(a.numel() == b.numel() && a.numel() == out.numel(), op, "shape mismatch");
 }
 
-void matmuls(std::span<const MatmulOut> outs) {
+void matmuls(const Tensor& x, std::span<const MatmulOut> outs, const BackendCapabilities& caps) {
     require(!outs.empty() && outs.size() <= Backend::kMaxMatmuls, "matmuls",
             "needs 1 to " + std::to_string(Backend::kMaxMatmuls) + " outputs");
-    for (const MatmulOut& o : outs) require(o.w != nullptr, "matmuls", "missing weight");
+    for (const MatmulOut& o : outs) {
+        require(o.w != nullptr, "matmuls", "missing weight");
+        matmul(x, *o.w, o.bias, o.out, caps);
+    }
 }
 
 void add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w, const Tensor& out) {
@@ -116,10 +147,11 @@ void add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w, const T
             "weight '" + w.name() + "' length mismatch");
 }
 
-void qk_norm_rope_kv_write(const QkvPrologue& p, int max_head_dim) {
+void qk_norm_rope_kv_write(const QkvPrologue& p, const BackendCapabilities& caps) {
     const char* op = "qk_norm_rope_kv_write";
+    const int max_head_dim = caps.max_head_dim;
     for (const Tensor* t : {&p.q, &p.k, &p.v}) require_dtype(*t, DType::F32, op);
-    kv_cache(p.k_cache, p.v_cache, op);
+    kv_cache(p.k_cache, p.v_cache, op, caps);
     require_dtype(p.positions, DType::I32, op);
     require_dtype(p.slot_mapping, DType::I32, op);
     require(p.heads > 0 && p.kv_heads > 0 && p.head_dim > 0 && p.head_dim % 2 == 0 && p.head_dim <= max_head_dim, op,
@@ -138,10 +170,11 @@ void qk_norm_rope_kv_write(const QkvPrologue& p, int max_head_dim) {
     }
 }
 
-void silu_mul_matmul(const Tensor& gate, const Tensor& up, const Tensor& w, const Tensor& out) {
+void silu_mul_matmul(const Tensor& gate, const Tensor& up, const Tensor& w, const Tensor& out,
+                     const BackendCapabilities& caps) {
     elementwise(gate, up, gate, "silu_mul_matmul");
     require(up.rows == gate.rows, "silu_mul_matmul", "shape mismatch");
-    matmul(gate, w, nullptr, out);
+    matmul(gate, w, nullptr, out, caps);
 }
 
 void gather_last(const Tensor& x, const Tensor& query_start_loc, const Tensor& out) {

@@ -23,6 +23,9 @@ class CpuBackend final : public Backend {
     ~CpuBackend() override;
 
     std::string name() const override { return "cpu"; }
+    const BackendCapabilities& capabilities() const override { return static_capabilities(); }
+    // Every weight type (floats and GGML blocks), f32/f16 KV caches, head_dim <= kMaxHeadDim.
+    static const BackendCapabilities& static_capabilities();
     bool supports_capture() const override { return true; }
     int threads() const { return pool_.size(); }
     size_t graph_nodes(GraphId g) const override { return graphs_.at(static_cast<size_t>(g)).size(); }

@@ -41,7 +41,7 @@ void paged_attention_range(const PagedAttentionArgs& a, int64_t begin, int64_t e
 
 // One f32-cache work item (query row t = item / heads, head h = item % heads): an online softmax in f32 over the
 // cached positions handed to attend(), in the order given. Dense paged attention hands it every position the row
-// may see; sparse attention (ops/dsa/sparse_attention.h) a selection of them.
+// may see; sparse attention (ops/dsa.cpp) a selection of them.
 class PagedAttentionItem {
    public:
     PagedAttentionItem(const PagedAttentionArgs& a, int64_t item);

@@ -21,13 +21,6 @@ namespace tracelm::cuda {
 namespace {
 
 // Quantized weights have no CUDA kernels yet; say so by name rather than as a generic dtype error.
-void require_supported_weight(const Tensor& w) {
-    if (dtype_is_quantized(w.dtype)) {
-        throw std::runtime_error("cuda backend: weight '" + w.name() + "' has type " + std::string(dtype_name(w.dtype)) +
-                                 ", not supported on cuda yet");
-    }
-}
-
 // What the kernels need for the angles of runtime/rope.h (the launch carries it by value); a pair without a
 // factor divides by 1, which leaves its angle exact.
 ops::RopeFreqs rope_freqs(int head_dim, const RopeSpec& rope) {
@@ -243,34 +236,31 @@ void CudaBackend::copy(const Tensor& dst, const Tensor& src) {
 }
 
 void CudaBackend::embedding(const Tensor& ids, const Tensor& table, const Tensor& out) {
-    require_supported_weight(table);
-    checks::embedding(ids, table, out);
+    checks::embedding(ids, table, out, capabilities());
     ops::embedding(ids.ptr<int32_t>(), out.rows, table.raw(), table.dtype, table.rows, table.cols, out.ptr<float>(),
                    impl_->stream);
 }
 
 void CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) {
-    require_supported_weight(w);
     checks::rms_norm(x, w, out);
     ops::rms_norm(x.ptr<float>(), w.raw(), w.dtype, eps, out.ptr<float>(), x.rows, x.cols, impl_->stream);
 }
 
 void CudaBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) {
-    require_supported_weight(w);
-    checks::matmul(x, w, bias, out);
+    checks::matmul(x, w, bias, out, capabilities());
     ops::matmul(x.ptr<float>(), x.rows, x.cols, w.raw(), w.dtype, bias ? bias->ptr<float>() : nullptr, out.ptr<float>(),
                 w.rows, impl_->stream);
 }
 
 void CudaBackend::rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, const RopeSpec& rope) {
-    checks::rope_neox(x, positions, heads, head_dim, rope, ops::kMaxHeadDim);
+    checks::rope_neox(x, positions, heads, head_dim, rope, capabilities());
     ops::rope_neox(x.ptr<float>(), positions.ptr<int32_t>(), x.rows, heads, head_dim, rope_freqs(head_dim, rope),
                    impl_->stream);
 }
 
 void CudaBackend::kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
                            const Tensor& v_cache) {
-    checks::kv_write(k, v, slot_mapping, k_cache, v_cache);
+    checks::kv_write(k, v, slot_mapping, k_cache, v_cache, capabilities());
     ops::kv_write(k.ptr<float>(), v.ptr<float>(), slot_mapping.ptr<int32_t>(), k_cache.raw(), v_cache.raw(),
                   k_cache.dtype, k.rows, k.cols, k_cache.rows, impl_->stream);
 }
@@ -278,7 +268,7 @@ void CudaBackend::kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_
 void CudaBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                                   const AttentionMeta& meta, const Tensor* indices, int heads, int kv_heads,
                                   int head_dim, float scale, const Tensor& out, const char* op) {
-    checks::attention(q, k_cache, v_cache, meta, heads, kv_heads, head_dim, ops::kMaxHeadDim, out, op);
+    checks::attention(q, k_cache, v_cache, meta, heads, kv_heads, head_dim, out, op, capabilities());
     ops::AttentionParams p{q.ptr<float>(),
                            k_cache.raw(),
                            v_cache.raw(),
@@ -321,8 +311,7 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor
 void CudaBackend::sparse_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                                    const AttentionMeta& meta, const Tensor& indices, int heads, int kv_heads,
                                    int head_dim, float scale, const Tensor& out) {
-    checks::require_dtype(indices, DType::I64, "sparse_attention");
-    checks::require(indices.rows == q.rows, "sparse_attention", "indices need one row per query row");
+    checks::sparse_attention_indices(q, indices);
     paged_attention(q, k_cache, v_cache, meta, &indices, heads, kv_heads, head_dim, scale, out, "sparse_attention");
 }
 
@@ -338,13 +327,9 @@ void CudaBackend::silu_mul(const Tensor& gate, const Tensor& up, const Tensor& o
 
 void CudaBackend::matmuls(const Tensor& x, std::span<const MatmulOut> outs) {
     static_assert(std::size(ops::GemvSegments{}.w) >= Backend::kMaxMatmuls);
-    checks::matmuls(outs);
+    checks::matmuls(x, outs, capabilities());
     bool fuse = x.rows <= ops::kGemvMaxT;
-    for (const MatmulOut& o : outs) {
-        require_supported_weight(*o.w);
-        checks::matmul(x, *o.w, o.bias, o.out);
-        fuse = fuse && o.w->dtype == outs[0].w->dtype;
-    }
+    for (const MatmulOut& o : outs) fuse = fuse && o.w->dtype == outs[0].w->dtype;
     if (!fuse) {
         for (const MatmulOut& o : outs) matmul(x, *o.w, o.bias, o.out);
         return;
@@ -361,15 +346,13 @@ void CudaBackend::matmuls(const Tensor& x, std::span<const MatmulOut> outs) {
 }
 
 void CudaBackend::add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w, float eps, const Tensor& out) {
-    require_supported_weight(w);
     checks::add_rms_norm(x, delta, w, out);
     ops::add_rms_norm(x.ptr<float>(), delta.ptr<float>(), w.raw(), w.dtype, eps, out.ptr<float>(), x.rows, x.cols,
                       impl_->stream);
 }
 
 void CudaBackend::qk_norm_rope_kv_write(const QkvPrologue& p) {
-    checks::qk_norm_rope_kv_write(p, ops::kMaxHeadDim);
-    if (p.q_norm != nullptr) require_supported_weight(*p.q_norm);
+    checks::qk_norm_rope_kv_write(p, capabilities());
     ops::qk_norm_rope_kv_write({p.q.ptr<float>(), p.k.ptr<float>(), p.v.ptr<float>(),
                                 p.q_norm ? p.q_norm->raw() : nullptr, p.k_norm ? p.k_norm->raw() : nullptr,
                                 p.q_norm ? p.q_norm->dtype : DType::F32, p.eps, p.positions.ptr<int32_t>(),
@@ -379,8 +362,7 @@ void CudaBackend::qk_norm_rope_kv_write(const QkvPrologue& p) {
 }
 
 void CudaBackend::silu_mul_matmul(const Tensor& gate, const Tensor& up, const Tensor& w, const Tensor& out) {
-    require_supported_weight(w);
-    checks::silu_mul_matmul(gate, up, w, out);
+    checks::silu_mul_matmul(gate, up, w, out, capabilities());
     if (!ops::silu_mul_matmul_fuses(gate.rows, gate.cols)) {
         // Prefill-sized batches take the tiled GEMM, which reads its input from memory: form it in gate first.
         silu_mul(gate, up, gate);

@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 
+#include "backends/cuda/capabilities.h"
 #include "runtime/backend.h"
 
 namespace tracelm::cuda {
@@ -31,6 +32,7 @@ class CudaBackend final : public Backend {
     CudaBackend& operator=(const CudaBackend&) = delete;
 
     std::string name() const override { return "cuda"; }
+    const BackendCapabilities& capabilities() const override { return cuda::capabilities(); }
     bool supports_capture() const override { return true; }
     // Kernel and copy nodes one replay of g runs.
     size_t graph_nodes(GraphId g) const override;

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "backends/cuda/capabilities.h"
 #include "runtime/dtype.h"
 
 namespace tracelm::cuda::ops {
@@ -33,8 +34,7 @@ struct GemvSegments {
 // Every segment's y = x . w^T (+ bias) in one launch: a warp per output row. T <= kGemvMaxT.
 void gemv(const float* x, int64_t T, int64_t K, const GemvSegments& g, DType wt, cudaStream_t stream);
 
-// Largest head_dim of rope_neox and attention (what the model loader accepts).
-constexpr int kMaxHeadDim = 512;
+using cuda::kMaxHeadDim;
 // Inverse RoPE frequencies, passed by value so that a captured launch carries them.
 struct RopeFreqs {
     float theta_scale;

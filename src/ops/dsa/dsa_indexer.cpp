@@ -3,24 +3,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "backends/cpu/kernels/kernels.h"
-
 namespace tracelm::dsa {
-
-void indexer_range(const IndexerArgs& a, int64_t begin, int64_t end) {
-    for (int64_t item = begin; item < end; ++item) {
-        const int64_t t = item / a.num_keys;
-        const float* k = a.keys + item % a.num_keys * a.dim;
-        const float* q = a.q + t * a.heads * a.dim;
-        const float* w = a.weights + t * a.heads;
-        float score = 0.0f;
-        for (int64_t h = 0; h < a.heads; ++h) {
-            const float dot = cpu::dot_f32(q + h * a.dim, k, a.dim);
-            if (dot > 0.0f) score += w[h] * dot;
-        }
-        a.scores[item] = score;
-    }
-}
 
 void check_indexer_args(const Tensor& q, const Tensor& weights, const Tensor& keys, int heads, const Tensor& scores) {
     for (const Tensor* t : {&q, &weights, &keys, &scores}) {

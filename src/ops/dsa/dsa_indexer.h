@@ -8,18 +8,6 @@
 
 namespace tracelm::dsa {
 
-struct IndexerArgs {
-    const float* q;        // [rows, heads * dim]
-    const float* weights;  // [rows, heads]
-    const float* keys;     // [num_keys, dim]
-    float* scores;         // [rows, num_keys]
-    int64_t num_keys;
-    int64_t heads, dim;
-};
-
-// Items are t * num_keys + s. Heads are summed in order in f32.
-void indexer_range(const IndexerArgs& a, int64_t begin, int64_t end);
-
 // Throws std::invalid_argument ("dsa_indexer: ...") unless the tensors are f32 with the shapes above and
 // heads > 0.
 void check_indexer_args(const Tensor& q, const Tensor& weights, const Tensor& keys, int heads, const Tensor& scores);

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "ops/dsa/dsa_topk_cpu_internal.h"
+#include "backends/cpu/kernels/dsa_topk_internal.h"
 
 namespace tracelm::dsa::avx2 {
 namespace {

@@ -1,9 +1,9 @@
-#include "ops/dsa/dsa_topk_cpu.h"
+#include "backends/cpu/kernels/dsa_topk.h"
 
 #include <algorithm>
 
 #include "ops/dsa/dsa_topk.h"
-#include "ops/dsa/dsa_topk_cpu_internal.h"
+#include "backends/cpu/kernels/dsa_topk_internal.h"
 
 namespace tracelm::dsa {
 

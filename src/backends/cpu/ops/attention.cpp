@@ -1,0 +1,91 @@
+#include <cstdint>
+
+#include "backends/cpu/ops/op_support.h"
+
+namespace tracelm::cpu {
+
+
+namespace {
+
+struct KvWriteArgs {
+    const float* k;
+    const float* v;
+    const int32_t* slots;
+    void* k_cache;
+    void* v_cache;
+    int64_t dim, num_slots;
+    bool f16;
+};
+void run_kv_write(const KvWriteArgs& a, int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+        const int64_t slot = a.slots[t];
+        if (slot < 0 || slot >= a.num_slots) continue;
+        store_kv_row(a.k + t * a.dim, a.k_cache, slot, a.dim, a.f16);
+        store_kv_row(a.v + t * a.dim, a.v_cache, slot, a.dim, a.f16);
+    }
+}
+
+}  // namespace
+
+PagedAttentionArgs attention_args(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                                  const AttentionMeta& meta, int heads, int kv_heads, int head_dim, float scale,
+                                  const Tensor& out, const char* op, const BackendCapabilities& caps) {
+    checks::attention(q, k_cache, v_cache, meta, heads, kv_heads, head_dim, out, op, caps);
+    return {q.ptr<float>(),
+            k_cache.raw(),
+            v_cache.raw(),
+            meta.block_tables.ptr<int32_t>(),
+            meta.seq_lens.ptr<int32_t>(),
+            meta.query_start_loc.ptr<int32_t>(),
+            out.ptr<float>(),
+            k_cache.rows,
+            meta.num_seqs,
+            static_cast<int>(meta.block_tables.cols),
+            meta.block_size,
+            heads,
+            kv_heads,
+            head_dim,
+            scale};
+}
+
+Footprint attention_footprint(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta,
+                              const Tensor& out) {
+    return Footprint()
+        .read(q)
+        .read(k_cache)
+        .read(v_cache)
+        .read(meta.block_tables)
+        .read(meta.seq_lens)
+        .read(meta.query_start_loc)
+        .write(out);
+}
+
+void CpuBackend::kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
+                          const Tensor& v_cache) {
+    checks::kv_write(k, v, slot_mapping, k_cache, v_cache, capabilities());
+    submit(run_kv_write,
+           KvWriteArgs{k.ptr<float>(), v.ptr<float>(), slot_mapping.ptr<int32_t>(), k_cache.raw(), v_cache.raw(),
+                       k.cols, k_cache.rows, k_cache.dtype == DType::F16},
+           Footprint().read(k).read(v).read(slot_mapping).write(k_cache).write(v_cache), k.rows);
+}
+
+void CpuBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta,
+                           int heads, int kv_heads, int head_dim, float scale, const Tensor& out) {
+    const PagedAttentionArgs a =
+        attention_args(q, k_cache, v_cache, meta, heads, kv_heads, head_dim, scale, out, "attention", capabilities());
+    const Footprint fp = attention_footprint(q, k_cache, v_cache, meta, out);
+    if (k_cache.dtype == DType::F32) {
+        submit(paged_attention_range, a, fp, q.rows * heads);
+        return;
+    }
+    // The workspace stays out of the footprint for the reason the quantized matmul's scratch does: item i runs
+    // on thread i and uses slice i only.
+    const int64_t floats = f16_attention_workspace_floats(meta.block_tables.cols * meta.block_size, head_dim);
+    Buffer* ws = scratch_buffer(kAttentionScratchName, static_cast<size_t>(floats * threads()) * sizeof(float));
+    submit(paged_attention_f16_range,
+           F16AttentionArgs{a, active_kernels().f16_attention, static_cast<float*>(ws->data), floats, q.rows,
+                            threads(), meta.interleaved_pairs},
+           fp, threads());
+}
+
+}  // namespace tracelm::cpu

@@ -1,0 +1,10 @@
+#include "backends/cuda/capabilities.h"
+
+namespace tracelm::cuda {
+
+const BackendCapabilities& capabilities() {
+    static const BackendCapabilities caps{{DType::F32, DType::BF16, DType::F16}, {DType::F32, DType::F16}, kMaxHeadDim};
+    return caps;
+}
+
+}  // namespace tracelm::cuda
