@@ -26,7 +26,7 @@ Writes to --out:
                       views, so srcs also carry the index of the producing node when it is a node).
   summary.json        context facts: flash attention type, K/V types, the backend buffer of every weight that a node
                       reads, the tokens, and the logits check.
-With --fixture DIR it also writes the small fixture set tests/test_ggml_conformance.cpp reads (see write_fixture).
+With --fixture DIR it also writes the small fixture set tests/backends/test_ggml_conformance.cpp reads (see write_fixture).
 """
 import argparse
 import ctypes

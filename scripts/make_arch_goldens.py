@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """One-off generator of small Qwen2 / Llama / Mistral checkpoints and their transformers goldens
-for tests/test_arch_goldens.cpp (not run in CI; needs torch and transformers).
+for tests/model/test_arch_goldens.cpp (not run in CI; needs torch and transformers).
 
 Each model is written by transformers itself (save_pretrained, safetensors) with random weights at a
 small geometry and a small vocabulary, so the files stay small enough to commit. The goldens hold the

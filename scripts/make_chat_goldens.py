@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Renders chat prompts with the models' real Jinja chat templates (jinja2, as transformers'
-apply_chat_template does: trim_blocks, lstrip_blocks) for tests/test_chat_template.cpp.
+apply_chat_template does: trim_blocks, lstrip_blocks) for tests/chat/test_chat_template.cpp.
 
 Templates: SmolLM2-135M-Instruct's (read from its GGUF), Qwen3's (models/qwen3-tokenizer) and
 Meta Llama 3 Instruct's (text below, from its tokenizer_config.json). bos_token is rendered empty:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""One-off generator of ggml's quantized dot products, the oracle of tests/test_quant.cpp's GgmlDot tests (not run
+"""One-off generator of ggml's quantized dot products, the oracle of tests/backends/test_quant.cpp's GgmlDot tests (not run
 in CI). It calls ggml's own CPU kernels through ctypes, from the libraries llama-cpp-python ships:
 
   python -m venv /tmp/llamavenv

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the GGUF test fixtures in testdata/gguf/ and, next to them, fixtures.json: the values this script
-put in, which tests/test_gguf.cpp checks the C++ reader against.
+put in, which tests/formats/test_gguf.cpp checks the C++ reader against.
 
   all_types_v3.gguf  written by the reference writer (gguf.GGUFWriter from the `gguf` PyPI package):
                      every metadata value type, arrays of ints/floats/strings/bools, nested arrays, an empty

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""One-off generator of the Hugging Face transformers goldens for tests/test_goldens.cpp.
+"""One-off generator of the Hugging Face transformers goldens for tests/model/test_goldens.cpp.
 
 Not run in CI. Needs torch and transformers (e.g. `python3 -m venv /tmp/g && /tmp/g/bin/pip install
 torch transformers`) and a built `tracelm` binary, which writes the random-weight checkpoint; the

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the GGML block-quantization fixtures of tests/test_quant.cpp to testdata/quant/ (not run in CI).
+"""Writes the GGML block-quantization fixtures of tests/backends/test_quant.cpp to testdata/quant/ (not run in CI).
 
 The reference is the `gguf` package (gguf-py, the llama.cpp project's Python library):
     python -m venv /tmp/ggufvenv && /tmp/ggufvenv/bin/pip install gguf numpy
@@ -20,7 +20,7 @@ that decode to inf/NaN, which are avoided). Either way the tests compare against
 very bytes stored. Rows cover edge cases: all zero, large magnitudes, all negative, zero blocks among normal
 ones, tiny (subnormal f16) scales, then ordinary data at several scales.
 
-For the quantizers (src/model/quantize.cpp), testdata/quant/quantize_<type>.bin (q8_0, q4_0) holds f32 input and
+For the quantizers (src/formats/quantize.cpp), testdata/quant/quantize_<type>.bin (q8_0, q4_0) holds f32 input and
 gguf.quants.quantize of it, little-endian:
     magic     4 bytes  b"TLQI"
     version   u32      1

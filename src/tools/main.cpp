@@ -6,6 +6,7 @@
 
 int main(int argc, char** argv) {
     CLI::App app{"tracelm: LLM inference with a host-free captured decode step"};
+    app.set_version_flag("--version", "tracelm " TRACELM_VERSION);
     app.require_subcommand(1);
     std::vector<std::pair<CLI::App*, tracelm::tools::Action>> commands;
     auto reg = [&](const char* name, const char* help, tracelm::tools::Action (*add)(CLI::App&)) {

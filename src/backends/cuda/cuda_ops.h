@@ -1,4 +1,5 @@
-// Kernel launchers of the CUDA backend (cuda_ops.cu), for cuda_backend.cu only. Each enqueues on `stream`
+// Kernel launchers of the CUDA backend (one .cu per op family: elementwise, norm_rope, matmul, attention,
+// decode_state, dsa), for cuda_backend.cu only. Each enqueues on `stream`
 // without allocating or synchronising, so it can be captured; arguments were checked by the caller. A failed
 // launch throws std::runtime_error.
 #pragma once

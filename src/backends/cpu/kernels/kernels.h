@@ -2,7 +2,7 @@
 // functions below go through the table of active_isa(), chosen once.
 //
 // rms_norm, silu_mul and the RoPE kernels give the bits of llama.cpp's CPU backend (ggml-cpu built for AVX2) on
-// every Isa, not each Isa's own best: docs/ggml-numerics.md, tests/test_ggml_conformance.cpp.
+// every Isa, not each Isa's own best: docs/ggml-numerics.md, tests/backends/test_ggml_conformance.cpp.
 //
 // Kernels that take a range [n0, n1) / [r0, r1) / [i0, i1) compute only that part, so callers can split
 // work between threads. For a given Isa every matmul output element is bit-identical whatever range or

@@ -5,7 +5,7 @@
 //
 // The numbers are those of ggml's CPU backend on an x86 AVX2 build (ggml-cpu's quantize_row_q8_0/q8_1/q8_K and
 // ggml_vec_dot_<type>_q8_<x>, with its FMA contractions), so that a GGUF model computes what llama.cpp
-// computes; tests/test_quant.cpp checks both against ggml itself (scripts/make_ggml_dot_fixtures.py). One
+// computes; tests/backends/test_quant.cpp checks both against ggml itself (scripts/make_ggml_dot_fixtures.py). One
 // output, for weight row w and activation row x, in float32:
 //   acc[8] = 0; then for each weight block, in k order, with d = f(w.d) * x.d (one rounded product; f(h): the
 //   f16 h as f32):

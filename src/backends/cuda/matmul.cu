@@ -1,0 +1,233 @@
+// CUDA kernels of the matmul family: matmul: the warp-per-row GEMV (decode buckets), the tiled GEMM (prefill), SiLU·mul fused into the down projection (launchers declared in cuda_ops.h).
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/cuda_common.cuh"
+#include "backends/cuda/cuda_ops.h"
+
+namespace tracelm::cuda::ops {
+
+namespace {
+
+// Tokens one GEMV block handles per pass over the weights.
+constexpr int kGemvTokens = 8;
+constexpr int kGemvWarps = 8;
+// kGemvMaxT (cuda_ops.h) = 4 passes over the weights at most, which L2 mostly serves.
+static_assert(kGemvMaxT <= 4 * kGemvTokens);
+
+// One warp's dot products of weight row `row` with tn <= kGemvTokens input rows x[t*K ..] (global or shared
+// memory), summed over the warp into every lane's acc. `vec`: K % 8 == 0, row and x 16-byte aligned.
+template <DType D>
+__device__ __forceinline__ void gemv_row(const float* x, int tn, int64_t K, const void* row, bool vec,
+                                         float (&acc)[kGemvTokens]) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int t = 0; t < kGemvTokens; ++t) acc[t] = 0.0f;
+    if (vec) {
+        for (int64_t k = lane * 8; k < K; k += 32 * 8) {
+            float wv[8];
+            load_w8<D>(row, k, wv);
+#pragma unroll
+            for (int t = 0; t < kGemvTokens; ++t) {
+                if (t < tn) {
+                    const float4* xp = reinterpret_cast<const float4*>(x + t * K + k);
+                    const float4 a = xp[0], b = xp[1];
+                    acc[t] += a.x * wv[0] + a.y * wv[1] + a.z * wv[2] + a.w * wv[3] + b.x * wv[4] + b.y * wv[5] +
+                              b.z * wv[6] + b.w * wv[7];
+                }
+            }
+        }
+    } else {
+        for (int64_t k = lane; k < K; k += 32) {
+            const float wk = load_w<D>(row, k);
+#pragma unroll
+            for (int t = 0; t < kGemvTokens; ++t) {
+                if (t < tn) acc[t] += x[t * K + k] * wk;
+            }
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < kGemvTokens; ++t) acc[t] = warp_sum(acc[t]);
+}
+
+template <DType D>
+__device__ __forceinline__ const void* weight_row(const void* w, int64_t n, int64_t K) {
+    constexpr size_t esize = D == DType::F32 ? 4 : 2;
+    return static_cast<const char*>(w) + static_cast<size_t>(n) * static_cast<size_t>(K) * esize;
+}
+
+// A warp per output row, reading the row once for up to kGemvTokens tokens (blockIdx.y picks them). The rows
+// of the segments are numbered end to end, so one launch serves several matrices of one input.
+template <DType D>
+__global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(const float* x, int64_t T, int64_t K, GemvSegments g,
+                                                               bool vec) {
+    int64_t n = static_cast<int64_t>(blockIdx.x) * kGemvWarps + (threadIdx.x >> 5);
+    int s = 0;
+    while (s < g.count && n >= g.rows[s]) n -= g.rows[s++];
+    if (s == g.count) return;
+    const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kGemvTokens;
+    const int tn = static_cast<int>(T - t0 < kGemvTokens ? T - t0 : kGemvTokens);
+    float acc[kGemvTokens];
+    gemv_row<D>(x + t0 * K, tn, K, weight_row<D>(g.w[s], n, K), vec, acc);
+    if ((threadIdx.x & 31) != 0) return;
+    const int64_t N = g.rows[s];
+    const float b = g.bias[s] != nullptr ? g.bias[s][n] : 0.0f;
+#pragma unroll
+    for (int t = 0; t < kGemvTokens; ++t) {
+        if (t < tn) g.y[s][(t0 + t) * N + n] = g.bias[s] != nullptr ? acc[t] + b : acc[t];
+    }
+}
+
+// Tiled GEMM for prefill: a 64x64 tile of y per block, 4x4 per thread, K in steps of 16 through shared memory
+// (weights widened to f32 on the way in).
+constexpr int kTile = 64, kTileK = 16, kGemmThreads = 256;
+
+template <DType D>
+__global__ void __launch_bounds__(kGemmThreads)
+    gemm_kernel(const float* x, int64_t T, int64_t K, const void* w, const float* bias, float* y, int64_t N) {
+    __shared__ float xs[kTileK][kTile + 4];
+    __shared__ float ws[kTileK][kTile + 4];
+    const int tid = threadIdx.x, ty = tid / 16, tx = tid % 16;
+    const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTile, n0 = static_cast<int64_t>(blockIdx.x) * kTile;
+    float acc[4][4] = {};
+    for (int64_t k0 = 0; k0 < K; k0 += kTileK) {
+#pragma unroll
+        for (int i = 0; i < kTile * kTileK / kGemmThreads; ++i) {
+            const int idx = tid + i * kGemmThreads, r = idx / kTileK, c = idx % kTileK;
+            const int64_t k = k0 + c;
+            xs[c][r] = t0 + r < T && k < K ? x[(t0 + r) * K + k] : 0.0f;
+            ws[c][r] = n0 + r < N && k < K ? load_w<D>(w, (n0 + r) * K + k) : 0.0f;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < kTileK; ++kk) {
+            float a[4], b[4];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                a[i] = xs[kk][ty * 4 + i];
+                b[i] = ws[kk][tx * 4 + i];
+            }
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+#pragma unroll
+                for (int j = 0; j < 4; ++j) acc[i][j] += a[i] * b[j];
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const int64_t t = t0 + ty * 4 + i;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const int64_t n = n0 + tx * 4 + j;
+            if (t < T && n < N) y[t * N + n] = bias != nullptr ? acc[i][j] + bias[n] : acc[i][j];
+        }
+    }
+}
+
+// silu_mul fused into the down projection's GEMV: each block first forms silu(gate)*up of its `tpb` tokens in
+// shared memory (dynamic, tpb*K floats), then its warps compute output rows as gemv_kernel does.
+template <DType D>
+__global__ void __launch_bounds__(kGemvWarps * 32) silu_gemv_kernel(const float* gate, const float* up, int64_t T,
+                                                                    int64_t K, const void* w, float* y, int64_t N,
+                                                                    int tpb, bool vec) {
+    extern __shared__ float4 act_storage[];
+    float* act = reinterpret_cast<float*>(act_storage);
+    const int64_t t0 = static_cast<int64_t>(blockIdx.y) * tpb;
+    const int tn = static_cast<int>(T - t0 < tpb ? T - t0 : tpb);
+    const float* g = gate + t0 * K;
+    const float* u = up + t0 * K;
+    for (int64_t i = threadIdx.x; i < static_cast<int64_t>(tn) * K; i += blockDim.x) act[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    __syncthreads();
+    const int64_t n = static_cast<int64_t>(blockIdx.x) * kGemvWarps + (threadIdx.x >> 5);
+    if (n >= N) return;
+    float acc[kGemvTokens];
+    gemv_row<D>(act, tn, K, weight_row<D>(w, n, K), vec, acc);
+    if ((threadIdx.x & 31) != 0) return;
+#pragma unroll
+    for (int t = 0; t < kGemvTokens; ++t) {
+        if (t < tn) y[(t0 + t) * N + n] = acc[t];
+    }
+}
+
+}  // namespace
+
+namespace {
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+}  // namespace
+
+void gemv(const float* x, int64_t T, int64_t K, const GemvSegments& g, DType wt, cudaStream_t stream) {
+    int64_t rows = 0;
+    bool vec = K % 8 == 0 && aligned16(x);
+    for (int s = 0; s < g.count; ++s) {
+        rows += g.rows[s];
+        vec = vec && aligned16(g.w[s]);
+    }
+    if (T == 0 || rows == 0) return;
+    with_weight_type(wt, [&](auto tag) {
+        const dim3 grid(static_cast<unsigned>((rows + kGemvWarps - 1) / kGemvWarps),
+                        static_cast<unsigned>((T + kGemvTokens - 1) / kGemvTokens));
+        gemv_kernel<decltype(tag)::value><<<grid, kGemvWarps * 32, 0, stream>>>(x, T, K, g, vec);
+    });
+    check_launch("gemv");
+}
+
+void matmul(const float* x, int64_t T, int64_t K, const void* w, DType wt, const float* bias, float* y, int64_t N,
+            cudaStream_t stream) {
+    if (T == 0 || N == 0) return;
+    if (T <= kGemvMaxT) {
+        GemvSegments g{};
+        g.w[0] = w, g.bias[0] = bias, g.y[0] = y, g.rows[0] = N, g.count = 1;
+        gemv(x, T, K, g, wt, stream);
+        return;
+    }
+    with_weight_type(wt, [&](auto tag) {
+        const dim3 grid(static_cast<unsigned>((N + kTile - 1) / kTile), static_cast<unsigned>((T + kTile - 1) / kTile));
+        gemm_kernel<decltype(tag)::value><<<grid, kGemmThreads, 0, stream>>>(x, T, K, w, bias, y, N);
+    });
+    check_launch("matmul");
+}
+
+namespace {
+int g_max_dynamic_shared = 48 * 1024;  // the default limit until init() raises it
+
+// Tokens one silu_gemv block keeps in shared memory (0: K is too large for even one).
+int silu_tokens_per_block(int64_t K) {
+    return static_cast<int>(std::min<int64_t>(kGemvTokens, g_max_dynamic_shared / (K * static_cast<int64_t>(sizeof(float)))));
+}
+}  // namespace
+
+void init(int max_dynamic_shared_bytes) {
+    g_max_dynamic_shared = max_dynamic_shared_bytes;
+    for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
+        with_weight_type(dt, [&](auto tag) {
+            check(cudaFuncSetAttribute(silu_gemv_kernel<decltype(tag)::value>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, max_dynamic_shared_bytes),
+                  "shared memory limit");
+        });
+    }
+}
+
+bool silu_mul_matmul_fuses(int64_t T, int64_t K) { return T <= kGemvMaxT && K > 0 && silu_tokens_per_block(K) >= 1; }
+
+void silu_mul_matmul(const float* gate, const float* up, int64_t T, int64_t K, const void* w, DType wt, float* y,
+                     int64_t N, cudaStream_t stream) {
+    if (T == 0 || N == 0) return;
+    // No more tokens per block than there are: the shared memory asked for limits how many blocks share an SM.
+    const int tpb = static_cast<int>(std::min<int64_t>(silu_tokens_per_block(K), T));
+    const bool vec = K % 8 == 0 && aligned16(w);
+    const dim3 grid(static_cast<unsigned>((N + kGemvWarps - 1) / kGemvWarps), static_cast<unsigned>((T + tpb - 1) / tpb));
+    const size_t smem = static_cast<size_t>(tpb) * static_cast<size_t>(K) * sizeof(float);
+    with_weight_type(wt, [&](auto tag) {
+        silu_gemv_kernel<decltype(tag)::value><<<grid, kGemvWarps * 32, smem, stream>>>(gate, up, T, K, w, y, N, tpb, vec);
+    });
+    check_launch("silu_mul_matmul");
+}
+
+}  // namespace tracelm::cuda::ops

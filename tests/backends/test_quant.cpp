@@ -1,0 +1,454 @@
+// GGML block-quantized weights on the CPU: dequantization against the gguf Python package (fixtures made by
+// scripts/make_quant_fixtures.py), the integer-domain matmul against double-precision math on the dequantized
+// weights within a derived bound, agreement between instruction sets, independence of the work split, and the
+// backend ops eager and replayed.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/kernels/quant.h"
+#include "support/test_support.h"
+
+namespace tracelm {
+namespace {
+
+using cpu::Isa;
+
+const DType kQuantTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0,
+                             DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
+// GGML's type ids (ggml.h), as the fixtures record them.
+uint32_t ggml_type_id(DType dt) {
+    switch (dt) {
+        case DType::Q4_0: return 2;
+        case DType::Q4_1: return 3;
+        case DType::Q5_0: return 6;
+        case DType::Q5_1: return 7;
+        case DType::Q8_0: return 8;
+        case DType::Q4_K: return 12;
+        case DType::Q5_K: return 13;
+        default: return 14;  // Q6_K
+    }
+}
+
+std::string type_name(DType dt) { return std::string(dtype_name(dt)); }
+
+// Written here rather than taken from dtype.h, so the bound below does not rest on the code under test.
+double decode_f16(const uint8_t* p) {
+    const int h = p[0] | (p[1] << 8);
+    const int sign = h >> 15, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+    const double v = exp == 0 ? std::ldexp(mant, -24) : std::ldexp(1024 + mant, exp - 25);
+    return sign != 0 ? -v : v;
+}
+
+// testdata/quant/<type>.bin: raw blocks and gguf's dequantization of them (format in the script).
+struct Fixture {
+    DType dt;
+    int64_t rows = 0, cols = 0;
+    size_t row_bytes = 0;
+    std::vector<uint8_t> blocks;
+    std::vector<float> values;
+};
+
+// The bytes of a committed fixture file, which must start with the 4-byte `magic` and hold at least min_bytes.
+std::vector<uint8_t> read_fixture(const std::string& path, const char* magic, size_t min_bytes) {
+    std::ifstream f(path, std::ios::binary);
+    std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    if (bytes.size() < min_bytes || std::memcmp(bytes.data(), magic, 4) != 0) throw std::runtime_error("bad fixture " + path);
+    return bytes;
+}
+
+Fixture load_fixture(DType dt) {
+    const std::string path = testing::repo_path("testdata/quant/" + type_name(dt) + ".bin");
+    const std::vector<uint8_t> bytes = read_fixture(path, "TLQF", 20);
+    uint32_t hdr[4];
+    std::memcpy(hdr, bytes.data() + 4, sizeof(hdr));
+    Fixture fx{dt, hdr[2], hdr[3], 0, {}, {}};
+    fx.row_bytes = dtype_row_bytes(dt, fx.cols);
+    const size_t nblk = fx.row_bytes * static_cast<size_t>(fx.rows), nval = static_cast<size_t>(fx.rows * fx.cols);
+    if (hdr[0] != 1 || hdr[1] != ggml_type_id(dt) || !dtype_row_ok(dt, fx.cols) ||
+        bytes.size() != 20 + nblk + 4 * nval)
+        throw std::runtime_error("fixture " + path + " does not match its header");
+    fx.blocks.assign(bytes.begin() + 20, bytes.begin() + 20 + static_cast<ptrdiff_t>(nblk));
+    fx.values.resize(nval);
+    std::memcpy(fx.values.data(), bytes.data() + 20 + nblk, 4 * nval);
+    return fx;
+}
+
+// A weight matrix of N rows of K = 2 * fixture columns, row n being fixture rows a(n) and b(n) side by side
+// (blocks are self-contained, so rows of blocks concatenate), with its gguf-dequantized values.
+struct Weights {
+    DType dt;
+    int64_t N, K;
+    std::vector<uint8_t> bytes;
+    std::vector<float> values;
+};
+
+Weights make_weights(const Fixture& fx, int64_t N) {
+    Weights w{fx.dt, N, 2 * fx.cols, {}, {}};
+    for (int64_t n = 0; n < N; ++n) {
+        for (const int64_t r : {n % fx.rows, (7 * n + 3) % fx.rows}) {
+            const auto* src = fx.blocks.data() + static_cast<size_t>(r) * fx.row_bytes;
+            w.bytes.insert(w.bytes.end(), src, src + fx.row_bytes);
+            const auto* v = fx.values.data() + r * fx.cols;
+            w.values.insert(w.values.end(), v, v + fx.cols);
+        }
+    }
+    return w;
+}
+
+// |m part| of element k of weight row `row` (bytes of K elements): the additive part of its value (the block's
+// m for Q4_1/Q5_1, dmin * min_j for Q4_K/Q5_K), 0 for the other types. Its value is d*q + m, so the
+// magnitude of the parts the kernel multiplies separately is at most |w| + 2|m|.
+double min_part(DType dt, const uint8_t* row, int64_t k) {
+    const size_t bb = dtype_block_bytes(dt);
+    const uint8_t* b = row + static_cast<size_t>(k / dtype_block_elems(dt)) * bb;
+    if (dt == DType::Q4_1 || dt == DType::Q5_1) return std::fabs(decode_f16(b + 2));
+    if (dt != DType::Q4_K && dt != DType::Q5_K) return 0.0;
+    const int j = static_cast<int>(k % 256) / 32;
+    const uint8_t* s = b + 4;
+    const int m = j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    return std::fabs(decode_f16(b + 2)) * m;
+}
+
+std::vector<float> make_activations(int64_t T, int64_t K, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> nd;
+    std::vector<float> x(static_cast<size_t>(T * K));
+    for (int64_t t = 0; t < T; ++t) {
+        const float scale = t == 1 ? 0.0f : t == 2 ? 1000.0f : t == 3 ? 1e-3f : 1.0f;
+        for (int64_t k = 0; k < K; ++k) x[t * K + k] = nd(rng) * scale;
+        if (t == 4)
+            for (int64_t k = 0; k < K; k += 37) x[t * K + k] *= 100.0f;  // outliers in some blocks
+    }
+    return x;
+}
+
+std::vector<float> run_quant(Isa isa, const std::vector<float>& x, int64_t T, const Weights& w, const float* bias,
+                             int64_t n0, int64_t n1) {
+    std::vector<float> y(static_cast<size_t>(T * w.N), -1.0f);
+    std::vector<uint8_t> act(cpu::matmul_quant_act_bytes(w.dt, T, w.K));
+    cpu::kernels_for(isa).quant->matmul(x.data(), T, w.K, w.bytes.data(), w.dt, bias, y.data(), w.N, n0, n1,
+                                        act.data());
+    return y;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), 4 * a.size()) == 0;
+}
+
+std::vector<Isa> runnable_isas() {
+    std::vector<Isa> v;
+    for (Isa isa : {Isa::Portable, Isa::Avx2, Isa::Avx512})
+        if (static_cast<int>(isa) <= static_cast<int>(cpu::best_isa())) v.push_back(isa);
+    return v;
+}
+
+TEST(QuantDequant, EveryTypeMatchesGgufBitForBit) {
+    for (DType dt : kQuantTypes) {
+        SCOPED_TRACE(type_name(dt));
+        const Fixture fx = load_fixture(dt);
+        std::vector<float> got(static_cast<size_t>(fx.cols));
+        for (int64_t r = 0; r < fx.rows; ++r) {
+            cpu::row_to_f32(fx.blocks.data() + static_cast<size_t>(r) * fx.row_bytes, dt, fx.cols, got.data());
+            ASSERT_EQ(std::memcmp(got.data(), fx.values.data() + r * fx.cols, 4 * got.size()), 0) << "row " << r;
+        }
+    }
+}
+
+TEST(QuantDequant, RejectsPartialBlocksAndPlainTypesInQuantEntryPoints) {
+    std::vector<uint8_t> blk(256, 0);
+    std::vector<float> out(64);
+    EXPECT_THROW(cpu::row_to_f32(blk.data(), DType::Q4_0, 48, out.data()), std::invalid_argument);
+    EXPECT_THROW(cpu::matmul_quant_act_bytes(DType::Q4_K, 1, 128), std::invalid_argument);
+    EXPECT_THROW(cpu::matmul_quant_act_bytes(DType::BF16, 1, 128), std::invalid_argument);
+    EXPECT_THROW(cpu::matmul(out.data(), 1, 32, blk.data(), DType::Q8_0, nullptr, out.data(), 1, 0, 1),
+                 std::invalid_argument);
+}
+
+// y = sum_k x_k w_k with x quantized per block: x_hat = dx * q, dx = fl(max|x| / 127), |x_hat - x| <= dx/2 up to
+// the rounding of x * (127/max|x|) (relative 2^-23 of at most 127 units: below 1e-4 of dx/2), plus, for the
+// 32-element types, ggml's f16 rounding of dx times |q| <= 127 (at most 2^-11 dx, or 2^-25 where dx is an f16
+// subnormal); Q4_1 and Q5_1 take their m term from s = f16(dx * sum q), off by at most twice that per
+// element, times |m|. The float work rounds each block term a few times and the sum once per block, on magnitudes of
+// at most sum |x_hat| (|w| + 2|m|);
+// gguf's own value of w is within 3 roundings of the exact d*q + m the kernel uses.
+TEST(QuantMatmul, WithinTheActivationQuantizationBoundOfExactMath) {
+    constexpr int64_t T = 6, N = 21;
+    for (DType dt : kQuantTypes) {
+        const Weights w = make_weights(load_fixture(dt), N);
+        const int64_t K = w.K, be = dtype_block_elems(dt), nb = K / be;
+        const auto x = make_activations(T, K, 11);
+        std::vector<float> bias(N);
+        for (int64_t n = 0; n < N; ++n) bias[n] = 0.25f * static_cast<float>(n % 5) - 0.5f;
+        for (Isa isa : runnable_isas()) {
+            SCOPED_TRACE(type_name(dt) + " " + cpu::isa_name(isa));
+            const auto y = run_quant(isa, x, T, w, bias.data(), 0, N);
+            for (int64_t t = 0; t < T; ++t) {
+                std::vector<double> dx(static_cast<size_t>(nb));
+                for (int64_t b = 0; b < nb; ++b) {
+                    float amax = 0.0f;
+                    for (int64_t i = 0; i < be; ++i) amax = std::max(amax, std::fabs(x[t * K + b * be + i]));
+                    dx[b] = amax / 127.0f;
+                }
+                for (int64_t n = 0; n < N; ++n) {
+                    const uint8_t* row = w.bytes.data() + static_cast<size_t>(n) * dtype_row_bytes(dt, K);
+                    double exact = bias[n], quant_err = 0, mag = std::fabs(bias[n]);
+                    for (int64_t k = 0; k < K; ++k) {
+                        const double xv = x[t * K + k], wv = w.values[n * K + k], d = dx[k / be];
+                        exact += xv * wv;
+                        const double e16 = be == 32 ? 127 * std::max(std::ldexp(d, -11), std::ldexp(1.0, -25)) : 0;
+                        quant_err += (0.5 * (1 + 1e-4) * d + e16) * std::fabs(wv) + 2 * e16 * min_part(dt, row, k);
+                        mag += (std::fabs(xv) + d) * (std::fabs(wv) + 2 * min_part(dt, row, k));
+                    }
+                    const double bound = quant_err + static_cast<double>(nb + 10) * std::ldexp(1.0, -24) * mag;
+                    ASSERT_LE(std::fabs(y[t * N + n] - exact), bound) << "t " << t << " n " << n;
+                }
+            }
+        }
+    }
+}
+
+TEST(QuantMatmul, PortableAndAvx2AgreeBitForBit) {
+    if (static_cast<int>(cpu::best_isa()) < static_cast<int>(Isa::Avx2)) GTEST_SKIP() << "no AVX2";
+    for (int64_t T : {1, 2, 5, 9}) {
+        for (DType dt : kQuantTypes) {
+            SCOPED_TRACE(type_name(dt) + " T " + std::to_string(T));
+            const Weights w = make_weights(load_fixture(dt), 19);
+            const auto x = make_activations(T, w.K, 5 + static_cast<uint32_t>(T));
+            const std::vector<float> bias(19, 0.125f);
+            EXPECT_TRUE(same_bits(run_quant(Isa::Portable, x, T, w, nullptr, 0, w.N),
+                                  run_quant(Isa::Avx2, x, T, w, nullptr, 0, w.N)));
+            EXPECT_TRUE(same_bits(run_quant(Isa::Portable, x, T, w, bias.data(), 0, w.N),
+                                  run_quant(Isa::Avx2, x, T, w, bias.data(), 0, w.N)));
+        }
+    }
+}
+
+// Every output must be the same whether computed in one call, in ranges split at odd rows, or one token at a
+// time: what makes a replayed step (T = 1) and a batched one agree, and any thread split give the same bits.
+TEST(QuantMatmul, IndependentOfRowRangeAndBatchSize) {
+    constexpr int64_t T = 7, N = 29;
+    for (DType dt : kQuantTypes) {
+        const Weights w = make_weights(load_fixture(dt), N);
+        const auto x = make_activations(T, w.K, 3);
+        for (Isa isa : runnable_isas()) {
+            SCOPED_TRACE(type_name(dt) + " " + cpu::isa_name(isa));
+            const auto whole = run_quant(isa, x, T, w, nullptr, 0, N);
+            std::vector<float> split(static_cast<size_t>(T * N));
+            const int64_t cuts[] = {0, 3, 4, 13, 21, N};
+            for (int i = 0; i + 1 < 6; ++i) {
+                const auto part = run_quant(isa, x, T, w, nullptr, cuts[i], cuts[i + 1]);
+                for (int64_t t = 0; t < T; ++t)
+                    for (int64_t n = cuts[i]; n < cuts[i + 1]; ++n) split[t * N + n] = part[t * N + n];
+            }
+            EXPECT_TRUE(same_bits(whole, split));
+            std::vector<float> rows(static_cast<size_t>(T * N));
+            for (int64_t t = 0; t < T; ++t) {
+                const std::vector<float> xt(x.begin() + t * w.K, x.begin() + (t + 1) * w.K);
+                const auto one = run_quant(isa, xt, 1, w, nullptr, 0, N);
+                std::copy(one.begin(), one.end(), rows.begin() + t * N);
+            }
+            EXPECT_TRUE(same_bits(whole, rows));
+        }
+    }
+}
+
+// testdata/quant/ggml_dot_<type>.bin (scripts/make_ggml_dot_fixtures.py): weight rows quantized by ggml,
+// activation rows, ggml's quantization of them (its vec_dot_type's from_float) and ggml's vec_dot of every pair,
+// from an x86 AVX2 build of ggml-cpu (format in the script).
+struct GgmlDot {
+    DType dt;
+    uint32_t act_type = 0;
+    int64_t R = 0, A = 0, K = 0;
+    std::vector<uint8_t> weights, act_blocks;
+    std::vector<float> x, dots;
+};
+
+size_t ggml_act_block_bytes(uint32_t act_type) { return act_type == 8 ? 34 : act_type == 9 ? 36 : 292; }
+
+GgmlDot load_ggml_dot(DType dt) {
+    const std::string path = testing::repo_path("testdata/quant/ggml_dot_" + type_name(dt) + ".bin");
+    const std::vector<uint8_t> bytes = read_fixture(path, "TLGD", 28);
+    uint32_t hdr[6];
+    std::memcpy(hdr, bytes.data() + 4, sizeof(hdr));
+    GgmlDot g{dt, hdr[2], hdr[3], hdr[4], hdr[5], {}, {}, {}, {}};
+    const uint32_t want_act = dtype_block_elems(dt) == 256 ? 15 : (dt == DType::Q4_1 || dt == DType::Q5_1) ? 9 : 8;
+    if (hdr[0] != 1 || hdr[1] != ggml_type_id(dt) || g.act_type != want_act || !dtype_row_ok(dt, g.K))
+        throw std::runtime_error("fixture " + path + " does not match its header");
+    const size_t nw = dtype_row_bytes(dt, g.K) * static_cast<size_t>(g.R), nx = static_cast<size_t>(g.A * g.K);
+    const size_t na = nx / static_cast<size_t>(dtype_block_elems(dt)) * ggml_act_block_bytes(g.act_type);
+    const size_t nd = static_cast<size_t>(g.A * g.R);
+    if (bytes.size() != 28 + nw + 4 * nx + na + 4 * nd) throw std::runtime_error("fixture " + path + " has a bad size");
+    const uint8_t* p = bytes.data() + 28;
+    g.weights.assign(p, p + nw);
+    g.x.resize(nx);
+    std::memcpy(g.x.data(), p + nw, 4 * nx);
+    g.act_blocks.assign(p + nw + 4 * nx, p + nw + 4 * nx + na);
+    g.dots.resize(nd);
+    std::memcpy(g.dots.data(), p + nw + 4 * nx + na, 4 * nd);
+    return g;
+}
+
+std::vector<Isa> tested_isas() {
+    std::vector<Isa> v{Isa::Portable};
+    if (cpu::active_isa() != Isa::Portable) v.push_back(cpu::active_isa());
+    return v;
+}
+
+// The fixture's rows through one ISA's quantized matmul, all tokens in one call; also returns the activation blocks.
+void run_ggml_dot_matmul(const GgmlDot& g, DType dt, Isa isa, std::vector<float>& y, std::vector<uint8_t>& act) {
+    y.assign(static_cast<size_t>(g.A * g.R), 0.0f);
+    act.assign(cpu::matmul_quant_act_bytes(dt, g.A, g.K), 0);
+    cpu::kernels_for(isa).quant->matmul(g.x.data(), g.A, g.K, g.weights.data(), dt, nullptr, y.data(), g.R, 0, g.R,
+                                        act.data());
+}
+
+// tracelm's activation blocks (quant.h) are ggml's field for field: scales as the f32 of ggml's f16 (Q8_0,
+// Q8_1) or f32 (Q8_K), the same int8 values and sums.
+TEST(GgmlDot, ActivationQuantizationEqualsGgml) {
+    for (DType dt : kQuantTypes) {
+        const GgmlDot g = load_ggml_dot(dt);
+        const int64_t be = dtype_block_elems(dt), blocks = g.A * g.K / be;
+        const size_t gb = ggml_act_block_bytes(g.act_type);
+        for (Isa isa : tested_isas()) {
+            SCOPED_TRACE(type_name(dt) + " " + cpu::isa_name(isa));
+            std::vector<float> y;
+            std::vector<uint8_t> act;
+            run_ggml_dot_matmul(g, dt, isa, y, act);
+            for (int64_t i = 0; i < blocks; ++i) {
+                const uint8_t* ref = g.act_blocks.data() + static_cast<size_t>(i) * gb;
+                SCOPED_TRACE("block " + std::to_string(i));
+                if (be == 32) {
+                    const auto& a = reinterpret_cast<const cpu::quant::ActBlock32*>(act.data())[i];
+                    const float d = static_cast<float>(decode_f16(ref));
+                    EXPECT_EQ(std::memcmp(&a.d, &d, 4), 0) << a.d << " vs " << d;
+                    const size_t qs = g.act_type == 9 ? 4 : 2;
+                    if (g.act_type == 9) {
+                        const float s = static_cast<float>(decode_f16(ref + 2));
+                        EXPECT_EQ(std::memcmp(&a.s, &s, 4), 0) << a.s << " vs " << s;
+                    }
+                    EXPECT_EQ(std::memcmp(a.q, ref + qs, 32), 0);
+                } else {
+                    const auto& a = reinterpret_cast<const cpu::quant::ActBlock256*>(act.data())[i];
+                    EXPECT_EQ(std::memcmp(&a.d, ref, 4), 0);
+                    EXPECT_EQ(std::memcmp(a.q, ref + 4, 256), 0);
+                    EXPECT_EQ(std::memcmp(a.bsums, ref + 260, 32), 0);
+                }
+            }
+        }
+    }
+}
+
+// Every output equals ggml's vec_dot bit for bit, in one call over all tokens (the prefill tiles) and one
+// token at a time (the decode tiles).
+TEST(GgmlDot, MatmulEqualsGgmlVecDot) {
+    for (DType dt : kQuantTypes) {
+        const GgmlDot g = load_ggml_dot(dt);
+        for (Isa isa : tested_isas()) {
+            SCOPED_TRACE(type_name(dt) + " " + cpu::isa_name(isa));
+            std::vector<float> y;
+            std::vector<uint8_t> act;
+            run_ggml_dot_matmul(g, dt, isa, y, act);
+            for (int64_t i = 0; i < g.A * g.R; ++i)
+                EXPECT_EQ(std::memcmp(&y[i], &g.dots[i], 4), 0)
+                    << "act " << i / g.R << " row " << i % g.R << ": " << y[i] << " vs ggml " << g.dots[i];
+            for (int64_t a = 0; a < g.A; ++a) {
+                std::vector<float> y1(static_cast<size_t>(g.R));
+                cpu::kernels_for(isa).quant->matmul(g.x.data() + a * g.K, 1, g.K, g.weights.data(), dt, nullptr,
+                                                    y1.data(), g.R, 0, g.R, act.data());
+                EXPECT_EQ(std::memcmp(y1.data(), g.dots.data() + a * g.R, 4 * y1.size()), 0) << "act " << a << ", T = 1";
+            }
+        }
+    }
+}
+
+class QuantBackend : public testing::BackendTest {
+   protected:
+    QuantBackend() : BackendTest(7) {}
+
+    Tensor weights(const std::string& name, const Weights& w) {
+        Tensor t = whole(be.alloc(w.bytes.size(), name), w.dt, w.N, w.K);
+        be.upload(t, w.bytes.data());
+        return t;
+    }
+};
+
+TEST_F(QuantBackend, EmbeddingDequantizesRowsOfAQuantizedTable) {
+    const Weights table = make_weights(load_fixture(DType::Q8_0), 12);
+    const Tensor tab = weights("tok_embd", table);
+    const Tensor out = f32("emb", 4, table.K, std::vector<float>(4 * table.K, 1.0f));
+    be.embedding(i32("ids", 1, 4, {5, 0, 11, 12}), tab, out);
+    const auto got = get<float>(out);
+    for (int64_t t = 0; t < 3; ++t) {
+        const int64_t id = std::vector<int64_t>{5, 0, 11}[t];
+        EXPECT_EQ(std::memcmp(got.data() + t * table.K, table.values.data() + id * table.K, 4 * table.K), 0);
+    }
+    for (int64_t k = 0; k < table.K; ++k) ASSERT_EQ(got[3 * table.K + k], 0.0f);  // id out of range
+}
+
+TEST_F(QuantBackend, MatmulRejectsWeightsItCannotUse) {
+    const Tensor x = f32("x", 1, 64, randn(64)), out = f32("out", 1, 2, {0, 0});
+    const Tensor wi = i32("w_i32", 2, 64, std::vector<int32_t>(128));
+    try {
+        be.matmul(x, wi, nullptr, out);
+        FAIL() << "i32 weights accepted";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("quantized"), std::string::npos) << e.what();
+    }
+}
+
+// A captured step of quantized ops (Q8_0 embedding, Q4_1 and Q6_K matmuls with a bias, as a GGUF model runs
+// them) replays bit for bit like eager execution and like the kernel called directly, with no heap allocation.
+TEST_F(QuantBackend, CapturedQuantizedMatmulEqualsEagerWithoutAllocating) {
+    const Weights emb = make_weights(load_fixture(DType::Q8_0), 10);  // 10 x 1024
+    const Weights w1 = make_weights(load_fixture(DType::Q4_1), 45);   // 45 x 1024
+    const Weights w2 = make_weights(load_fixture(DType::Q6_K), 37);   // 37 x 1024
+    const Tensor temb = weights("emb", emb), tw1 = weights("w1", w1), tw2 = weights("w2", w2);
+    std::vector<float> bias_v(45);
+    for (auto& b : bias_v) b = std::normal_distribution<float>()(rng);
+    const Tensor bias = f32("bias", 1, 45, bias_v);
+    const Tensor ids = i32("ids", 1, 3, {4, 9, 1}), h = f32("h", 3, 1024, std::vector<float>(3 * 1024));
+    const Tensor y1 = f32("y1", 3, 45, std::vector<float>(3 * 45)), y2 = f32("y2", 3, 37, std::vector<float>(3 * 37));
+    auto step = [&] {
+        be.embedding(ids, temb, h);
+        be.matmul(h, tw1, &bias, y1);
+        be.matmul(h, tw2, nullptr, y2);
+    };
+    step();
+    const auto e1 = get<float>(y1), e2 = get<float>(y2), hv = get<float>(h);
+    // The same numbers from the kernel itself, one call over all rows.
+    std::vector<float> d1(3 * 45), d2(3 * 37);
+    std::vector<uint8_t> act(std::max(cpu::matmul_quant_act_bytes(DType::Q6_K, 3, 1024),
+                                      cpu::matmul_quant_act_bytes(DType::Q4_1, 3, 1024)));
+    cpu::matmul_quant(hv.data(), 3, 1024, w1.bytes.data(), DType::Q4_1, bias_v.data(), d1.data(), 45, 0, 45,
+                      act.data());
+    cpu::matmul_quant(hv.data(), 3, 1024, w2.bytes.data(), DType::Q6_K, nullptr, d2.data(), 37, 0, 37, act.data());
+    EXPECT_TRUE(same_bits(e1, d1));
+    EXPECT_TRUE(same_bits(e2, d2));
+
+    for (const Tensor& t : {h, y1, y2}) be.upload(t, std::vector<float>(static_cast<size_t>(t.numel()), 0.0f).data());
+    be.begin_capture();
+    step();
+    const GraphId g = be.end_capture();
+    const uint64_t before = testing::heap_allocations().load();
+    be.replay(g);
+    be.replay(g);
+    const uint64_t allocations = testing::heap_allocations().load() - before;
+    EXPECT_EQ(allocations, 0u);
+    EXPECT_TRUE(same_bits(get<float>(y1), e1));
+    EXPECT_TRUE(same_bits(get<float>(y2), e2));
+}
+
+}  // namespace
+}  // namespace tracelm

@@ -1,0 +1,237 @@
+// The `tracelm` executable as users and outside checks drive it: bad inputs give a clear message
+// and a non-zero exit, good ones the documented output.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <nlohmann/json.hpp>
+
+#include "support/test_support.h"
+
+namespace tracelm {
+namespace {
+
+namespace fs = std::filesystem;
+
+using Result = testing::CliResult;
+
+std::string quote(const std::string& s) {
+    std::string q = "'";
+    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+}
+
+Result run(const std::string& args, bool with_stderr = true) { return testing::run_tracelm(args, with_stderr); }
+
+// A copy of the tiny checkpoint that a test may damage.
+class CliModel : public ::testing::Test {
+   protected:
+    fs::path dir;
+    void SetUp() override {
+        dir = fs::temp_directory_path() /
+              ("tracelm-cli-" + std::to_string(getpid()) + "-" +
+               ::testing::UnitTest::GetInstance()->current_test_info()->name());
+        fs::remove_all(dir);
+        fs::copy(testing::generated_checkpoint("tiny", 3, DType::F32), dir);
+    }
+    void TearDown() override { fs::remove_all(dir); }
+    std::string model() const { return "--model " + quote(dir.string()); }
+    void write(const std::string& name, const std::string& text) { std::ofstream(dir / name, std::ios::binary) << text; }
+    std::string read(const std::string& name) {
+        std::ifstream f(dir / name, std::ios::binary);
+        return std::string(std::istreambuf_iterator<char>(f), {});
+    }
+};
+
+TEST_F(CliModel, GenerateJsonReportsReplayedDecode) {
+    const Result r = run("generate " + model() + " --prompt 'Hello there' --max-tokens 12 --json", false);
+    ASSERT_EQ(r.code, 0) << r.out;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["prompt_tokens"], 2);
+    EXPECT_EQ(j["tokens"].size(), 12u);
+    EXPECT_TRUE(j["text"].is_string());
+    EXPECT_GT(j["prefill_tokens_per_s"].get<double>(), 0);
+    EXPECT_GT(j["decode_tokens_per_s"].get<double>(), 0);
+    EXPECT_EQ(j["capture"], true);
+    EXPECT_EQ(j["replays"], 10);  // 11 decode steps: one eager warm-up, then replays
+
+    const Result eager = run("generate " + model() + " --prompt 'Hello there' --max-tokens 12 --json --capture off", false);
+    ASSERT_EQ(eager.code, 0) << eager.out;
+    const auto je = nlohmann::json::parse(eager.out);
+    EXPECT_EQ(je["capture"], false);
+    EXPECT_EQ(je["replays"], 0);
+    EXPECT_EQ(je["tokens"], j["tokens"]);
+}
+
+// The bench's report, not its speed (numbers are for the bench itself, never asserted in tests).
+TEST_F(CliModel, BenchReportsEveryRoundAndTheirMedians) {
+    const Result r = run("bench " + model() + " --prompt-tokens 4 --gen-tokens 8 --rounds 3 --threads 2 --json", false);
+    ASSERT_EQ(r.code, 0) << r.out;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["tokens_match"], true);
+    ASSERT_EQ(j["per_round"].size(), 3u);
+    std::vector<double> shares;
+    for (const auto& pr : j["per_round"]) {
+        EXPECT_GT(pr["decode_replay_tokens_per_s"].get<double>(), 0);
+        EXPECT_GT(pr["read_bandwidth_gb_s"].get<double>(), 0);
+        shares.push_back(pr["decode_bandwidth_share"].get<double>());
+    }
+    std::sort(shares.begin(), shares.end());
+    EXPECT_DOUBLE_EQ(j["decode_bandwidth_share"].get<double>(), shares[1]);
+    EXPECT_GT(j["decode_bytes_per_token"].get<double>(), 0);
+}
+
+TEST_F(CliModel, PromptLongerThanContextIsRefused) {
+    const Result r = run("generate " + model() + " --prompt 'one two three four five six seven eight' --context 4");
+    EXPECT_NE(r.code, 0);
+    EXPECT_NE(r.out.find("exceeds the context"), std::string::npos) << r.out;
+}
+
+TEST_F(CliModel, MaxTokensBeyondKvCapacityIsRefused) {
+    const Result r = run("generate " + model() + " --prompt 'Hi' --context 64 --max-tokens 100");
+    EXPECT_NE(r.code, 0);
+    EXPECT_NE(r.out.find("exceeds the context of 64 tokens"), std::string::npos) << r.out;
+}
+
+TEST_F(CliModel, TruncatedSafetensorsIsRefused) {
+    const std::string full = read("model.safetensors");
+    for (size_t cut : {size_t{0}, size_t{5}, size_t{8}, size_t{100}, full.size() / 2, full.size() - 1}) {
+        write("model.safetensors", full.substr(0, cut));
+        const Result r = run("generate " + model() + " --prompt Hi --max-tokens 2");
+        EXPECT_EQ(r.code, 1) << "cut at " << cut << ": " << r.out;
+        EXPECT_NE(r.out.find("model.safetensors"), std::string::npos) << r.out;
+    }
+}
+
+TEST_F(CliModel, CorruptConfigIsRefused) {
+    write("config.json", "{\"architectures\": [\"Qwen3ForCausalLM\"], \"hidden_size\": ");
+    Result r = run("generate " + model() + " --prompt Hi");
+    EXPECT_EQ(r.code, 1);
+    EXPECT_NE(r.out.find("config.json"), std::string::npos) << r.out;
+
+    fs::copy_file(testing::generated_checkpoint("tiny", 3, DType::F32) + "/config.json", dir / "config.json",
+                  fs::copy_options::overwrite_existing);
+    auto j = nlohmann::json::parse(read("config.json"));
+    j["architectures"] = {"GPTBigCodeForCausalLM"};
+    write("config.json", j.dump());
+    r = run("generate " + model() + " --prompt Hi");
+    EXPECT_EQ(r.code, 1);
+    EXPECT_NE(r.out.find("unsupported architecture 'GPTBigCodeForCausalLM'"), std::string::npos) << r.out;
+}
+
+TEST(Cli, TokenizeJsonlMatchesTheIndependentGoldens) {
+    const std::string dir = testing::generated_checkpoint("tiny", 3, DType::F32);
+    const std::string data = testing::repo_path("testdata/tokenizer/qwen3_encode.jsonl");
+    const Result r = run("tokenize --model " + quote(dir) + " --jsonl " + quote(data), false);
+    ASSERT_EQ(r.code, 0);
+    std::ifstream want(data);
+    std::istringstream got(r.out);
+    std::string wl, gl;
+    int lines = 0;
+    while (std::getline(want, wl)) {
+        ASSERT_TRUE(std::getline(got, gl));
+        EXPECT_EQ(nlohmann::json::parse(gl), nlohmann::json::parse(wl)["ids"]) << wl;
+        ++lines;
+    }
+    EXPECT_GT(lines, 100);
+    const Result one = run("tokenize --model " + quote(dir) + " --text 'Hello, world!'", false);
+    EXPECT_EQ(nlohmann::json::parse(one.out), nlohmann::json::parse("[9707,11,1879,0]"));
+}
+
+// A GGUF file from make-checkpoint --format gguf carries its tokenizer; the bench on it says in one line why
+// llama.cpp did not run (here: no such python) and reports everything else.
+TEST(Cli, BenchOnAGgufFileGoesOnWithoutLlamaCpp) {
+    testing::TempDir dir;
+    const std::string gguf = dir.file("tiny-q8_0.gguf");
+    Result r = run("make-checkpoint --geometry tiny --seed 2 --format gguf --dtype q8_0 --out " + quote(gguf));
+    ASSERT_EQ(r.code, 0) << r.out;
+    r = run("tokenize --model " + quote(gguf) + " --text 'Hello, world!'", false);
+    EXPECT_EQ(nlohmann::json::parse(r.out), nlohmann::json::parse("[9707,11,1879,0]"));
+    const std::string bench = "bench --model " + quote(gguf) + " --prompt-tokens 8 --gen-tokens 8 --llamacpp-python /nonexistent/python";
+    r = run(bench);
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find("llama.cpp comparison: skipped (/nonexistent/python: "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("decode_replay_tokens_per_s"), std::string::npos) << r.out;
+    r = run(bench + " --json", false);  // stdout is the JSON alone; the reason is in it
+    ASSERT_EQ(r.code, 0) << r.out;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_NE(j.value("llamacpp_skipped", "").find("/nonexistent/python"), std::string::npos) << r.out;
+    EXPECT_FALSE(j.contains("llamacpp_decode_tokens_per_s"));
+    EXPECT_GT(j["decode_replay_tokens_per_s"].get<double>(), 0.0);
+}
+
+// With TRACELM_LLAMACPP_PYTHON naming a python that has llama_cpp (llama-cpp-python), the bench runs llama.cpp
+// on the same file and prompt: its speeds and the ratio are reported, and on the f32 model its greedy tokens
+// agree with tracelm's (llama.cpp keeps K/V in f16, so a near-tie could part them late: at least half).
+TEST(Cli, BenchRunsLlamaCppOnTheSameFile) {
+    const char* python = std::getenv("TRACELM_LLAMACPP_PYTHON");
+    if (python == nullptr) GTEST_SKIP() << "TRACELM_LLAMACPP_PYTHON is not set";
+    testing::TempDir dir;
+    const std::string gguf = dir.file("tiny-f32.gguf");
+    ASSERT_EQ(run("make-checkpoint --geometry tiny --seed 2 --format gguf --out " + quote(gguf)).code, 0);
+    const Result r = run("bench --json --model " + quote(gguf) + " --prompt-tokens 16 --gen-tokens 24 --rounds 3 --llamacpp-python " +
+                         quote(python), false);
+    ASSERT_EQ(r.code, 0) << r.out;
+    const auto j = nlohmann::json::parse(r.out);
+    ASSERT_FALSE(j.contains("llamacpp_skipped")) << j["llamacpp_skipped"];
+    EXPECT_GT(j["llamacpp_prefill_tokens_per_s"].get<double>(), 0.0);
+    EXPECT_GT(j["llamacpp_decode_tokens_per_s"].get<double>(), 0.0);
+    // Each round's ratio is taken within the round; the reported one is their median.
+    std::vector<double> ratios;
+    for (const auto& round : j["per_round"]) {
+        EXPECT_DOUBLE_EQ(round["replay_over_llamacpp_decode"].get<double>(),
+                         round["decode_replay_tokens_per_s"].get<double>() / round["llamacpp_decode_tokens_per_s"].get<double>());
+        ratios.push_back(round["replay_over_llamacpp_decode"].get<double>());
+    }
+    ASSERT_EQ(ratios.size(), 3u);
+    std::sort(ratios.begin(), ratios.end());
+    EXPECT_DOUBLE_EQ(j["replay_over_llamacpp_decode"].get<double>(), ratios[1]);
+    EXPECT_GE(j["llamacpp_same_leading_tokens"].get<int>(), 12);
+}
+
+// --kv-type picks the KV cache values; a GGUF model defaults to f16 (llama.cpp's default), and the model summary
+// line gives the true size: f32 takes twice the bytes.
+TEST(Cli, KvTypeOptionChoosesTheCacheDtype) {
+    testing::TempDir dir;
+    const std::string gguf = dir.file("tiny-q8_0.gguf");
+    ASSERT_EQ(run("make-checkpoint --geometry tiny --seed 2 --format gguf --dtype q8_0 --out " + quote(gguf)).code, 0);
+    const auto kv_cache = [&](const std::string& extra) {
+        const Result r = run("generate --model " + quote(gguf) + " --prompt Hi --max-tokens 3" + extra);
+        EXPECT_EQ(r.code, 0) << r.out;
+        const size_t at = r.out.find("KV cache ");
+        EXPECT_NE(at, std::string::npos) << r.out;
+        std::istringstream line(r.out.substr(at + 9));
+        double mib = 0;
+        std::string unit, type;
+        line >> mib >> unit >> type;
+        EXPECT_EQ(unit, "MiB");
+        return std::make_pair(mib, type);
+    };
+    const auto by_default = kv_cache(""), f16 = kv_cache(" --kv-type f16"), f32 = kv_cache(" --kv-type f32");
+    EXPECT_EQ(by_default.second, "f16");
+    EXPECT_EQ(f16, by_default);
+    EXPECT_EQ(f32.second, "f32");
+    EXPECT_GT(f16.first, 0.0);
+    EXPECT_NEAR(f32.first, 2 * f16.first, 0.1);  // the sizes are printed to 0.1 MiB
+    const Result bad = run("generate --model " + quote(gguf) + " --prompt Hi --kv-type bf16");
+    EXPECT_NE(bad.code, 0);
+    EXPECT_NE(bad.out.find("--kv-type"), std::string::npos) << bad.out;
+}
+
+TEST_F(CliModel, SafetensorsCheckpointsDefaultToAnF32KvCache) {
+    const Result r = run("generate " + model() + " --prompt Hi --max-tokens 2 --context 64");
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find(" MiB f32"), std::string::npos) << r.out;
+}
+
+TEST(Cli, MissingModelFolderIsRefused) {
+    const Result r = run("generate --model /nonexistent/model --prompt Hi");
+    EXPECT_NE(r.code, 0);
+    EXPECT_NE(r.out.find("/nonexistent/model"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace tracelm

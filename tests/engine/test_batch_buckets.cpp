@@ -1,0 +1,85 @@
+// Batch buckets in the engine (on the CPU backend): bucket sizes, one graph per bucket kept across requests,
+// and padded rows that change nothing.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "engine/engine.h"
+#include "support/test_support.h"
+
+namespace tracelm {
+namespace {
+
+const std::vector<std::vector<int32_t>> kPrompts = {
+    {785, 6722, 315, 9625, 374}, {9707, 11, 1879, 0}, {151644, 872, 198}, {5, 6, 7, 8, 9, 10, 11}, {42}};
+
+std::vector<std::vector<int32_t>> first(int n) { return {kPrompts.begin(), kPrompts.begin() + n}; }
+
+TEST(BatchBuckets, Sizes) {
+    const std::vector<std::pair<int, int>> want = {{1, 1},   {2, 2},   {3, 4},   {4, 4},   {5, 8},  {8, 8},
+                                                   {9, 16},  {16, 16}, {17, 32}, {32, 32}, {33, 64}, {65, 96}};
+    for (const auto& [S, bucket] : want) EXPECT_EQ(Engine::batch_bucket(S), bucket) << S;
+}
+
+// Requests of 1, 3, 1, 5 and 3 sequences on one engine: each bucket (1, 4, 8) warms up and captures on its
+// first request and replays from the first step of later ones, and every request decodes exactly as an
+// engine that never captures.
+TEST(BatchBuckets, EachBucketKeepsItsGraphAcrossRequests) {
+    cpu::CpuBackend be(2);
+    const auto model = Model::load(testing::generated_checkpoint("tiny", 7, DType::F32), be);
+    EngineOptions opt;
+    opt.max_seqs = 5;
+    opt.context = 128;
+    opt.capture = false;
+    Engine eager(*model, be, opt);
+    opt.capture = true;
+    Engine replay(*model, be, opt);
+    const int steps = 20;
+    int want_replays = 0;
+    std::vector<int> seen;
+    for (const int S : {1, 3, 1, 5, 3}) {
+        SCOPED_TRACE(S);
+        ASSERT_EQ(eager.start(first(S), steps + 1), replay.start(first(S), steps + 1));
+        for (int i = 0; i < steps; ++i) {
+            eager.step();
+            replay.step();
+        }
+        EXPECT_EQ(eager.history(steps), replay.history(steps));
+        const int bucket = Engine::batch_bucket(S);
+        const bool warmed = std::find(seen.begin(), seen.end(), bucket) != seen.end();
+        want_replays += warmed ? steps : steps - 1;
+        seen.push_back(bucket);
+        EXPECT_EQ(replay.replays(), want_replays);
+        EXPECT_TRUE(replay.captured());
+        EXPECT_GT(replay.graph_ops(), 0u);
+    }
+}
+
+// Sequences batched with others (3 sequences: one padded row) decode exactly as each does alone.
+TEST(BatchBuckets, PaddedRowsAndBatchmatesChangeNothing) {
+    cpu::CpuBackend be(2);
+    const auto model = Model::load(testing::generated_checkpoint("tiny", 7, DType::F32), be);
+    EngineOptions opt;
+    opt.max_seqs = 3;
+    opt.context = 128;
+    Engine batch(*model, be, opt);
+    opt.max_seqs = 1;
+    Engine alone(*model, be, opt);
+    const int steps = 30;
+    batch.start(first(3), steps + 1);
+    for (int i = 0; i < steps; ++i) batch.step();
+    const std::vector<int32_t> together = batch.history(steps);
+    for (int s = 0; s < 3; ++s) {
+        alone.start({kPrompts[static_cast<size_t>(s)]}, steps + 1);
+        for (int i = 0; i < steps; ++i) alone.step();
+        const std::vector<int32_t> own = alone.history(steps);
+        for (int i = 0; i < steps; ++i) {
+            EXPECT_EQ(together[static_cast<size_t>(i * 3 + s)], own[static_cast<size_t>(i)]) << "sequence " << s << " step " << i;
+        }
+    }
+}
+
+}  // namespace
+}  // namespace tracelm

@@ -1,0 +1,81 @@
+// Numerics against an independent implementation: logits and greedy tokens from Hugging Face
+// transformers' Qwen3ForCausalLM (float32) on a generated checkpoint, made by
+// scripts/make_goldens.py. Prefill logits and 32 greedy decode steps per prompt.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "backends/cpu/cpu_backend.h"
+#include "engine/engine.h"
+#include "support/test_support.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tracelm {
+namespace {
+
+nlohmann::json load_goldens() {
+    std::ifstream f(testing::repo_path("testdata/goldens/qwen3_tiny_f32.json"));
+    if (!f) throw std::runtime_error("missing testdata/goldens/qwen3_tiny_f32.json");
+    return nlohmann::json::parse(f);
+}
+
+void check_against_goldens(bool capture) {
+    const auto g = load_goldens();
+    const auto& ck = g["checkpoint"];
+    const std::string dir = testing::generated_checkpoint(ck["geometry"], ck["seed"].get<uint64_t>(), DType::F32);
+    char hash[17];
+    std::snprintf(hash, sizeof(hash), "%016llx",
+                  static_cast<unsigned long long>(fnv1a64_file(dir + "/model.safetensors")));
+    ASSERT_EQ(std::string(hash), ck["fnv1a64"].get<std::string>())
+        << "the generated checkpoint is not the one the goldens were made from";
+
+    const Tokenizer tok = Tokenizer::from_file(dir + "/tokenizer.json");
+    cpu::CpuBackend be(2);
+    const auto model = Model::load(dir, be);
+    EngineOptions opt;
+    opt.capture = capture;
+    opt.context = 256;
+    opt.prefill_chunk = 8;  // longer prompts take several prefill chunks
+    Engine engine(*model, be, opt);
+    const auto probes = g["probe_ids"].get<std::vector<int>>();
+    const int64_t V = model->config().vocab_size;
+
+    ASSERT_GE(g["prompts"].size(), 5u);
+    for (const auto& p : g["prompts"]) {
+        const std::string text = p["text"];
+        const auto ids = tok.encode(text);
+        ASSERT_EQ(ids, p["prompt_ids"].get<std::vector<int32_t>>()) << text;
+        const auto want_tokens = p["tokens"].get<std::vector<int32_t>>();
+        const auto& rows = p["rows"];
+        ASSERT_EQ(rows.size(), want_tokens.size());
+
+        std::vector<int32_t> got_tokens = {engine.start({ids}, static_cast<int>(want_tokens.size()))[0]};
+        double max_diff = 0;
+        for (size_t step = 0; step < rows.size(); ++step) {
+            if (step > 0) {
+                engine.step();
+                got_tokens.push_back(engine.sampled()[0]);
+            }
+            const auto logits = engine.logits();
+            ASSERT_EQ(static_cast<int64_t>(logits.size()), V);
+            const auto want_probe = rows[step]["probe"].get<std::vector<double>>();
+            for (size_t i = 0; i < probes.size(); ++i)
+                max_diff = std::max(max_diff, std::abs(logits[static_cast<size_t>(probes[i])] - want_probe[i]));
+            const auto top_ids = rows[step]["top_ids"].get<std::vector<int>>();
+            const auto top_logits = rows[step]["top_logits"].get<std::vector<double>>();
+            for (size_t i = 0; i < top_ids.size(); ++i)
+                max_diff = std::max(max_diff, std::abs(logits[static_cast<size_t>(top_ids[i])] - top_logits[i]));
+        }
+        engine.finish();
+        EXPECT_EQ(got_tokens, want_tokens) << text;
+        EXPECT_LE(max_diff, 1e-3) << text;
+    }
+}
+
+TEST(Goldens, TransformersQwen3LogitsAndGreedyTokensEager) { check_against_goldens(false); }
+TEST(Goldens, TransformersQwen3LogitsAndGreedyTokensReplayed) { check_against_goldens(true); }
+
+}  // namespace
+}  // namespace tracelm
