@@ -7,6 +7,7 @@
 #include "tools/backend_choice.h"
 #include "tools/commands.h"
 #include "tools/model_loading.h"
+#include "tools/sampling_flags.h"
 
 namespace tracelm::tools {
 
@@ -19,9 +20,12 @@ struct ChatArgs {
     int threads = 0;
     std::string backend = "cpu";
     std::string kv_type;
+    sampling::SamplingOptions sampling;
 };
 
 int run_chat(const ChatArgs& a) {
+    sampling::validate(a.sampling);
+    const sampling::RowParams params = sampling::row_params(a.sampling, sampling::resolve_seed(a.sampling));
     const std::unique_ptr<Backend> device = make_backend(a.backend, {a.threads});
     const LoadedModel lm = load_model(a.model, *device);
     const Tokenizer& tok = lm.tokenizer;
@@ -49,7 +53,7 @@ int run_chat(const ChatArgs& a) {
         StreamDecoder stream(tok);
         const GenerationStats st = generate(engine, tok, *lm.model, prompt, budget, [&](int32_t id) {
             if (!ends_generation(tok, *lm.model, id)) std::cout << stream.push(id) << std::flush;
-        });
+        }, params);
         std::cout << stream.flush() << "\n";
         std::vector<int32_t> reply = st.tokens;
         if (!reply.empty() && ends_generation(tok, *lm.model, reply.back())) reply.pop_back();
@@ -69,6 +73,7 @@ Action add_chat(CLI::App& app) {
     app.add_option("--threads", a->threads, "worker threads (default: all cores)")->check(CLI::Range(1, 1024));
     add_backend_option(app, a->backend);
     add_kv_type_option(app, a->kv_type);
+    add_sampling_flags(app, a->sampling);
     return [a] { return run_chat(*a); };
 }
 

@@ -13,10 +13,12 @@
 
 #include "backends/cpu/kernels/kernels.h"
 #include "backends/cpu/paged_attention.h"
+#include "backends/cpu/submit.h"
 #include "ops/dsa/dsa_indexer.h"
 #include "ops/dsa/dsa_topk.h"
 #include "ops/dsa/dsa_topk_cpu.h"
 #include "ops/dsa/sparse_attention.h"
+#include "ops/sampling/sampling.h"
 #include "runtime/op_checks.h"
 
 namespace tracelm::cpu {
@@ -255,21 +257,7 @@ struct ArgmaxArgs {
     int64_t cols;
 };
 void run_argmax(const ArgmaxArgs& a, int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) {
-        const float* row = a.logits + r * a.cols;
-        int64_t best = 0;
-        float best_v = -std::numeric_limits<float>::infinity();
-        bool found = false;
-        for (int64_t i = 0; i < a.cols; ++i) {
-            // Strictly greater keeps the lowest index on ties; NaN compares false and never wins.
-            if (row[i] > best_v || (!found && row[i] == best_v)) {
-                best_v = row[i];
-                best = i;
-                found = true;
-            }
-        }
-        a.ids[r] = static_cast<int32_t>(best);
-    }
+    for (int64_t r = b; r < e; ++r) a.ids[r] = static_cast<int32_t>(sampling::argmax_row(a.logits + r * a.cols, a.cols));
 }
 
 struct AdvanceArgs {
@@ -340,39 +328,6 @@ CpuBackend::CpuBackend(int threads) : pool_(threads) {}
 
 CpuBackend::~CpuBackend() {
     for (auto& b : buffers_) munmap(b->map_base, b->map_bytes);
-}
-
-template <typename Args>
-void CpuBackend::submit(void (*fn)(const Args&, int64_t, int64_t), const Args& args, const Footprint& fp,
-                        int64_t items, int64_t grain, int64_t chunk) {
-    static_assert(sizeof(Args) + sizeof(fn) <= CpuOp::kArgBytes, "op arguments too large");
-    static_assert(std::is_trivially_copyable_v<Args>);
-    CpuOp op;
-    // Type erasure without casting function types: the packed bytes hold the typed entry point
-    // followed by its arguments, and one trampoline per Args type unpacks them.
-    op.fn = [](const void* packed, int64_t b, int64_t e) {
-        void (*typed)(const Args&, int64_t, int64_t);
-        Args a;
-        std::memcpy(&typed, packed, sizeof(typed));
-        std::memcpy(&a, static_cast<const unsigned char*>(packed) + sizeof(typed), sizeof(Args));
-        typed(a, b, e);
-    };
-    op.items = items;
-    op.grain = grain < 1 ? 1 : grain;
-    op.chunk = chunk;
-    std::memcpy(op.args, &fn, sizeof(fn));
-    std::memcpy(op.args + sizeof(fn), &args, sizeof(Args));
-    if (capturing()) {
-        if (!recording_.empty() && phase_.admits(fp)) {
-            recording_.back().barrier = false;
-        } else {
-            phase_.clear();
-        }
-        phase_.add(fp);
-        recording_.push_back(op);
-    } else {
-        dispatch(&op, 1);
-    }
 }
 
 void CpuBackend::dispatch(const CpuOp* ops, size_t n) {
