@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/registry.h"
 #include "engine/engine.h"
 #include "ops/sampling/sampling.h"
 #include "sampling/request.h"
@@ -50,7 +51,7 @@ TEST(Philox, KnownAnswers) {
 // Device buffers for R rows of V logits and one sample() call over them, eager or replayed from a graph.
 class SampleOp {
    public:
-    SampleOp(cpu::CpuBackend& be, int64_t R, int64_t V) : be_(be), R_(R), V_(V) {
+    SampleOp(Backend& be, int64_t R, int64_t V) : be_(be), R_(R), V_(V) {
         auto t = [&](DType dt, int64_t rows, int64_t cols, const char* name) {
             bufs_.push_back(be.alloc(static_cast<size_t>(rows * cols) * 4, name));
             return whole(bufs_.back(), dt, rows, cols);
@@ -103,7 +104,7 @@ class SampleOp {
         be_.download(t, v.data());
         return v;
     }
-    cpu::CpuBackend& be_;
+    Backend& be_;
     int64_t R_, V_;
     std::vector<Buffer*> bufs_;
     Tensor logits_, ids_;
@@ -268,6 +269,48 @@ TEST(SamplingOp, MatchesReferenceOnLargeRows) {
                 }
             }
         }
+    }
+}
+
+// The CUDA op (where a device is present) against the plain reference: ids of greedy and top_k rows exactly
+// (their sums run in the same order), penalised logits and counts exactly, logprobs within 1e-5.
+TEST(SamplingCuda, MatchesReference) {
+    std::unique_ptr<Backend> be;
+    for (const BackendInfo& b : backend_registry()) {
+        if (b.name == "cuda" && b.unavailable().empty()) be = b.make({});
+    }
+    if (!be) GTEST_SKIP() << "no usable CUDA device";
+    const int64_t R = 4, V = 151936;
+    SampleOp op(*be, R, V);
+    std::mt19937 rng(8);
+    std::normal_distribution<float> nd(0.0f, 2.0f);
+    std::vector<float> logits(static_cast<size_t>(R * V));
+    for (float& x : logits) x = std::round(nd(rng) * 4) / 4;
+    std::vector<RowParams> ps = {params(0.8f, 40, 0.95f, 0.0f, 1), params(0.0f), params(1.0f, 1000, 0.5f, 0.01f, 3),
+                                 params(0.7f, 7)};
+    ps[0].logprobs = 20;
+    ps[1].repetition_penalty = 1.3f;
+    ps[2].frequency_penalty = 0.4f;
+    std::vector<int32_t> counts(static_cast<size_t>(R * V), 0);
+    for (int i = 0; i < 2000; ++i) counts[rng() % counts.size()] = (rng() % 2 ? sampling::kPromptBit : 0) | (rng() % 3);
+    for (int32_t step = 0; step < 4; ++step) {
+        op.set(logits, ps, counts, step);
+        const std::vector<int32_t> ids = op.run();
+        const std::vector<float> out = op.logits(), lp = op.logprobs();
+        const std::vector<int32_t> top = op.top_ids(), cnt = op.counts();
+        std::vector<float> x = logits;
+        std::vector<int32_t> c = counts;
+        for (int64_t r = 0; r < R; ++r) {
+            const auto want = sampling::sample_row_reference(x.data() + r * V, V, ps[static_cast<size_t>(r)],
+                                                              c.data() + r * V, static_cast<uint32_t>(step));
+            EXPECT_EQ(ids[static_cast<size_t>(r)], want.id) << r;
+            if (ps[static_cast<size_t>(r)].logprobs >= 0) {
+                EXPECT_NEAR(lp[static_cast<size_t>(r * 21)], want.logprob, 1e-5);
+                for (int i = 0; i < 20; ++i) EXPECT_EQ(top[static_cast<size_t>(r * 20 + i)], want.top_ids[i]);
+            }
+        }
+        EXPECT_EQ(std::memcmp(out.data(), x.data(), x.size() * 4), 0);
+        EXPECT_EQ(cnt, c);
     }
 }
 

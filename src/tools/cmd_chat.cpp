@@ -25,7 +25,8 @@ struct ChatArgs {
 
 int run_chat(const ChatArgs& a) {
     sampling::validate(a.sampling);
-    const sampling::RowParams params = sampling::row_params(a.sampling, sampling::resolve_seed(a.sampling));
+    const uint64_t seed = sampling::resolve_seed(a.sampling);
+    const sampling::RowParams params = sampling::row_params(a.sampling, seed);
     const std::unique_ptr<Backend> device = make_backend(a.backend, {a.threads});
     const LoadedModel lm = load_model(a.model, *device);
     const Tokenizer& tok = lm.tokenizer;
@@ -36,6 +37,8 @@ int run_chat(const ChatArgs& a) {
     Engine engine(*lm.model, *device, opt);
     std::fprintf(stderr, "model: %s\n(type a message; an empty line or end of input quits)\n",
                  model_summary(*lm.model, engine).c_str());
+    // Each reply draws from the same seed, so a conversation replays with --seed.
+    if (params.temperature > 0.0f) std::fprintf(stderr, "seed: %llu\n", static_cast<unsigned long long>(seed));
 
     std::vector<ChatMessage> conversation;
     if (!a.system.empty()) conversation.push_back({"system", a.system});

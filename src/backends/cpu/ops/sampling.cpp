@@ -65,14 +65,16 @@ class Row {
             const int32_t* c = a_.counts + r * V_;
             for (int64_t v = 0; v < V_; ++v) x_[v] = sampling::penalise(x_[v], c[v], p);
         }
-        m_ = -INFINITY;
-        for (int64_t v = 0; v < V_; ++v) {
-            if (std::isnan(x_[v])) continue;
-            ++valid_;
-            m_ = std::max(m_, x_[v]);
+        const bool want_lp = p.logprobs >= 0;
+        // Greedy rows without logprobs need argmax only.
+        if (p.temperature != 0.0f || want_lp) {
+            for (int64_t v = 0; v < V_; ++v) {
+                if (std::isnan(x_[v])) continue;
+                ++valid_;
+                m_ = std::max(m_, x_[v]);
+            }
         }
         const bool live = m_ > -INFINITY;
-        const bool want_lp = p.logprobs >= 0;
         // Mass of every token at temperature 1 (top_p without top_k, logprobs).
         double z_all = -1.0;
         auto total = [&] {
