@@ -28,9 +28,9 @@ struct SampleArgs {
     Isa isa;
 };
 
-// One slot: dsa_topk's scratch, the selected ids (ascending) and candidates in rank order.
+// One slot: dsa_topk's scratch, the selected ids (ascending), candidates in rank order, prefiltered logits.
 constexpr int64_t slot_bytes(int64_t vocab) {
-    return dsa::topk_cpu_slot_elems(vocab) * 4 + vocab * 8 + vocab * 4;
+    return dsa::topk_cpu_slot_elems(vocab) * 4 + vocab * 8 + vocab * 4 + vocab * 4;
 }
 
 class Row {
@@ -38,18 +38,37 @@ class Row {
     Row(const SampleArgs& a, int64_t r, unsigned char* slot)
         : a_(a), x_(a.logits + r * a.vocab), V_(a.vocab), keys_(reinterpret_cast<uint32_t*>(slot)),
           sel_(reinterpret_cast<int64_t*>(slot + dsa::topk_cpu_slot_elems(a.vocab) * 4)),
-          cand_(reinterpret_cast<int32_t*>(slot + dsa::topk_cpu_slot_elems(a.vocab) * 4 + a.vocab * 8)) {}
+          cand_(reinterpret_cast<int32_t*>(slot + dsa::topk_cpu_slot_elems(a.vocab) * 4 + a.vocab * 8)),
+          vals_(reinterpret_cast<float*>(slot + dsa::topk_cpu_slot_elems(a.vocab) * 4 + a.vocab * 12)) {}
 
     // The rank-order ids of the k best non-NaN tokens (k <= valid) in cand_, and their mass at temperature 1
     // summed in ascending id order.
     double best(int64_t k) {
-        const int64_t start = 0, end = V_;
+        const int64_t start = 0;
         if (k == valid_) {
             int64_t n = 0;
             for (int64_t v = 0; v < V_; ++v)
                 if (!std::isnan(x_[v])) sel_[n++] = v;
         } else {
-            dsa::topk_cpu_range(dsa::TopkCpuArgs{x_, &start, &end, sel_, keys_, 1, V_, k, 0, 1, a_.isa}, 0, 1);
+            // Prefilter: the smallest of the maxima of k disjoint blocks is at most the k-th best logit (those
+            // k maxima are k tokens at or above it), so the k best are among the tokens at or above it, kept in
+            // id order (cand_ holds their ids); the radix selection then runs over those only.
+            float floor = INFINITY;
+            for (int64_t b = 0; b < k; ++b) {
+                float bm = -INFINITY;
+                for (int64_t v = V_ * b / k, e = V_ * (b + 1) / k; v < e; ++v) bm = x_[v] > bm ? x_[v] : bm;
+                floor = bm < floor ? bm : floor;
+            }
+            int64_t n = 0;
+            for (int64_t v = 0; v < V_; ++v) {
+                if (x_[v] >= floor) {
+                    vals_[n] = x_[v];
+                    cand_[n++] = static_cast<int32_t>(v);
+                }
+            }
+            const int64_t end_n = n;
+            dsa::topk_cpu_range(dsa::TopkCpuArgs{vals_, &start, &end_n, sel_, keys_, 1, n, k, 0, 1, a_.isa}, 0, 1);
+            for (int64_t i = 0; i < k; ++i) sel_[i] = cand_[sel_[i]];
         }
         double z = 0.0;
         for (int64_t i = 0; i < k; ++i) {
@@ -68,11 +87,16 @@ class Row {
         const bool want_lp = p.logprobs >= 0;
         // Greedy rows without logprobs need argmax only.
         if (p.temperature != 0.0f || want_lp) {
+            // Branch-free so that it vectorises: a NaN never passes `>` and counts as invalid.
+            float m = -INFINITY;
+            int64_t nans = 0;
             for (int64_t v = 0; v < V_; ++v) {
-                if (std::isnan(x_[v])) continue;
-                ++valid_;
-                m_ = std::max(m_, x_[v]);
+                const float xv = x_[v];
+                nans += xv != xv;
+                m = xv > m ? xv : m;
             }
+            m_ = m;
+            valid_ = V_ - nans;
         }
         const bool live = m_ > -INFINITY;
         // Mass of every token at temperature 1 (top_p without top_k, logprobs).
@@ -85,8 +109,8 @@ class Row {
             }
             return z_all;
         };
-        int32_t id = static_cast<int32_t>(sampling::argmax_row(x_, V_));
-        if (p.temperature != 0.0f && live) id = draw_token(p, draw, total);
+        const int32_t id = p.temperature != 0.0f && live ? draw_token(p, draw, total)
+                                                         : static_cast<int32_t>(sampling::argmax_row(x_, V_));
         if (want_lp) {
             const double log_z = live ? std::log(total()) : 0.0;
             auto lp = [&](int32_t v) {
@@ -166,6 +190,7 @@ class Row {
     uint32_t* keys_;
     int64_t* sel_;
     int32_t* cand_;
+    float* vals_;
     float m_ = -INFINITY;
     int64_t valid_ = 0;
 };
