@@ -1,6 +1,6 @@
 // CpuBackend::sample (semantics in ops/sampling/sampling.h). Work items are scratch slots, one per pool
-// thread, each sampling a contiguous share of the rows. The k best tokens are found by dsa_topk's radix
-// selection (O(V)) and only they are sorted.
+// thread, each sampling a contiguous share of the rows. The k best tokens are found in O(V) (a block-maxima
+// prefilter, then dsa_topk's radix selection over the survivors) and only they are sorted.
 #include <algorithm>
 #include <cmath>
 
