@@ -55,6 +55,16 @@ Engine::Engine(const Model& model, Backend& backend, EngineOptions options)
     state_.block_size = opt_.block_size;
     decode_qsl_ = i32("decode.query_start_loc", S + 1);
     sampled_ = i32("sampled", S);
+    const int64_t V = c.vocab_size;
+    sampling_.params = i32("sampling.params", S, sampling::kParamWords);
+    sampling_.counts = i32("sampling.counts", S, V);
+    sampling_.step = state_.step;
+    sampling_.top_ids = i32("sampling.top_ids", S, sampling::kMaxLogprobs);
+    buffers_.push_back(backend_.alloc(static_cast<size_t>(S) * (1 + sampling::kMaxLogprobs) * sizeof(float),
+                                      "sampling.logprobs"));
+    sampling_.logprobs = whole(buffers_.back(), DType::F32, S, 1 + sampling::kMaxLogprobs);
+    sampling_.ws = sampling::make_workspace(backend_, S, V);
+    buffers_.push_back(sampling_.ws.buffer);
     std::vector<int32_t> qsl(static_cast<size_t>(S) + 1);
     std::iota(qsl.begin(), qsl.end(), 0);
     backend_.upload(decode_qsl_, qsl.data());
@@ -74,7 +84,18 @@ bool Engine::captured() const {
 
 size_t Engine::graph_ops() const { return captured() ? backend_.graph_nodes(graphs_.at(bucket_).graph) : 0; }
 
-std::vector<int32_t> Engine::start(const std::vector<std::vector<int32_t>>& prompts, int max_new_tokens) {
+SamplingIo Engine::sampling_rows(int64_t r0, int64_t n, int step_offset) const {
+    SamplingIo io = sampling_;
+    io.params = sampling_.params.slice_rows(r0, n);
+    io.counts = sampling_.counts.slice_rows(r0, n);
+    io.logprobs = sampling_.logprobs.slice_rows(r0, n);
+    io.top_ids = sampling_.top_ids.slice_rows(r0, n);
+    io.step_offset = step_offset;
+    return io;
+}
+
+std::vector<int32_t> Engine::start(const std::vector<std::vector<int32_t>>& prompts, int max_new_tokens,
+                                   const std::vector<sampling::RowParams>& params) {
     const ModelConfig& c = model_.config();
     const int S = static_cast<int>(prompts.size());
     if (S == 0) throw std::runtime_error("no prompts given");
@@ -83,6 +104,9 @@ std::vector<int32_t> Engine::start(const std::vector<std::vector<int32_t>>& prom
                                  std::to_string(opt_.max_seqs));
     }
     if (max_new_tokens < 1) throw std::runtime_error("max new tokens must be at least 1");
+    if (!params.empty() && params.size() != prompts.size())
+        throw std::runtime_error("sampling parameters must be given for every sequence or none");
+    for (const sampling::RowParams& p : params) sampling::check_params(p);
     for (const auto& p : prompts) {
         if (p.empty()) throw std::runtime_error("empty prompt");
         for (int32_t id : p) {
@@ -110,6 +134,23 @@ std::vector<int32_t> Engine::start(const std::vector<std::vector<int32_t>>& prom
     backend_.upload(block_tables_, table.data());
     num_seqs_ = S;
     bucket_ = batch_bucket(S);
+
+    // Sampling state of every row of the bucket: padding rows sample greedily. Draw numbers count from the
+    // token after the prompt (step 0, offset 0), then step + 1 in decode.
+    params_ = params.empty() ? std::vector<sampling::RowParams>(static_cast<size_t>(S)) : params;
+    {
+        const int64_t V = c.vocab_size;
+        std::vector<sampling::RowParams> rows(static_cast<size_t>(bucket_));
+        std::copy(params_.begin(), params_.end(), rows.begin());
+        std::vector<int32_t> counts(static_cast<size_t>(bucket_ * V), 0);
+        for (int s = 0; s < S; ++s) {
+            for (int32_t id : prompts[static_cast<size_t>(s)]) counts[static_cast<size_t>(s * V + id)] |= sampling::kPromptBit;
+        }
+        backend_.upload(sampling_.params.slice_rows(0, bucket_), rows.data());
+        backend_.upload(sampling_.counts.slice_rows(0, bucket_), counts.data());
+        const int32_t zero = 0;
+        backend_.upload(state_.step, &zero);
+    }
 
     const int bs = opt_.block_size;
     auto slot_of = [&](int s, int64_t pos) {
@@ -141,7 +182,7 @@ std::vector<int32_t> Engine::start(const std::vector<std::vector<int32_t>>& prom
             in.meta = AttentionMeta{block_tables_.slice_rows(s, 1), pf_seq_len_, pf_qsl_, 1, bs, interleaved_pairs()};
             decoder_->forward(in, T);
         }
-        backend_.argmax(decoder_->logits(1), sampled_.slice_rows(s, 1));
+        backend_.sample(decoder_->logits(1), sampling_rows(s, 1, 0), sampled_.slice_rows(s, 1));
     }
     backend_.download(sampled_.slice_rows(0, S), first.data());
 
@@ -184,7 +225,7 @@ void Engine::issue_decode_step() {
                             interleaved_pairs()};
     decoder_->forward(in, S);
     const Tensor sampled = sampled_.slice_rows(0, S);
-    backend_.argmax(decoder_->logits(S), sampled);
+    backend_.sample(decoder_->logits(S), sampling_rows(0, S, 1), sampled);
     backend_.advance_decode(sampled, st);
 }
 
@@ -236,6 +277,29 @@ std::vector<int32_t> Engine::history(int n) {
     std::vector<int32_t> out(static_cast<size_t>(n) * S);
     for (int r = 0; r < n; ++r) {
         std::copy_n(padded.begin() + static_cast<int64_t>(r) * B, S, out.begin() + static_cast<int64_t>(r) * S);
+    }
+    return out;
+}
+
+std::vector<TokenLogprobs> Engine::logprobs() {
+    const int S = num_seqs_;
+    std::vector<float> lp(static_cast<size_t>(S) * (1 + sampling::kMaxLogprobs));
+    std::vector<int32_t> top(static_cast<size_t>(S) * sampling::kMaxLogprobs);
+    const std::vector<int32_t> ids = sampled();
+    backend_.download(sampling_.logprobs.slice_rows(0, S), lp.data());
+    backend_.download(sampling_.top_ids.slice_rows(0, S), top.data());
+    std::vector<TokenLogprobs> out(static_cast<size_t>(S));
+    for (int s = 0; s < S; ++s) {
+        const int n = params_[static_cast<size_t>(s)].logprobs;
+        if (n < 0) continue;
+        TokenLogprobs& t = out[static_cast<size_t>(s)];
+        const float* row = lp.data() + static_cast<size_t>(s) * (1 + sampling::kMaxLogprobs);
+        t.id = ids[static_cast<size_t>(s)];
+        t.logprob = row[0];
+        for (int i = 0; i < n; ++i) {
+            const int32_t id = top[static_cast<size_t>(s) * sampling::kMaxLogprobs + static_cast<size_t>(i)];
+            if (id >= 0) t.top.emplace_back(id, row[1 + i]);
+        }
     }
     return out;
 }

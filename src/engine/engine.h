@@ -19,6 +19,7 @@
 #include "kv/paged_kv_cache.h"
 #include "model/decoder.h"
 #include "model/model.h"
+#include "ops/sampling/sampling.h"
 
 namespace tracelm {
 
@@ -38,6 +39,13 @@ struct EngineOptions {
 // The KV cache dtype `options` give for `model`.
 DType kv_dtype_for(const Model& model, const EngineOptions& options);
 
+// Log-probabilities of one sampled token (ops/sampling/sampling.h, step 2).
+struct TokenLogprobs {
+    int32_t id = 0;
+    float logprob = 0.0f;
+    std::vector<std::pair<int32_t, float>> top;  // the best tokens, best first
+};
+
 class Engine {
    public:
     Engine(const Model& model, Backend& backend, EngineOptions options);
@@ -46,15 +54,21 @@ class Engine {
     Engine& operator=(const Engine&) = delete;
 
     // Validates the prompts, reserves KV blocks for prompt + max_new_tokens, prefills every prompt
-    // and returns each sequence's first sampled token. Throws std::runtime_error on bad requests.
-    std::vector<int32_t> start(const std::vector<std::vector<int32_t>>& prompts, int max_new_tokens);
+    // and returns each sequence's first sampled token. `params` gives each sequence's sampling (empty: all
+    // greedy); they stay in device buffers for every step of the request. Throws std::runtime_error on bad
+    // requests.
+    std::vector<int32_t> start(const std::vector<std::vector<int32_t>>& prompts, int max_new_tokens,
+                               const std::vector<sampling::RowParams>& params = {});
     // One decode step for every sequence: eager ops, or a replay of the captured step (captured
     // after one eager warm-up step).
     void step();
     // Ids sampled by the last step / the last `n` steps, read from the device.
     std::vector<int32_t> sampled();
     std::vector<int32_t> history(int n);
-    // Logits [S, vocab] of the last forward, read from the device.
+    // Log-probabilities of the tokens sampled last, for the sequences that asked for them (empty entries for
+    // the others), read from the device.
+    std::vector<TokenLogprobs> logprobs();
+    // Logits [S, vocab] of the last forward (after the sampling penalties), read from the device.
     std::vector<float> logits();
     // Returns the blocks of the current batch to the cache.
     void finish();
@@ -81,6 +95,7 @@ class Engine {
     Tensor i32(const std::string& name, int64_t n, int64_t cols = 1);
     void issue_decode_step();
     Tensor history_view(int rows) const;  // [context, rows] view of the sampled-id history
+    SamplingIo sampling_rows(int64_t r0, int64_t n, int step_offset) const;
     // llama.cpp ropes the llama architecture in "normal" mode, over interleaved q/k pairs (AttentionMeta).
     bool interleaved_pairs() const { return model_.config().arch == Arch::Llama; }
 
@@ -99,6 +114,9 @@ class Engine {
     DecodeState state_;
     Tensor block_tables_, decode_qsl_, sampled_;
     Buffer* history_buf_ = nullptr;
+    // Sampling state: parameters per row (written by start()), token counts, logprob outputs.
+    SamplingIo sampling_;
+    std::vector<sampling::RowParams> params_;  // of the current request
 
     int max_rows_;  // batch_bucket(max_seqs): rows of every decode-state buffer
     int num_seqs_ = 0;

@@ -82,6 +82,25 @@ struct DsaTopkWorkspace {
     int64_t max_keys = 0;
 };
 
+// Scratch of sample() for up to max_rows rows of `vocab` logits, made once (outside capture) by
+// sampling::make_workspace in ops/sampling/sampling.h.
+struct SamplingWorkspace {
+    Buffer* buffer = nullptr;
+    int64_t max_rows = 0;
+    int64_t vocab = 0;
+};
+
+// The persistent device state of sample() (semantics in ops/sampling/sampling.h), R rows of V logits.
+struct SamplingIo {
+    Tensor params;        // [R, sampling::kParamWords] i32: each row's sampling::RowParams, written before replays
+    Tensor counts;        // [R, V] i32: prompt flag and generated count of each token; sample() bumps the drawn one
+    Tensor step;          // [1, 1] i32: draw number of each row is step + step_offset
+    int step_offset = 0;
+    Tensor logprobs;      // [R, 1 + kMaxLogprobs] f32: the chosen token's, then the best ones'
+    Tensor top_ids;       // [R, kMaxLogprobs] i32: the best tokens, -1 padded
+    SamplingWorkspace ws;
+};
+
 // What a backend runs. The model loader asks before it binds any weight, so an unsupported model is refused at
 // load time with a message naming the backend and what it lacks; op argument checks (runtime/op_checks.h) use it too.
 struct BackendCapabilities {
@@ -159,6 +178,10 @@ class Backend {
     virtual void gather_last(const Tensor& x, const Tensor& query_start_loc, const Tensor& out) = 0;
     // ids[r] = argmax(logits[r,:]); the lowest index wins ties; NaN never wins.
     virtual void argmax(const Tensor& logits, const Tensor& ids) = 0;
+    // ---- sampling (semantics in ops/sampling/sampling.h) ----
+    virtual size_t sampling_workspace_bytes(int64_t max_rows, int64_t vocab) const = 0;
+    // ids[r]: row r of logits sampled with its parameters in io; penalises the logits in place.
+    virtual void sample(const Tensor& logits, const SamplingIo& io, const Tensor& ids) = 0;
     // Feeds sampled ids into the next step: history[step] = sampled, token_ids = sampled, positions,
     // seq_lens += 1, slot from the block table (-1 past the reserved blocks), step += 1.
     virtual void advance_decode(const Tensor& sampled, const DecodeState& st) = 0;

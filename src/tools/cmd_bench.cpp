@@ -14,7 +14,6 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
-#include <tuple>
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
@@ -114,11 +113,26 @@ DecodeRun summarize(const StepTimes& t, bool cpu) {
     return r;
 }
 
-// Eager and captured decode of the same prompt, their timed steps alternating (eager, replay, eager, ...) so
-// that both see the same machine: on a shared VM speed drifts over seconds, which would bias two runs made
-// one after the other. Untimed: the eager warm step, and the capture with its first replay.
-std::pair<DecodeRun, DecodeRun> run_decode_pair(const Model& model, Backend& backend, const std::vector<int32_t>& prompt,
-                                                std::optional<DType> kv_dtype, int gen) {
+// The sampled decode the bench times beside greedy decode (a common chat setting), with a fixed seed.
+sampling::RowParams bench_sampling() {
+    sampling::RowParams p;
+    p.temperature = 0.8f;
+    p.top_k = 40;
+    p.top_p = 0.95f;
+    p.seed_lo = 1;
+    return p;
+}
+
+struct DecodeRuns {
+    DecodeRun eager, replay, sampled;  // greedy eager, greedy replayed, sampled replayed
+};
+
+// Eager, captured and captured sampled decode of the same prompt, their timed steps alternating (eager,
+// replay, sampled, eager, ...) so that all see the same machine: on a shared VM speed drifts over seconds,
+// which would bias runs made one after the other. Untimed: the eager warm step, and each capture with its
+// first replay.
+DecodeRuns run_decode_runs(const Model& model, Backend& backend, const std::vector<int32_t>& prompt,
+                           std::optional<DType> kv_dtype, int gen) {
     EngineOptions opt;
     opt.context = static_cast<int64_t>(prompt.size()) + gen;
     opt.kv_dtype = kv_dtype;
@@ -126,29 +140,36 @@ std::pair<DecodeRun, DecodeRun> run_decode_pair(const Model& model, Backend& bac
     Engine eager(model, backend, opt);
     opt.capture = true;
     Engine replay(model, backend, opt);
-    std::pair<DecodeRun, DecodeRun> out;
+    Engine sampled(model, backend, opt);
+    DecodeRuns out;
     std::vector<int32_t> first;
     for (Engine* e : {&eager, &replay}) {
         const auto t0 = Clock::now();
         first.push_back(e->start({prompt}, gen).at(0));
-        (e == &eager ? out.first : out.second).prefill_tok_s = static_cast<double>(prompt.size()) / since(t0);
+        (e == &eager ? out.eager : out.replay).prefill_tok_s = static_cast<double>(prompt.size()) / since(t0);
     }
+    sampled.start({prompt}, gen, {bench_sampling()});
     eager.step();
-    for (int i = 0; i < kReplayWarmSteps; ++i) replay.step();
-    StepTimes te, tr;
+    for (int i = 0; i < kReplayWarmSteps; ++i) {
+        replay.step();
+        sampled.step();
+    }
+    StepTimes te, tr, ts;
     const int timed = gen - 1 - kReplayWarmSteps;
     for (int i = 0; i < timed; ++i) {
         timed_step(eager, backend, te);
         timed_step(replay, backend, tr);
+        timed_step(sampled, backend, ts);
     }
     for (int i = 1 + timed; i < gen - 1; ++i) eager.step();  // the step the replayed run spent on its capture
     const bool cpu = dynamic_cast<const cpu::CpuBackend*>(&backend) != nullptr;
-    const double prefill_e = out.first.prefill_tok_s, prefill_r = out.second.prefill_tok_s;
-    out.first = summarize(te, cpu);
-    out.second = summarize(tr, cpu);
-    out.first.prefill_tok_s = prefill_e;
-    out.second.prefill_tok_s = prefill_r;
-    for (auto [e, r] : {std::pair{&eager, &out.first}, std::pair{&replay, &out.second}}) {
+    const double prefill_e = out.eager.prefill_tok_s, prefill_r = out.replay.prefill_tok_s;
+    out.eager = summarize(te, cpu);
+    out.replay = summarize(tr, cpu);
+    out.sampled = summarize(ts, cpu);
+    out.eager.prefill_tok_s = prefill_e;
+    out.replay.prefill_tok_s = prefill_r;
+    for (auto [e, r] : {std::pair{&eager, &out.eager}, std::pair{&replay, &out.replay}}) {
         r->tokens = {first[e == &eager ? 0 : 1]};
         const auto hist = e->history(gen - 1);
         r->tokens.insert(r->tokens.end(), hist.begin(), hist.end());
@@ -286,14 +307,17 @@ int run_bench(const BenchArgs& a) {
     // Rounds of paired eager / replayed decode and a bandwidth measurement, back to back: on a shared machine
     // speed drifts over seconds, so each ratio is taken within a round and the medians are reported.
     struct Round {
-        DecodeRun eager, replay;
+        DecodeRun eager, replay, sampled;
         double bw = 0.0;
         LlamaCppRun llama;
     };
     std::vector<Round> rounds;
     for (int r = 0; r < a.rounds; ++r) {
         Round rd;
-        std::tie(rd.eager, rd.replay) = run_decode_pair(*model, backend, prompt, engine_opt.kv_dtype, a.gen_tokens);
+        DecodeRuns runs = run_decode_runs(*model, backend, prompt, engine_opt.kv_dtype, a.gen_tokens);
+        rd.eager = std::move(runs.eager);
+        rd.replay = std::move(runs.replay);
+        rd.sampled = std::move(runs.sampled);
         rd.bw = measure_bandwidth();
         if (llama_skipped.empty()) {
             rd.llama = run_llamacpp(a.llamacpp_python, a.model, cpu_backend->threads(), prompt, a.gen_tokens,
@@ -314,6 +338,7 @@ int run_bench(const BenchArgs& a) {
         tokens_match = tokens_match && rd.eager.tokens == rd.replay.tokens && rd.eager.tokens == rounds[0].eager.tokens;
         per_round.push_back({{"decode_eager_tokens_per_s", rd.eager.decode_tok_s},
                              {"decode_replay_tokens_per_s", rd.replay.decode_tok_s},
+                             {"decode_replay_sampled_tokens_per_s", rd.sampled.decode_tok_s},
                              {"read_bandwidth_gb_s", rd.bw / 1e9},
                              {"decode_bandwidth_share", bytes_per_token * rd.replay.decode_tok_s / rd.bw}});
         if (llama_skipped.empty()) {
@@ -344,6 +369,10 @@ int run_bench(const BenchArgs& a) {
     j["decode_eager_tokens_per_s"] = median([](const Round& rd) { return rd.eager.decode_tok_s; });
     j["decode_replay_tokens_per_s"] = median([](const Round& rd) { return rd.replay.decode_tok_s; });
     j["replay_over_eager"] = median([](const Round& rd) { return rd.replay.decode_tok_s / rd.eager.decode_tok_s; });
+    // Sampled: temperature 0.8, top_k 40, top_p 0.95; the ratio is taken within each round.
+    j["decode_replay_sampled_tokens_per_s"] = median([](const Round& rd) { return rd.sampled.decode_tok_s; });
+    j["sampled_over_greedy_replay"] =
+        median([](const Round& rd) { return rd.sampled.decode_tok_s / rd.replay.decode_tok_s; });
     j["graph_ops"] = replay.graph_ops;
     j["replay_step_us"] = median([](const Round& rd) { return rd.replay.step_us; });
     j["replay_host_us_per_step"] = median([](const Round& rd) { return rd.replay.host_us_per_step; });
@@ -381,12 +410,13 @@ int run_bench(const BenchArgs& a) {
             std::printf("%-34s %14s\n", it.key().c_str(), it.value().is_string() ? it.value().get<std::string>().c_str()
                                                                                 : it.value().dump().c_str());
         }
-        std::printf("\n%-6s %14s %14s %14s %14s %16s\n", "round", "eager tok/s", "replay tok/s", "bandwidth GB/s",
-                    "decode share", "llama.cpp tok/s");
+        std::printf("\n%-6s %14s %14s %14s %14s %14s %16s\n", "round", "eager tok/s", "replay tok/s",
+                    "sampled tok/s", "bandwidth GB/s", "decode share", "llama.cpp tok/s");
         for (size_t r = 0; r < per_round.size(); ++r) {
             const auto& pr = per_round[r];
-            std::printf("%-6zu %14.2f %14.2f %14.2f %14.3f %16s\n", r + 1, pr["decode_eager_tokens_per_s"].get<double>(),
-                        pr["decode_replay_tokens_per_s"].get<double>(), pr["read_bandwidth_gb_s"].get<double>(),
+            std::printf("%-6zu %14.2f %14.2f %14.2f %14.2f %14.3f %16s\n", r + 1,
+                        pr["decode_eager_tokens_per_s"].get<double>(), pr["decode_replay_tokens_per_s"].get<double>(),
+                        pr["decode_replay_sampled_tokens_per_s"].get<double>(), pr["read_bandwidth_gb_s"].get<double>(),
                         pr["decode_bandwidth_share"].get<double>(),
                         pr.contains("llamacpp_decode_tokens_per_s")
                             ? std::to_string(pr["llamacpp_decode_tokens_per_s"].get<double>()).c_str()

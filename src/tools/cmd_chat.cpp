@@ -7,6 +7,7 @@
 #include "tools/backend_choice.h"
 #include "tools/commands.h"
 #include "tools/model_loading.h"
+#include "tools/sampling_flags.h"
 
 namespace tracelm::tools {
 
@@ -19,9 +20,13 @@ struct ChatArgs {
     int threads = 0;
     std::string backend = "cpu";
     std::string kv_type;
+    sampling::SamplingOptions sampling;
 };
 
 int run_chat(const ChatArgs& a) {
+    sampling::validate(a.sampling);
+    const uint64_t seed = sampling::resolve_seed(a.sampling);
+    const sampling::RowParams params = sampling::row_params(a.sampling, seed);
     const std::unique_ptr<Backend> device = make_backend(a.backend, {a.threads});
     const LoadedModel lm = load_model(a.model, *device);
     const Tokenizer& tok = lm.tokenizer;
@@ -32,6 +37,8 @@ int run_chat(const ChatArgs& a) {
     Engine engine(*lm.model, *device, opt);
     std::fprintf(stderr, "model: %s\n(type a message; an empty line or end of input quits)\n",
                  model_summary(*lm.model, engine).c_str());
+    // Each reply draws from the same seed, so a conversation replays with --seed.
+    if (params.temperature > 0.0f) std::fprintf(stderr, "seed: %llu\n", static_cast<unsigned long long>(seed));
 
     std::vector<ChatMessage> conversation;
     if (!a.system.empty()) conversation.push_back({"system", a.system});
@@ -49,7 +56,7 @@ int run_chat(const ChatArgs& a) {
         StreamDecoder stream(tok);
         const GenerationStats st = generate(engine, tok, *lm.model, prompt, budget, [&](int32_t id) {
             if (!ends_generation(tok, *lm.model, id)) std::cout << stream.push(id) << std::flush;
-        });
+        }, params);
         std::cout << stream.flush() << "\n";
         std::vector<int32_t> reply = st.tokens;
         if (!reply.empty() && ends_generation(tok, *lm.model, reply.back())) reply.pop_back();
@@ -69,6 +76,7 @@ Action add_chat(CLI::App& app) {
     app.add_option("--threads", a->threads, "worker threads (default: all cores)")->check(CLI::Range(1, 1024));
     add_backend_option(app, a->backend);
     add_kv_type_option(app, a->kv_type);
+    add_sampling_flags(app, a->sampling);
     return [a] { return run_chat(*a); };
 }
 

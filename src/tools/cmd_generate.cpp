@@ -8,6 +8,7 @@
 #include "tools/backend_choice.h"
 #include "tools/commands.h"
 #include "tools/model_loading.h"
+#include "tools/sampling_flags.h"
 
 namespace tracelm::tools {
 
@@ -23,9 +24,12 @@ struct GenerateArgs {
     int threads = 0;
     std::string backend = "cpu";
     std::string kv_type;
+    sampling::SamplingOptions sampling;
 };
 
 int run_generate(const GenerateArgs& a) {
+    sampling::validate(a.sampling);
+    const uint64_t seed = sampling::resolve_seed(a.sampling);
     const std::unique_ptr<Backend> device = make_backend(a.backend, {a.threads});
     Backend& backend = *device;
     const LoadedModel lm = load_model(a.model, backend);
@@ -45,7 +49,7 @@ int run_generate(const GenerateArgs& a) {
     StreamDecoder stream(tok);
     const GenerationStats st = generate(engine, tok, *lm.model, prompt, a.max_tokens, [&](int32_t id) {
         if (!a.json && !ends_generation(tok, *lm.model, id)) std::cout << stream.push(id) << std::flush;
-    });
+    }, sampling::row_params(a.sampling, seed));
 
     std::vector<int32_t> text_ids = st.tokens;
     if (!text_ids.empty() && ends_generation(tok, *lm.model, text_ids.back())) text_ids.pop_back();
@@ -60,6 +64,8 @@ int run_generate(const GenerateArgs& a) {
         j["decode_tokens_per_s"] = decode_tps;
         j["capture"] = engine.captured();
         j["replays"] = engine.replays();
+        j["seed"] = seed;
+        if (a.sampling.logprobs) j["logprobs"] = logprobs_json(st.logprobs);
         std::cout << j.dump() << "\n";
     } else {
         std::cout << stream.flush() << std::endl;  // before the stats on stderr, also when stdout is a pipe
@@ -87,6 +93,7 @@ Action add_generate(CLI::App& app) {
     app.add_option("--threads", a->threads, "worker threads (default: all cores)")->check(CLI::Range(1, 1024));
     add_backend_option(app, a->backend);
     add_kv_type_option(app, a->kv_type);
+    add_sampling_flags(app, a->sampling);
     return [a] { return run_generate(*a); };
 }
 

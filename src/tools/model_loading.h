@@ -29,11 +29,13 @@ struct GenerationStats {
     std::vector<int32_t> tokens;  // sampled ids, the end-of-generation token included
     double prefill_s = 0, decode_s = 0;
     int decode_steps = 0;
+    std::vector<TokenLogprobs> logprobs;  // one per token, when the parameters asked for them
 };
-// Greedy generation of up to max_tokens for one prompt, stopping after an end-of-generation token;
-// on_token sees each sampled id as soon as the host reads it (between replays).
+// Generation of up to max_tokens for one prompt with `params` (default: greedy), stopping after an
+// end-of-generation token; on_token sees each sampled id as soon as the host reads it (between replays).
 GenerationStats generate(Engine& engine, const Tokenizer& tok, const Model& model, const std::vector<int32_t>& prompt,
-                         int max_tokens, const std::function<void(int32_t)>& on_token);
+                         int max_tokens, const std::function<void(int32_t)>& on_token,
+                         const sampling::RowParams& params = {});
 // Whether `id` ends generation (the tokenizer's end-of-generation tokens or the model's EOS ids).
 bool ends_generation(const Tokenizer& tok, const Model& model, int32_t id);
 

@@ -53,6 +53,8 @@ class CpuBackend final : public Backend {
     void silu_mul_matmul(const Tensor& gate, const Tensor& up, const Tensor& w, const Tensor& out) override;
     void gather_last(const Tensor& x, const Tensor& query_start_loc, const Tensor& out) override;
     void argmax(const Tensor& logits, const Tensor& ids) override;
+    size_t sampling_workspace_bytes(int64_t max_rows, int64_t vocab) const override;
+    void sample(const Tensor& logits, const SamplingIo& io, const Tensor& ids) override;
     void advance_decode(const Tensor& sampled, const DecodeState& st) override;
     size_t dsa_topk_workspace_bytes(int64_t max_rows, int64_t max_keys) const override;
     void dsa_topk(const Tensor& scores, const Tensor& window_start, const Tensor& window_end,

@@ -12,6 +12,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/dsa_topk_cuda.h"
+#include "backends/cuda/sampling_cuda.h"
 #include "ops/dsa/dsa_indexer.h"
 #include "ops/dsa/dsa_topk.h"
 #include "runtime/op_checks.h"
@@ -382,6 +383,19 @@ void CudaBackend::gather_last(const Tensor& x, const Tensor& query_start_loc, co
 void CudaBackend::argmax(const Tensor& logits, const Tensor& ids) {
     checks::argmax(logits, ids);
     ops::argmax(logits.ptr<float>(), ids.ptr<int32_t>(), logits.rows, logits.cols, impl_->stream);
+}
+
+size_t CudaBackend::sampling_workspace_bytes(int64_t max_rows, int64_t vocab) const {
+    return cuda::sampling_workspace_bytes(max_rows, vocab);
+}
+
+void CudaBackend::sample(const Tensor& logits, const SamplingIo& io, const Tensor& ids) {
+    sampling::check_sample_args(logits, io, ids, sampling_workspace_bytes(io.ws.max_rows, io.ws.vocab));
+    cuda::sample({logits.ptr<float>(), reinterpret_cast<const sampling::RowParams*>(io.params.raw()),
+                  io.counts.ptr<int32_t>(), io.step.ptr<int32_t>(), io.step_offset, ids.ptr<int32_t>(),
+                  io.logprobs.ptr<float>(), io.top_ids.ptr<int32_t>(), static_cast<int32_t*>(io.ws.buffer->data),
+                  logits.cols},
+                 logits.rows, impl_->stream);
 }
 
 void CudaBackend::advance_decode(const Tensor& sampled, const DecodeState& st) {

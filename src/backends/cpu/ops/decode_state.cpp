@@ -1,7 +1,7 @@
 #include <cstdint>
-#include <limits>
 
 #include "backends/cpu/ops/op_support.h"
+#include "ops/sampling/sampling.h"
 
 namespace tracelm::cpu {
 
@@ -13,21 +13,7 @@ struct ArgmaxArgs {
     int64_t cols;
 };
 void run_argmax(const ArgmaxArgs& a, int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) {
-        const float* row = a.logits + r * a.cols;
-        int64_t best = 0;
-        float best_v = -std::numeric_limits<float>::infinity();
-        bool found = false;
-        for (int64_t i = 0; i < a.cols; ++i) {
-            // Strictly greater keeps the lowest index on ties; NaN compares false and never wins.
-            if (row[i] > best_v || (!found && row[i] == best_v)) {
-                best_v = row[i];
-                best = i;
-                found = true;
-            }
-        }
-        a.ids[r] = static_cast<int32_t>(best);
-    }
+    for (int64_t r = b; r < e; ++r) a.ids[r] = static_cast<int32_t>(sampling::argmax_row(a.logits + r * a.cols, a.cols));
 }
 
 struct AdvanceArgs {
