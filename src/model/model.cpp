@@ -10,6 +10,8 @@
 
 #include "backends/cpu/paged_attention.h"
 #include "model/gguf_writer.h"
+#include "model/weight_check.h"
+#include "runtime/untrusted.h"
 
 namespace tracelm {
 
@@ -60,6 +62,11 @@ Tensor Model::bind(Backend& backend, const std::string& name, int64_t rows, int6
     // Norms and biases are applied elementwise and must be plain floats; matrices may be quantized.
     if (!is_float(info->dtype) && (vector || as_f32 || !dtype_row_ok(info->dtype, cols))) {
         throw std::runtime_error("tensor '" + name + "' has unsupported dtype " + std::string(dtype_name(info->dtype)));
+    }
+    if (const auto at = first_non_finite(info->dtype, info->data, info->bytes)) {
+        throw std::runtime_error("tensor '" + name + "' in " + path_ + " holds NaN or infinity (" +
+                                 (dtype_is_quantized(info->dtype) ? "a scale of block " : "element ") +
+                                 std::to_string(*at) + "); the weights are broken");
     }
     parameters_ += rows * cols;
     ++dtype_counts_[info->dtype];
@@ -113,7 +120,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, Backend& backend,
         m->gguf_.emplace(path);
         m->config_ = ModelConfig::from_gguf(*m->gguf_);
     } else {
-        throw std::runtime_error("model '" + path + "' does not exist (expected a folder or a .gguf file)");
+        throw std::runtime_error("model " + untrusted::wrong_kind(path, "a model folder or a .gguf file"));
     }
     const ModelConfig& cfg = m->config_;
     if (cfg.head_dim > cpu::kMaxHeadDim || cfg.head_dim % 2 != 0) {

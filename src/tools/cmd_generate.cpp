@@ -8,6 +8,7 @@
 #include "tools/backend_choice.h"
 #include "tools/commands.h"
 #include "tools/model_loading.h"
+#include "tools/output.h"
 
 namespace tracelm::tools {
 
@@ -30,6 +31,8 @@ int run_generate(const GenerateArgs& a) {
     Backend& backend = *device;
     const LoadedModel lm = load_model(a.model, backend);
     const Tokenizer& tok = lm.tokenizer;
+    if (a.chat && tok.chat_template().empty())
+        throw std::runtime_error("the model has no chat template; use a plain prompt without --chat");
     const std::string text =
         a.chat ? ChatTemplate::detect(tok.chat_template()).apply({{"user", a.prompt}}) : a.prompt;
     const std::vector<int32_t> prompt = encode_prompt(tok, text);
@@ -44,7 +47,10 @@ int run_generate(const GenerateArgs& a) {
 
     StreamDecoder stream(tok);
     const GenerationStats st = generate(engine, tok, *lm.model, prompt, a.max_tokens, [&](int32_t id) {
-        if (!a.json && !ends_generation(tok, *lm.model, id)) std::cout << stream.push(id) << std::flush;
+        if (!a.json && !ends_generation(tok, *lm.model, id)) {
+            std::cout << stream.push(id) << std::flush;
+            check_stdout();  // stop at once rather than generate for a reader that is gone
+        }
     });
 
     std::vector<int32_t> text_ids = st.tokens;
