@@ -31,7 +31,10 @@ namespace {
 constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
 constexpr size_t kMaxRank = 8;
 
-[[noreturn]] void fail(const std::string& path, const std::string& msg) { throw std::runtime_error(path + ": " + msg); }
+// Shard paths carry names from the index file, so they are escaped too.
+[[noreturn]] void fail(const std::string& path, const std::string& msg) {
+    throw std::runtime_error(untrusted::escape(path, 4096) + ": " + msg);
+}
 
 bool parse_dtype(const std::string& s, DType& out) {
     static const std::pair<const char*, DType> table[] = {
@@ -284,7 +287,7 @@ Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
     for (const auto& [name, shard] : weight_map.items()) {
         const SafetensorsFile& f = files_[shard_slot.at(shard.get<std::string>())];
         const TensorInfo* t = f.find(name);
-        if (t == nullptr) fail(ipath, "tensor '" + untrusted::escape(name) + "' is listed in " + f.path() + ", which does not contain it");
+        if (t == nullptr) fail(ipath, "tensor '" + untrusted::escape(name) + "' is listed in " + untrusted::escape(f.path(), 4096) + ", which does not contain it");
         index_.emplace(name, t);
     }
 }

@@ -53,7 +53,7 @@ int run_chat(const ChatArgs& a) {
         StreamDecoder stream(tok);
         const GenerationStats st = generate(engine, tok, *lm.model, prompt, budget, [&](int32_t id) {
             if (!ends_generation(tok, *lm.model, id)) {
-                std::cout << stream.push(id) << std::flush;
+                std::cout << stream.push(id);
                 check_stdout();
             }
         });

@@ -48,8 +48,8 @@ int run_generate(const GenerateArgs& a) {
     StreamDecoder stream(tok);
     const GenerationStats st = generate(engine, tok, *lm.model, prompt, a.max_tokens, [&](int32_t id) {
         if (!a.json && !ends_generation(tok, *lm.model, id)) {
-            std::cout << stream.push(id) << std::flush;
-            check_stdout();  // stop at once rather than generate for a reader that is gone
+            std::cout << stream.push(id);
+            check_stdout();  // flushes; stops at once rather than generate for a reader that is gone
         }
     });
 
@@ -68,7 +68,8 @@ int run_generate(const GenerateArgs& a) {
         j["replays"] = engine.replays();
         std::cout << j.dump() << "\n";
     } else {
-        std::cout << stream.flush() << std::endl;  // before the stats on stderr, also when stdout is a pipe
+        std::cout << stream.flush() << '\n';
+        check_stdout();  // flushed before the stats on stderr, also when stdout is a pipe
         std::fprintf(stderr,
                      "[%zu prompt tokens, %.1f tok/s prefill; %zu generated, %.2f tok/s decode, capture %s, %d "
                      "replays]\n",

@@ -25,14 +25,14 @@ void guard_standard_streams() {
 }
 
 void check_stdout() {
-    errno = 0;
-    std::cout.flush();
-    const bool failed = !std::cout || std::fflush(stdout) != 0 || std::ferror(stdout);
-    if (failed) {
-        const int e = errno;
-        throw std::runtime_error(std::string("cannot write to standard output") +
-                                 (e != 0 ? std::string(": ") + std::strerror(e) : std::string()));
+    if (std::cout && !std::ferror(stdout)) {
+        errno = 0;  // so that the reason below is this flush's
+        std::cout.flush();
+        if (std::cout && std::fflush(stdout) == 0) return;
     }
+    const int e = errno;
+    throw std::runtime_error(std::string("cannot write to standard output") +
+                             (e != 0 ? std::string(": ") + std::strerror(e) : std::string()));
 }
 
 }  // namespace tracelm::tools

@@ -9,7 +9,8 @@ namespace tracelm::tools {
 // opens later takes its number and receives the output by mistake.
 void guard_standard_streams();
 
-// Flushes std::cout and stdout; throws std::runtime_error naming the failure when output was lost.
+// Flushes std::cout and stdout; throws std::runtime_error naming the failure when output was lost. Writers
+// flush through this rather than with std::flush, so that the reason (errno) is still the flush's.
 void check_stdout();
 
 }  // namespace tracelm::tools
