@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "runtime/untrusted.h"
+
 namespace tracelm {
 
 namespace {
@@ -52,11 +54,11 @@ std::string trim(const std::string& s) {
 }  // namespace
 
 ChatTemplate ChatTemplate::detect(const std::string& t) {
-    if (t.empty()) throw std::runtime_error("the model has no chat template; use a plain prompt without --chat");
+    if (t.empty()) throw std::runtime_error("the model has no chat template");
     if (t.find("<|im_start|>") != std::string::npos) return ChatTemplate(Style::ChatML, chatml_default_system(t));
     if (t.find("<|start_header_id|>") != std::string::npos) return ChatTemplate(Style::Llama3, "");
     throw std::runtime_error("unknown chat template (supported: ChatML as in Qwen and SmolLM2, Llama 3); it begins: " +
-                             t.substr(0, 80));
+                             untrusted::escape(t, 80));
 }
 
 std::string ChatTemplate::apply(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {

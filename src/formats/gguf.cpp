@@ -1,5 +1,7 @@
 #include "formats/gguf.h"
 
+#include "runtime/untrusted.h"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -75,24 +77,6 @@ constexpr uint64_t kMinKvBytes = 8 + 1 + 4 + 1;
 constexpr uint64_t kMinTensorInfoBytes = 8 + 1 + 4 + 8 + 4 + 8;
 
 std::string str(uint64_t v) { return std::to_string(v); }
-
-// Names, keys and strings from the file, made safe to print: control bytes and backslashes escaped,
-// long ones cut. Bytes >= 0x80 pass, so UTF-8 text stays readable.
-std::string printable(std::string_view s, size_t max_len = 120) {
-    std::string out;
-    for (size_t i = 0; i < s.size() && i < max_len; ++i) {
-        const auto c = static_cast<unsigned char>(s[i]);
-        if (c >= 0x20 && c != 0x7f && c != '\\') {
-            out += static_cast<char>(c);
-        } else {
-            char buf[8];
-            std::snprintf(buf, sizeof(buf), "\\x%02x", c);
-            out += buf;
-        }
-    }
-    if (s.size() > max_len) out += "...(" + str(s.size()) + " bytes)";
-    return out;
-}
 
 size_t scalar_bytes(GgufType t) {
     switch (t) {
@@ -294,7 +278,7 @@ std::string GgufValue::to_string(size_t max_elems) const {
     constexpr size_t kMaxString = 256;
     if (type == GgufType::String) {
         const std::string_view s(reinterpret_cast<const char*>(data), bytes);
-        return "\"" + printable(s, kMaxString) + "\"";
+        return "\"" + untrusted::escape(s, kMaxString) + "\"";
     }
     if (type != GgufType::Array) return format_scalar(type, data);
     std::string out = "[";
@@ -323,21 +307,17 @@ DType GgufTensor::require_dtype() const {
     std::string supported;
     for (const GgmlType& t : kGgmlTypes)
         if (t.dtype) supported += (supported.empty() ? "" : ", ") + std::string(t.name);
-    throw std::runtime_error("tensor '" + printable(name) + "' has type " + ggml_type_name(ggml_type) +
+    throw std::runtime_error("tensor '" + untrusted::escape(name) + "' has type " + ggml_type_name(ggml_type) +
                              ", which tracelm does not support (supported: " + supported + ")");
 }
 
 // ---- GgufFile ----
 
 GgufFile::GgufFile(const std::string& path) : path_(path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) fail(std::string("cannot open: ") + std::strerror(errno));
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        ::close(fd);
-        fail("not a regular file");
-    }
-    const auto file_bytes = static_cast<size_t>(st.st_size);
+    const untrusted::OpenedFile file = untrusted::open_regular_file(path);
+    if (file.fd < 0) fail(file.error);
+    const int fd = file.fd;
+    const auto file_bytes = static_cast<size_t>(file.bytes);
     if (file_bytes == 0) {
         ::close(fd);
         fail("file is empty");
@@ -414,7 +394,7 @@ void GgufFile::parse() {
     Cursor c(base_, size_, path_);
     if (size_ < 4 || std::memcmp(base_, "GGUF", 4) != 0) {
         std::string found;
-        for (size_t i = 0; i < std::min<size_t>(size_, 4); ++i) found += printable(std::string_view(
+        for (size_t i = 0; i < std::min<size_t>(size_, 4); ++i) found += untrusted::escape(std::string_view(
                                                                         reinterpret_cast<const char*>(base_ + i), 1));
         fail("not a GGUF file: it starts with \"" + found + "\", not the magic \"GGUF\"");
     }
@@ -435,7 +415,7 @@ void GgufFile::parse() {
     for (uint64_t i = 0; i < kv_count; ++i) {
         const std::string_view key = c.string("metadata key");
         if (key.empty()) fail("metadata key #" + str(i) + " is empty");
-        const std::string where = "metadata key '" + printable(key) + "'";
+        const std::string where = "metadata key '" + untrusted::escape(key) + "'";
         const auto type = c.read<uint32_t>(where);
         if (type > kMaxValueType) fail(where + " has unknown value type " + str(type));
         GgufValue v = parse_value(c, static_cast<GgufType>(type), 0, where);
@@ -460,7 +440,7 @@ void GgufFile::parse() {
         GgufTensor t;
         t.name = c.string("tensor name");
         if (t.name.empty()) fail("tensor #" + str(i) + " has an empty name");
-        const std::string where = "tensor '" + printable(t.name) + "'";
+        const std::string where = "tensor '" + untrusted::escape(t.name) + "'";
         const auto n_dims = c.read<uint32_t>(where);
         if (n_dims == 0 || n_dims > kMaxDims) fail(where + " has n_dims " + str(n_dims) + " (must be 1 to 4)");
         int64_t numel = 1;
@@ -512,7 +492,7 @@ void GgufFile::parse() {
                     : "data [" + str(begin) + ", " +
                           (__builtin_add_overflow(begin, t.bytes, &end) ? std::string("2^64 and beyond") : str(end)) +
                           ")";
-            fail("tensor '" + printable(t.name) + "' " + range + " runs past the end of the file (size " +
+            fail("tensor '" + untrusted::escape(t.name) + "' " + range + " runs past the end of the file (size " +
                  str(size_) + ")");
         }
         t.data = base_ + data_offset_ + t.offset;
@@ -526,7 +506,7 @@ void GgufFile::parse() {
         const GgufTensor& a = *by_offset[i - 1];
         const GgufTensor& b = *by_offset[i];
         if (a.offset + a.bytes > b.offset)  // both within the file: no overflow
-            fail("tensors '" + printable(a.name) + "' and '" + printable(b.name) + "' overlap");
+            fail("tensors '" + untrusted::escape(a.name) + "' and '" + untrusted::escape(b.name) + "' overlap");
     }
 }
 
@@ -539,14 +519,14 @@ const GgufValue* GgufFile::find(std::string_view key) const {
 
 const GgufValue& GgufFile::get(std::string_view key) const {
     const GgufValue* v = find(key);
-    if (v == nullptr) fail("missing metadata key '" + printable(key) + "'");
+    if (v == nullptr) fail("missing metadata key '" + untrusted::escape(key) + "'");
     return *v;
 }
 
 const GgufValue& GgufFile::typed(std::string_view key, GgufType want) const {
     const GgufValue& v = get(key);
     if (v.type != want)
-        fail("metadata key '" + printable(key) + "' has type " + std::string(gguf_type_name(v.type)) + ", expected " +
+        fail("metadata key '" + untrusted::escape(key) + "' has type " + std::string(gguf_type_name(v.type)) + ", expected " +
              std::string(gguf_type_name(want)));
     return v;
 }
@@ -580,7 +560,7 @@ std::optional<GgufFile::IntValue> GgufFile::find_integer(std::string_view key) c
     const GgufValue* v = find(key);
     if (v == nullptr) return std::nullopt;
     if (!is_integer(v->type))
-        fail("metadata key '" + printable(key) + "' has type " + std::string(gguf_type_name(v->type)) +
+        fail("metadata key '" + untrusted::escape(key) + "' has type " + std::string(gguf_type_name(v->type)) +
              ", expected an integer");
     const auto [neg, mag] = integer_of(v->type, v->data);
     return IntValue{neg, mag};
@@ -592,7 +572,7 @@ GgufFile::IntValue GgufFile::get_integer(std::string_view key) const {
 }
 
 void GgufFile::int_out_of_range(std::string_view key, IntValue v, std::string_view target) const {
-    fail("metadata key '" + printable(key) + "' = " + std::string(v.negative ? "-" : "") + str(v.magnitude) +
+    fail("metadata key '" + untrusted::escape(key) + "' = " + std::string(v.negative ? "-" : "") + str(v.magnitude) +
          " does not fit in " + std::string(target));
 }
 
@@ -600,7 +580,7 @@ const GgufValue& GgufFile::get_array(std::string_view key) const { return typed(
 
 namespace {
 [[noreturn]] void wrong_elements(const std::string& path, std::string_view key, GgufType have, const char* want) {
-    throw std::runtime_error("gguf: " + path + ": metadata key '" + printable(key) + "' is an array of " +
+    throw std::runtime_error("gguf: " + path + ": metadata key '" + untrusted::escape(key) + "' is an array of " +
                              std::string(gguf_type_name(have)) + ", expected an array of " + want);
 }
 }  // namespace
@@ -632,7 +612,7 @@ std::vector<int32_t> GgufFile::get_i32_array(std::string_view key) const {
     for (uint64_t i = 0; i < a.count; ++i) {
         const auto [neg, mag] = integer_of(a.elem_type, a.data + i * eb);
         if (mag > (neg ? uint64_t{1} << 31 : (uint64_t{1} << 31) - 1))
-            fail("metadata key '" + printable(key) + "' element " + str(i) + " = " + std::string(neg ? "-" : "") + str(mag) +
+            fail("metadata key '" + untrusted::escape(key) + "' element " + str(i) + " = " + std::string(neg ? "-" : "") + str(mag) +
                  " does not fit in int32");
         out.push_back(neg ? static_cast<int32_t>(-static_cast<int64_t>(mag)) : static_cast<int32_t>(mag));
     }
@@ -648,7 +628,7 @@ const GgufTensor* GgufFile::find_tensor(std::string_view name) const {
 
 const GgufTensor& GgufFile::get_tensor(std::string_view name) const {
     const GgufTensor* t = find_tensor(name);
-    if (t == nullptr) fail("missing tensor '" + printable(name) + "'");
+    if (t == nullptr) fail("missing tensor '" + untrusted::escape(name) + "'");
     return *t;
 }
 

@@ -1,5 +1,7 @@
 #include "formats/safetensors.h"
 
+#include "runtime/untrusted.h"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -10,12 +12,10 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <optional>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 #include <stdexcept>
 #include <utility>
 
@@ -31,7 +31,10 @@ namespace {
 constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
 constexpr size_t kMaxRank = 8;
 
-[[noreturn]] void fail(const std::string& path, const std::string& msg) { throw std::runtime_error(path + ": " + msg); }
+// Shard paths carry names from the index file, so they are escaped too.
+[[noreturn]] void fail(const std::string& path, const std::string& msg) {
+    throw std::runtime_error(untrusted::escape(path, 4096) + ": " + msg);
+}
 
 bool parse_dtype(const std::string& s, DType& out) {
     static const std::pair<const char*, DType> table[] = {
@@ -62,8 +65,9 @@ std::optional<uint64_t> non_negative(const json& v) {
 json parse_header(const std::string& path, const char* begin, const char* end) {
     std::set<std::string> seen;
     const json::parser_callback_t on_event = [&](int depth, json::parse_event_t ev, json& parsed) {
+        if (untrusted::too_deep(depth, ev)) fail(path, "header: " + untrusted::DepthGuard::error());
         if (ev == json::parse_event_t::key && depth == 1 && !seen.insert(parsed.get<std::string>()).second)
-            fail(path, "header repeats key '" + parsed.get<std::string>() + "'");
+            fail(path, "header repeats key '" + untrusted::escape(parsed.get<std::string>()) + "'");
         return true;
     };
     try {
@@ -82,14 +86,10 @@ int64_t TensorInfo::numel() const {
 }
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        ::close(fd);
-        fail(path, "not a regular file");
-    }
-    const auto file_bytes = static_cast<uint64_t>(st.st_size);
+    const untrusted::OpenedFile file = untrusted::open_regular_file(path);
+    if (file.fd < 0) fail(path, file.error);
+    const int fd = file.fd;
+    const auto file_bytes = file.bytes;
     if (file_bytes < 8) {
         ::close(fd);
         fail(path, "file is " + std::to_string(file_bytes) + " bytes, too short for the 8-byte header length");
@@ -120,12 +120,12 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
             if (name == "__metadata__") {
                 if (!entry.is_object()) fail(path, "__metadata__ is not an object");
                 for (const auto& [k, v] : entry.items()) {
-                    if (!v.is_string()) fail(path, "__metadata__ value of '" + k + "' is not a string");
+                    if (!v.is_string()) fail(path, "__metadata__ value of '" + untrusted::escape(k) + "' is not a string");
                     metadata_[k] = v.get<std::string>();
                 }
                 continue;
             }
-            const std::string where = "tensor '" + name + "': ";
+            const std::string where = "tensor '" + untrusted::escape(name) + "': ";
             if (!entry.is_object()) fail(path, where + "entry is not an object");
             if (!entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets"))
                 fail(path, where + "needs dtype, shape and data_offsets");
@@ -135,7 +135,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
             const json& dt = entry.at("dtype");
             if (!dt.is_string()) fail(path, where + "dtype is not a string");
             if (!parse_dtype(dt.get<std::string>(), t.dtype))
-                fail(path, where + "unsupported dtype '" + dt.get<std::string>() +
+                fail(path, where + "unsupported dtype '" + untrusted::escape(dt.get<std::string>()) +
                                "' (supported: F32, BF16, F16, I32, I64)");
 
             const json& shape = entry.at("shape");
@@ -184,7 +184,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
             if (t.bytes == 0) continue;
             const auto* p = static_cast<const unsigned char*>(t.data);
             if (prev != nullptr && p < static_cast<const unsigned char*>(prev->data) + prev->bytes)
-                fail(path, "tensors '" + prev->name + "' and '" + t.name + "' overlap");
+                fail(path, "tensors '" + untrusted::escape(prev->name) + "' and '" + untrusted::escape(t.name) + "' overlap");
             prev = &t;
         }
         std::sort(tensors_.begin(), tensors_.end(),
@@ -232,14 +232,6 @@ const TensorInfo* SafetensorsFile::find(std::string_view name) const {
 
 namespace {
 
-std::string read_text(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) fail(path, "cannot open");
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
-
 // Shard names come from the index file; keep them to plain names inside the folder.
 bool safe_shard_name(const std::string& s) {
     return !s.empty() && s.find('/') == std::string::npos && s.find('\\') == std::string::npos &&
@@ -265,11 +257,12 @@ SafetensorsFolder::SafetensorsFolder(const std::string& dir) : dir_(dir) {
     }
 
     const std::string ipath = index_path.string();
+    const std::string index_text = untrusted::read_regular_file(ipath, untrusted::kMaxSmallJsonFileBytes);
     json index;
     try {
-        index = json::parse(read_text(ipath));
-    } catch (const json::exception& e) {
-        fail(ipath, std::string("invalid JSON: ") + e.what());
+        index = untrusted::parse_json(index_text);
+    } catch (const std::runtime_error& e) {
+        fail(ipath, e.what());
     }
     if (!index.is_object() || !index.contains("weight_map") || !index.at("weight_map").is_object())
         fail(ipath, "has no weight_map object");
@@ -278,23 +271,23 @@ SafetensorsFolder::SafetensorsFolder(const std::string& dir) : dir_(dir) {
 
     std::map<std::string, size_t> shard_slot;
     for (const auto& [name, shard] : weight_map.items()) {
-        if (!shard.is_string()) fail(ipath, "weight_map entry for '" + name + "' is not a string");
+        if (!shard.is_string()) fail(ipath, "weight_map entry for '" + untrusted::escape(name) + "' is not a string");
         const auto file = shard.get<std::string>();
         if (!safe_shard_name(file))
-            fail(ipath, "weight_map entry for '" + name + "' names '" + file + "', which is not a file in the folder");
+            fail(ipath, "weight_map entry for '" + untrusted::escape(name) + "' names '" + untrusted::escape(file) + "', which is not a file in the folder");
         if (shard_slot.count(file) == 0) {
             shard_slot.emplace(file, files_.size());
             try {
                 files_.emplace_back((folder / file).string());
             } catch (const std::runtime_error& e) {
-                fail(ipath, "shard '" + file + "' (listed for tensor '" + name + "'): " + e.what());
+                fail(ipath, "shard '" + untrusted::escape(file) + "' (listed for tensor '" + untrusted::escape(name) + "'): " + e.what());
             }
         }
     }
     for (const auto& [name, shard] : weight_map.items()) {
         const SafetensorsFile& f = files_[shard_slot.at(shard.get<std::string>())];
         const TensorInfo* t = f.find(name);
-        if (t == nullptr) fail(ipath, "tensor '" + name + "' is listed in " + f.path() + ", which does not contain it");
+        if (t == nullptr) fail(ipath, "tensor '" + untrusted::escape(name) + "' is listed in " + untrusted::escape(f.path(), 4096) + ", which does not contain it");
         index_.emplace(name, t);
     }
 }

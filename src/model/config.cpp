@@ -2,10 +2,10 @@
 
 #include "formats/gguf.h"
 #include "runtime/rope.h"
+#include "runtime/untrusted.h"
 
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <numbers>
 #include <nlohmann/json.hpp>
@@ -53,13 +53,13 @@ class Fields {
     }
 
     int64_t integer_value(const char* field, const json& v, int64_t lo, int64_t hi) const {
-        if (!v.is_number_integer()) fail(field, "must be an integer, got " + v.dump());
+        if (!v.is_number_integer()) fail(field, "must be an integer, got " + untrusted::escape(v.dump()));
         // Unsigned values above INT64_MAX would wrap in get<int64_t>().
         if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi))
-            fail(field, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + v.dump());
+            fail(field, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + untrusted::escape(v.dump()));
         const auto x = v.get<int64_t>();
         if (x < lo || x > hi)
-            fail(field, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + v.dump());
+            fail(field, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + untrusted::escape(v.dump()));
         return x;
     }
 
@@ -70,11 +70,11 @@ class Fields {
             fail(field, "missing");
         }
         const json& v = at(field);
-        if (!v.is_number()) fail(field, "must be a number, got " + v.dump());
+        if (!v.is_number()) fail(field, "must be a number, got " + untrusted::escape(v.dump()));
         const auto x = v.get<double>();
         if (!std::isfinite(x) || !(x > lo) || !(x < hi)) {
             std::ostringstream os;
-            os << "must be in (" << lo << ", " << hi << "), got " << v.dump();
+            os << "must be in (" << lo << ", " << hi << "), got " << untrusted::escape(v.dump());
             fail(field, os.str());
         }
         return x;
@@ -82,13 +82,13 @@ class Fields {
 
     bool boolean(const char* field, bool dflt) const {
         if (!has(field)) return dflt;
-        if (!at(field).is_boolean()) fail(field, "must be true or false, got " + at(field).dump());
+        if (!at(field).is_boolean()) fail(field, "must be true or false, got " + untrusted::escape(at(field).dump()));
         return at(field).get<bool>();
     }
 
     std::optional<std::string> string(const char* field) const {
         if (!has(field)) return std::nullopt;
-        if (!at(field).is_string()) fail(field, "must be a string, got " + at(field).dump());
+        if (!at(field).is_string()) fail(field, "must be a string, got " + untrusted::escape(at(field).dump()));
         return at(field).get<std::string>();
     }
 
@@ -110,18 +110,22 @@ Arch parse_arch(const Fields& f) {
     if (!f.has("architectures")) f.fail("architectures", "missing");
     const json& a = f.at("architectures");
     if (!a.is_array() || a.empty() || !a[0].is_string())
-        f.fail("architectures", "must be a non-empty list of strings, got " + a.dump());
+        f.fail("architectures", "must be a non-empty list of strings, got " + untrusted::escape(a.dump()));
     const auto name = a[0].get<std::string>();
     if (name == "Qwen3ForCausalLM") return Arch::Qwen3;
     if (name == "Qwen2ForCausalLM") return Arch::Qwen2;
     // Mistral is Llama plus an optional sliding window, rejected below when it matters.
     if (name == "LlamaForCausalLM" || name == "MistralForCausalLM") return Arch::Llama;
     f.fail("architectures",
-           "unsupported architecture '" + name +
+           "unsupported architecture '" + untrusted::escape(name) +
                "' (supported: Qwen3ForCausalLM, Qwen2ForCausalLM, LlamaForCausalLM, MistralForCausalLM)");
 }
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+// Open intervals for RoPE's base and scaling factor: real models use bases of 1e4..1e7 and factors of
+// 1..64; values far outside (1e-30, 1e300) only make every rotation degenerate.
+constexpr double kMinRopeTheta = 1.0, kMaxRopeTheta = 1e12;
+constexpr double kMinRopeFactor = 1e-3, kMaxRopeFactor = 1e4;
 
 // Llama 3.1's "llama3" scaling as divisors of the inverse frequencies, one per pair, as llama.cpp's converter
 // stores them in rope_freqs.weight: a pair whose wavelength is shorter than original_max_position_embeddings /
@@ -129,7 +133,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // divided by factor, and those between move smoothly from one to the other (the frequencies of transformers'
 // _compute_llama3_parameters).
 std::vector<float> llama3_factors(const Fields& f, const Fields& r, const ModelConfig& c) {
-    const double factor = r.number("factor", 0.0, kInf);
+    const double factor = r.number("factor", kMinRopeFactor, kMaxRopeFactor);
     const double low = r.number("low_freq_factor", 0.0, kInf);
     const double high = r.number("high_freq_factor", low, kInf);  // above low: the band between has a width
     // As in transformers v5: a top-level value wins, and max_position_embeddings stands in for a missing one.
@@ -159,24 +163,24 @@ std::vector<float> llama3_factors(const Fields& f, const Fields& r, const ModelC
 // rope_parameters, and a rope_theta inside it wins over the top-level one. Needs head_dim and
 // max_position_embeddings.
 void parse_rope(const Fields& f, const std::string& source, ModelConfig& c) {
-    c.rope_theta = f.number("rope_theta", 0.0, kInf, 10000.0);
+    c.rope_theta = f.number("rope_theta", kMinRopeTheta, kMaxRopeTheta, 10000.0);
     const char* field = f.has("rope_scaling") ? "rope_scaling" : f.has("rope_parameters") ? "rope_parameters" : nullptr;
     if (field == nullptr) return;
     const json& rope = f.at(field);
-    if (!rope.is_object()) f.fail(field, "must be null or an object, got " + rope.dump());
+    if (!rope.is_object()) f.fail(field, "must be null or an object, got " + untrusted::escape(rope.dump()));
     const Fields r(rope, source, std::string(field) + ".");
     // Newer files say "rope_type", older ones "type"; v4 required one of them in rope_scaling.
     std::optional<std::string> type = r.string(rope.contains("rope_type") ? "rope_type" : "type");
-    if (!type && field == std::string_view("rope_scaling")) f.fail(field, "has no rope_type, got " + rope.dump());
+    if (!type && field == std::string_view("rope_scaling")) f.fail(field, "has no rope_type, got " + untrusted::escape(rope.dump()));
     const std::string kind = type.value_or("default");
     if (kind != "default" && kind != "linear" && kind != "llama3")
-        f.fail(field, "rope type '" + kind + "' is not supported (supported: default, linear, llama3)");
+        f.fail(field, "rope type '" + untrusted::escape(kind) + "' is not supported (supported: default, linear, llama3)");
     for (const auto& [key, value] : rope.items())
-        if (value.is_object()) f.fail(field, "per-layer-type RoPE parameters ('" + key + "') are not supported");
-    c.rope_theta = r.number("rope_theta", 0.0, kInf, c.rope_theta);
+        if (value.is_object()) f.fail(field, "per-layer-type RoPE parameters ('" + untrusted::escape(key) + "') are not supported");
+    c.rope_theta = r.number("rope_theta", kMinRopeTheta, kMaxRopeTheta, c.rope_theta);
     if (r.has("partial_rotary_factor") && r.number("partial_rotary_factor", 0.0, 2.0) != 1.0)
         r.fail("partial_rotary_factor", "partial rotary embeddings are not supported");
-    if (kind == "linear") c.rope_linear_factor = r.number("factor", 0.0, kInf);
+    if (kind == "linear") c.rope_linear_factor = r.number("factor", kMinRopeFactor, kMaxRopeFactor);
     if (kind == "llama3") c.rope_freq_factors = llama3_factors(f, r, c);
 }
 
@@ -184,7 +188,7 @@ void check_unsupported_features(const Fields& f, const ModelConfig& c) {
     if (f.has("partial_rotary_factor") && f.number("partial_rotary_factor", 0.0, 2.0) != 1.0)
         f.fail("partial_rotary_factor", "partial rotary embeddings are not supported");
     if (auto act = f.string("hidden_act"); act && *act != "silu")
-        f.fail("hidden_act", "activation '" + *act + "' is not supported (supported: silu)");
+        f.fail("hidden_act", "activation '" + untrusted::escape(*act) + "' is not supported (supported: silu)");
     if (f.boolean("mlp_bias", false)) f.fail("mlp_bias", "MLP biases are not supported");
     if (c.arch == Arch::Llama) {
         // Mistral v0.1 style: a window shorter than the context changes attention.
@@ -196,10 +200,10 @@ void check_unsupported_features(const Fields& f, const ModelConfig& c) {
     }
     if (f.has("layer_types")) {
         const json& lt = f.at("layer_types");
-        if (!lt.is_array()) f.fail("layer_types", "must be a list, got " + lt.dump());
+        if (!lt.is_array()) f.fail("layer_types", "must be a list, got " + untrusted::escape(lt.dump()));
         for (const json& t : lt)
             if (t != "full_attention")
-                f.fail("layer_types", "layer type " + t.dump() + " is not supported (supported: full_attention)");
+                f.fail("layer_types", "layer type " + untrusted::escape(t.dump()) + " is not supported (supported: full_attention)");
     }
 }
 
@@ -257,7 +261,7 @@ ModelConfig parse(const json& j, const std::string& source) {
     const char* dtype_field = f.has("torch_dtype") ? "torch_dtype" : "dtype";
     if (auto dt = f.string(dtype_field)) {
         if (*dt != "float32" && *dt != "bfloat16" && *dt != "float16")
-            f.fail(dtype_field, "unknown dtype '" + *dt + "' (expected float32, bfloat16 or float16)");
+            f.fail(dtype_field, "unknown dtype '" + untrusted::escape(*dt) + "' (expected float32, bfloat16 or float16)");
         c.torch_dtype = *dt;
     }
 
@@ -270,14 +274,23 @@ ModelConfig parse(const json& j, const std::string& source) {
 ModelConfig ModelConfig::from_json_text(const std::string& text, const std::string& source) {
     json j;
     try {
-        j = json::parse(text);
-    } catch (const json::exception& e) {
-        throw std::runtime_error(source + ": invalid JSON: " + e.what());
+        j = untrusted::parse_json(text);
+    } catch (const std::runtime_error& e) {
+        throw std::runtime_error(source + ": " + e.what());
     }
     return parse(j, source);
 }
 
 namespace {
+
+double in_open_range(const GgufFile& g, const std::string& key, float v, double lo, double hi) {
+    if (!(v > lo && v < hi)) {  // NaN fails too
+        std::ostringstream os;
+        os << g.path() << ": metadata '" << key << "' must be in (" << lo << ", " << hi << "), got " << v;
+        throw std::runtime_error(os.str());
+    }
+    return v;
+}
 
 // As llama.cpp reads them: rope.scaling.type defaults to linear and "none" never scales; rope.scaling.factor
 // (rope.scale_linear in older files; 0 means none) divides every frequency; the tensor rope_freqs.weight holds
@@ -285,14 +298,12 @@ namespace {
 void read_gguf_rope_scaling(const GgufFile& g, const std::string& p, ModelConfig& c) {
     const auto type = g.opt_string(p + "rope.scaling.type");
     if (type && *type != "none" && *type != "linear")
-        throw std::runtime_error(g.path() + ": rope scaling '" + std::string(*type) +
+        throw std::runtime_error(g.path() + ": rope scaling '" + untrusted::escape(*type) +
                                  "' is not supported (supported: none, linear, and per-pair factors in rope_freqs.weight)");
     if (!type || *type == "linear") {
         const std::string key = g.find(p + "rope.scaling.factor") ? p + "rope.scaling.factor" : p + "rope.scale_linear";
         if (const auto factor = g.opt_f32(key); factor && *factor != 0.0f) {
-            if (!std::isfinite(*factor) || *factor < 0.0f)
-                throw std::runtime_error(g.path() + ": metadata '" + key + "' must be finite and positive");
-            c.rope_linear_factor = *factor;
+            c.rope_linear_factor = in_open_range(g, key, *factor, kMinRopeFactor, kMaxRopeFactor);
         }
     }
     const GgufTensor* t = g.find_tensor("rope_freqs.weight");
@@ -333,7 +344,7 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
     } else if (arch == "qwen3") {
         c.arch = Arch::Qwen3;
     } else {
-        throw std::runtime_error(g.path() + ": general.architecture '" + arch +
+        throw std::runtime_error(g.path() + ": general.architecture '" + untrusted::escape(arch) +
                                  "' is not supported (supported: llama, qwen2, qwen3)");
     }
     c.architecture = arch;
@@ -342,9 +353,17 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
         const auto v = g.opt_int<int64_t>(key);
         if (!v && !dflt) throw std::runtime_error(g.path() + ": missing metadata key '" + key + "'");
         const int64_t x = v ? *v : *dflt;
-        if (x < lo || x > hi)
-            throw std::runtime_error(g.path() + ": metadata '" + key + "' must be in [" + std::to_string(lo) + ", " +
-                                     std::to_string(hi) + "], got " + std::to_string(x));
+        if (x < lo || x > hi) {
+            std::ostringstream os;
+            os << g.path() << ": ";
+            if (v) {
+                os << "metadata '" << key << "' must be in [" << lo << ", " << hi << "], got " << x;
+            } else {
+                os << "metadata key '" << key << "' is missing, and its default from the other keys, " << x
+                   << ", is outside [" << lo << ", " << hi << "]";
+            }
+            throw std::runtime_error(os.str());
+        }
         return static_cast<int>(x);
     };
     c.hidden_size = bounded(p + "embedding_length", 1, kMaxHidden);
@@ -365,9 +384,8 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
     const float eps = g.get_f32(p + "attention.layer_norm_rms_epsilon");
     if (!(eps > 0.0f && eps < 1.0f)) throw std::runtime_error(g.path() + ": layer_norm_rms_epsilon out of range");
     c.rms_norm_eps = eps;
-    const float theta = g.opt_f32(p + "rope.freq_base").value_or(10000.0f);
-    if (!(theta > 0.0f) || !std::isfinite(theta)) throw std::runtime_error(g.path() + ": rope.freq_base out of range");
-    c.rope_theta = theta;
+    c.rope_theta = in_open_range(g, p + "rope.freq_base", g.opt_f32(p + "rope.freq_base").value_or(10000.0f),
+                                 kMinRopeTheta, kMaxRopeTheta);
     const GgufTensor& embd = g.get_tensor("token_embd.weight");
     if (embd.dims.size() != 2 || embd.dims[0] != c.hidden_size)
         throw std::runtime_error(g.path() + ": token_embd.weight does not have embedding_length columns");
@@ -384,12 +402,7 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
 }
 
 ModelConfig ModelConfig::from_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw std::runtime_error(path + ": cannot open model config");
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    if (in.bad()) throw std::runtime_error(path + ": read error");
-    return from_json_text(ss.str(), path);
+    return from_json_text(untrusted::read_regular_file(path, untrusted::kMaxSmallJsonFileBytes), path);
 }
 
 }  // namespace tracelm

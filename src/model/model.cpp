@@ -9,6 +9,8 @@
 #include <stdexcept>
 
 #include "formats/gguf_names.h"
+#include "model/weight_check.h"
+#include "runtime/untrusted.h"
 
 namespace tracelm {
 
@@ -59,6 +61,11 @@ Tensor Model::bind(Backend& backend, const std::string& name, int64_t rows, int6
     // Norms and biases are applied elementwise and must be plain floats; matrices may be quantized.
     if (!is_float(info->dtype) && (vector || as_f32 || !dtype_row_ok(info->dtype, cols))) {
         throw std::runtime_error("tensor '" + name + "' has unsupported dtype " + std::string(dtype_name(info->dtype)));
+    }
+    if (const auto at = first_non_finite(info->dtype, info->data, info->bytes)) {
+        throw std::runtime_error("tensor '" + name + "' in " + path_ + " holds NaN or infinity (" +
+                                 (dtype_is_quantized(info->dtype) ? "a scale of block " : "element ") +
+                                 std::to_string(*at) + "); the weights are broken");
     }
     parameters_ += rows * cols;
     ++dtype_counts_[info->dtype];
@@ -142,7 +149,7 @@ std::unique_ptr<Model> Model::open(const std::string& path) {
         m->gguf_.emplace(path);
         m->config_ = ModelConfig::from_gguf(*m->gguf_);
     } else {
-        throw std::runtime_error("model '" + path + "' does not exist (expected a folder or a .gguf file)");
+        throw std::runtime_error("model " + untrusted::wrong_kind(path, "a model folder or a .gguf file"));
     }
     return m;
 }

@@ -4,15 +4,14 @@
 #include <array>
 #include <charconv>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 #include <stdexcept>
 #include <unordered_map>
 
 #include "formats/gguf.h"
+#include "runtime/untrusted.h"
 #include "tokenizer/added_tokens.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/byte_level.h"
@@ -97,7 +96,7 @@ std::string element_path(const std::string& array_path, size_t index) {
     return array_path + "[" + std::to_string(index) + "]";
 }
 
-void read_normalizer(const Fields& n, std::vector<NormalForm>& forms) {
+void read_normalizers(const Fields& n, std::vector<NormalForm>& forms) {
     const std::string type = n.string("type");
     if (type == "NFC") {
         forms.push_back(NormalForm::NFC);
@@ -110,12 +109,26 @@ void read_normalizer(const Fields& n, std::vector<NormalForm>& forms) {
     } else if (type == "Sequence") {
         const json& list = n.array("normalizers");
         for (size_t i = 0; i < list.size(); ++i) {
-            read_normalizer(Fields(list[i], element_path(n.where("normalizers"), i)), forms);
+            read_normalizers(Fields(list[i], element_path(n.where("normalizers"), i)), forms);
         }
     } else {
         n.fail("type",
-               "\"" + type + "\" is not a supported normalizer (NFC, NFD, NFKC, NFKD, Sequence)");
+               "\"" + untrusted::escape(type) + "\" is not a supported normalizer (NFC, NFD, NFKC, NFKD, Sequence)");
     }
+}
+
+// A chain of normalization forms equals one form: compatibility if any step is, composed or decomposed as
+// the last step is (each form's result depends only on the text's equivalence class, and compatibility
+// equivalence is coarser than canonical). So a file listing 100,000 steps costs one pass per text.
+std::optional<NormalForm> read_normalizer(const Fields& n) {
+    std::vector<NormalForm> forms;
+    read_normalizers(n, forms);
+    if (forms.empty()) return std::nullopt;
+    const bool compat = std::any_of(forms.begin(), forms.end(),
+                                    [](NormalForm f) { return f == NormalForm::NFKC || f == NormalForm::NFKD; });
+    const bool composed = forms.back() == NormalForm::NFC || forms.back() == NormalForm::NFKC;
+    if (compat) return composed ? NormalForm::NFKC : NormalForm::NFKD;
+    return composed ? NormalForm::NFC : NormalForm::NFD;
 }
 
 SplitBehavior read_split_behavior(const Fields& split) {
@@ -125,7 +138,7 @@ SplitBehavior read_split_behavior(const Fields& split) {
     if (name == "MergedWithPrevious") return SplitBehavior::MergedWithPrevious;
     if (name == "MergedWithNext") return SplitBehavior::MergedWithNext;
     if (name == "Contiguous") return SplitBehavior::Contiguous;
-    split.fail("behavior", "\"" + name + "\" is not a known split behavior");
+    split.fail("behavior", "\"" + untrusted::escape(name) + "\" is not a known split behavior");
 }
 
 // `byte_level_seen` enforces that ByteLevel comes last: the model takes the byte mapping over,
@@ -140,7 +153,7 @@ void read_pre_tokenizer(const Fields& p, PreTokenizer& out, bool& byte_level_see
         }
         return;
     }
-    if (byte_level_seen) p.fail("type", "\"" + type + "\" after ByteLevel is not supported");
+    if (byte_level_seen) p.fail("type", "\"" + untrusted::escape(type) + "\" after ByteLevel is not supported");
     if (type == "Split") {
         const Fields pattern = p.object("pattern");
         const auto regex = pattern.optional_string("Regex");
@@ -155,7 +168,7 @@ void read_pre_tokenizer(const Fields& p, PreTokenizer& out, bool& byte_level_see
         byte_level_seen = true;
     } else {
         p.fail("type",
-               "\"" + type + "\" is not a supported pre-tokenizer (Split, ByteLevel, Sequence)");
+               "\"" + untrusted::escape(type) + "\" is not a supported pre-tokenizer (Split, ByteLevel, Sequence)");
     }
 }
 
@@ -163,7 +176,7 @@ BpeConfig read_bpe_config(TokenizerJson& tj) {
     const Fields root(tj.doc, "");
     const Fields model = root.object("model");
     if (const auto type = model.optional_string("type"); type && *type != "BPE") {
-        model.fail("type", "\"" + *type + "\" is not supported (only byte-level BPE is)");
+        model.fail("type", "\"" + untrusted::escape(*type) + "\" is not supported (only byte-level BPE is)");
     }
     if (!tj.vocab) {
         model.fail("vocab", model.get("vocab") ? "must be an object mapping token text to id"
@@ -208,18 +221,6 @@ std::vector<AddedToken> read_added_tokens(const Fields& root) {
     return tokens;
 }
 
-std::string read_file(const std::string& path) {
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(path, ec)) {
-        throw std::runtime_error(path + ": no such file");
-    }
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream buffer;
-    buffer << in.rdbuf();
-    if (!in || !buffer) throw std::runtime_error(path + ": cannot read the file");
-    return std::move(buffer).str();
-}
-
 }  // namespace
 
 struct Tokenizer::Impl {
@@ -249,7 +250,7 @@ struct Tokenizer::Impl {
     std::optional<SpmModel> spm;  // SentencePiece BPE
     // SentencePiece's dummy prefix: a space in front of the text and after each added token.
     bool space_prefix = false;
-    std::vector<NormalForm> normalizer;
+    std::optional<NormalForm> normalizer;
     PreTokenizer pre_tokenizer;
     AddedTokenMatcher raw_matcher;         // added tokens with normalized = false
     AddedTokenMatcher normalized_matcher;  // added tokens with normalized = true
@@ -266,7 +267,7 @@ struct Tokenizer::Impl {
 Tokenizer::Impl::Impl(const json& doc, BpeConfig config) : bpe(std::in_place, std::move(config)) {
     const Fields root(doc, "");
     if (const json* n = root.get("normalizer"))
-        read_normalizer(Fields(*n, "normalizer"), normalizer);
+        normalizer = read_normalizer(Fields(*n, "normalizer"));
 
     bool byte_level_seen = false;
     if (const json* p = root.get("pre_tokenizer")) {
@@ -439,7 +440,7 @@ Tokenizer::Impl::Impl(const GgufVocab& v) {
         bos_id = fallback(v.bos_id, 1);
         eos_id = fallback(v.eos_id, 2);
     } else {
-        throw std::runtime_error("tokenizer.ggml.model \"" + v.model +
+        throw std::runtime_error("tokenizer.ggml.model \"" + untrusted::escape(v.model) +
                                  "\" is not supported (gpt2, llama)");
     }
     add_tokens(std::move(added));
@@ -470,12 +471,7 @@ void Tokenizer::Impl::find_end_of_generation(
 }
 
 void Tokenizer::Impl::apply_config(const std::string& config_text) {
-    json doc;
-    try {
-        doc = json::parse(config_text);
-    } catch (const json::exception& e) {
-        throw std::runtime_error(std::string("invalid JSON: ") + e.what());
-    }
+    const json doc = untrusted::parse_json(config_text);
     const Fields root(doc, "");
     // Special tokens appear either as plain strings or as {"content": ...} objects.
     const auto special = [&](const char* key) -> std::optional<int32_t> {
@@ -484,7 +480,7 @@ void Tokenizer::Impl::apply_config(const std::string& config_text) {
         const std::string content =
             v->is_string() ? v->get<std::string>() : Fields(*v, root.where(key)).string("content");
         const auto id = token_id(content);
-        if (!id) root.fail(key, "\"" + content + "\" is not a token of tokenizer.json");
+        if (!id) root.fail(key, "\"" + untrusted::escape(content) + "\" is not a token of tokenizer.json");
         return id;
     };
     eos_id = special("eos_token");
@@ -508,9 +504,7 @@ void Tokenizer::Impl::apply_config(const std::string& config_text) {
 }
 
 std::string Tokenizer::Impl::normalize(std::string_view text) const {
-    std::string out(text);
-    for (NormalForm form : normalizer) out = unicode_normalize(out, form);
-    return out;
+    return normalizer ? unicode_normalize(text, *normalizer) : std::string(text);
 }
 
 std::optional<int32_t> Tokenizer::Impl::token_id(std::string_view content) const {
@@ -595,13 +589,14 @@ Tokenizer Tokenizer::from_json_text(const std::string& json_text,
 }
 
 Tokenizer Tokenizer::from_file(const std::string& tokenizer_json_path) {
-    const std::string json_text = read_file(tokenizer_json_path);
+    const std::string json_text = untrusted::read_regular_file(tokenizer_json_path, untrusted::kMaxJsonFileBytes);
     const std::filesystem::path config_path =
         std::filesystem::path(tokenizer_json_path).parent_path() / "tokenizer_config.json";
-    std::error_code ec;
-    const bool has_config = std::filesystem::exists(config_path, ec);
+    const bool has_config = untrusted::describe_path(config_path.string()) != "missing";
     return load(json_text, tokenizer_json_path,
-                has_config ? read_file(config_path.string()) : std::string(), config_path.string());
+                has_config ? untrusted::read_regular_file(config_path.string(), untrusted::kMaxSmallJsonFileBytes)
+                           : std::string(),
+                config_path.string());
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special) const {

@@ -3,6 +3,8 @@
 #include <limits>
 #include <stdexcept>
 
+#include "runtime/untrusted.h"
+
 namespace tracelm::tokenizer_detail {
 
 namespace {
@@ -18,13 +20,13 @@ class Handler final : public nlohmann::json_sax<json> {
     bool null() override { return value(nullptr); }
     bool boolean(bool v) override { return value(v); }
     bool number_integer(number_integer_t v) override {
-        if (mode_ == Mode::Vocab) return fail("model.vocab[\"" + key_ + "\"] is a negative id");
+        if (mode_ == Mode::Vocab) return fail("model.vocab[\"" + untrusted::escape(key_) + "\"] is a negative id");
         return value(v);
     }
     bool number_unsigned(number_unsigned_t v) override {
         if (mode_ == Mode::Vocab) {
             if (v > static_cast<number_unsigned_t>(std::numeric_limits<int32_t>::max())) {
-                return fail("model.vocab[\"" + key_ + "\"] id " + std::to_string(v) +
+                return fail("model.vocab[\"" + untrusted::escape(key_) + "\"] id " + std::to_string(v) +
                             " does not fit in 32 bits");
             }
             out_.vocab->emplace_back(std::move(key_), static_cast<int32_t>(v));
@@ -46,6 +48,7 @@ class Handler final : public nlohmann::json_sax<json> {
     bool binary(binary_t&) override { return fail("unexpected binary value"); }
 
     bool start_object(std::size_t) override {
+        if (!depth_.enter()) return fail(untrusted::DepthGuard::error());
         if (mode_ == Mode::Dom && at_model_member("vocab")) {
             mode_ = Mode::Vocab;
             out_.vocab.emplace();
@@ -58,6 +61,7 @@ class Handler final : public nlohmann::json_sax<json> {
         return true;
     }
     bool end_object() override {
+        depth_.leave();
         if (mode_ == Mode::Vocab) {
             mode_ = Mode::Dom;
             return true;
@@ -65,6 +69,7 @@ class Handler final : public nlohmann::json_sax<json> {
         return close();
     }
     bool start_array(std::size_t) override {
+        if (!depth_.enter()) return fail(untrusted::DepthGuard::error());
         if (mode_ == Mode::Dom && at_model_member("merges")) {
             mode_ = Mode::Merges;
             out_.merges.emplace();
@@ -78,6 +83,7 @@ class Handler final : public nlohmann::json_sax<json> {
         return open(json::array());
     }
     bool end_array() override {
+        depth_.leave();
         if (mode_ == Mode::MergePair) {
             if (pair_size_ != 2) return fail(merge_name() + " does not have two tokens");
             out_.merges->push_back(std::move(pair_));
@@ -116,7 +122,7 @@ class Handler final : public nlohmann::json_sax<json> {
     bool split_merge_string(const std::string& s) {
         const size_t space = s.find(' ');
         if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos) {
-            return fail(merge_name() + " \"" + s + "\" is not of the form \"left right\"");
+            return fail(merge_name() + " \"" + untrusted::escape(s) + "\" is not of the form \"left right\"");
         }
         out_.merges->emplace_back(s.substr(0, space), s.substr(space + 1));
         return true;
@@ -125,7 +131,7 @@ class Handler final : public nlohmann::json_sax<json> {
     // Stores a value in the innermost open container (or as the document).
     json* place(json&& v) {
         if (mode_ != Mode::Dom) {
-            fail(mode_ == Mode::Vocab ? "model.vocab[\"" + key_ + "\"] is not an integer id"
+            fail(mode_ == Mode::Vocab ? "model.vocab[\"" + untrusted::escape(key_) + "\"] is not an integer id"
                                       : merge_name() + " is not a pair of token strings");
             return nullptr;
         }
@@ -158,6 +164,7 @@ class Handler final : public nlohmann::json_sax<json> {
     }
 
     TokenizerJson& out_;
+    untrusted::DepthGuard depth_;  // checked as containers open, so the readers' recursion stays shallow
     Mode mode_ = Mode::Dom;
     std::vector<json*> stack_;       // open containers, outermost first
     std::vector<std::string> keys_;  // the key each open container sits under ("" in arrays)

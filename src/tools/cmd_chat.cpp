@@ -8,6 +8,7 @@
 #include "tools/commands.h"
 #include "tools/model_loading.h"
 #include "tools/sampling_flags.h"
+#include "tools/output.h"
 
 namespace tracelm::tools {
 
@@ -30,6 +31,9 @@ int run_chat(const ChatArgs& a) {
     const std::unique_ptr<Backend> device = make_backend(a.backend, {a.threads});
     const LoadedModel lm = load_model(a.model, *device);
     const Tokenizer& tok = lm.tokenizer;
+    if (tok.chat_template().empty())
+        throw std::runtime_error("chat needs a model with a chat template, and this one has none (for plain text, use "
+                                 "generate --prompt)");
     const ChatTemplate tmpl = ChatTemplate::detect(tok.chat_template());
     EngineOptions opt;
     opt.context = a.context;
@@ -55,7 +59,10 @@ int run_chat(const ChatArgs& a) {
         const int budget = static_cast<int>(std::min<int64_t>(a.max_tokens, engine.context() - prompt.size()));
         StreamDecoder stream(tok);
         const GenerationStats st = generate(engine, tok, *lm.model, prompt, budget, [&](int32_t id) {
-            if (!ends_generation(tok, *lm.model, id)) std::cout << stream.push(id) << std::flush;
+            if (!ends_generation(tok, *lm.model, id)) {
+                std::cout << stream.push(id);
+                check_stdout();
+            }
         }, params);
         std::cout << stream.flush() << "\n";
         std::vector<int32_t> reply = st.tokens;

@@ -1,6 +1,5 @@
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -8,6 +7,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "ops/dsa/dsa_topk.h"
+#include "runtime/untrusted.h"
 #include "tools/commands.h"
 #ifdef TRACELM_HAVE_CUDA
 #include "backends/cuda/dsa_topk_cuda.h"
@@ -39,7 +39,7 @@ float parse_score(const json& v, const std::string& path, const std::string& whe
         constexpr double kF32Overflow = 0x1.ffffffp127;
         const double d = v.get<double>();
         if (std::abs(d) >= kF32Overflow) {
-            bad(path, where + " = " + v.dump() + " is beyond the f32 range (write \"inf\" or \"-inf\")");
+            bad(path, where + " = " + untrusted::escape(v.dump()) + " is beyond the f32 range (write \"inf\" or \"-inf\")");
         }
         return static_cast<float>(d);
     }
@@ -50,13 +50,13 @@ float parse_score(const json& v, const std::string& path, const std::string& whe
         if (s == "-inf") return -std::numeric_limits<float>::infinity();
         if (s == "-0.0") return -0.0f;
     }
-    bad(path, where + " must be a number or one of \"nan\", \"inf\", \"-inf\", \"-0.0\", got " + v.dump());
+    bad(path, where + " must be a number or one of \"nan\", \"inf\", \"-inf\", \"-0.0\", got " + untrusted::escape(v.dump()));
 }
 
 int64_t parse_int(const json& v, const std::string& path, const std::string& where) {
     const bool fits = v.is_number_integer() &&
                       !(v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{std::numeric_limits<int64_t>::max()});
-    if (!fits) bad(path, where + " must be an integer in the signed 64-bit range, got " + v.dump());
+    if (!fits) bad(path, where + " must be an integer in the signed 64-bit range, got " + untrusted::escape(v.dump()));
     return v.get<int64_t>();
 }
 
@@ -77,10 +77,13 @@ std::vector<int64_t> parse_ints(const json& j, const char* key, const std::strin
 }
 
 dsa::TopkCase read_case(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) bad(path, "cannot open");
-    const json j = json::parse(in, nullptr, false);
-    if (j.is_discarded()) bad(path, "not valid JSON");
+    const std::string text = untrusted::read_regular_file(path, untrusted::kMaxJsonFileBytes);
+    json j;
+    try {
+        j = untrusted::parse_json(text);
+    } catch (const std::runtime_error& e) {
+        bad(path, e.what());
+    }
     if (!j.is_object()) bad(path, "expected a JSON object with \"scores\", \"window_start\", \"window_end\", \"topk\"");
 
     dsa::TopkCase c;

@@ -9,6 +9,7 @@
 #include "tools/commands.h"
 #include "tools/model_loading.h"
 #include "tools/sampling_flags.h"
+#include "tools/output.h"
 
 namespace tracelm::tools {
 
@@ -34,6 +35,8 @@ int run_generate(const GenerateArgs& a) {
     Backend& backend = *device;
     const LoadedModel lm = load_model(a.model, backend);
     const Tokenizer& tok = lm.tokenizer;
+    if (a.chat && tok.chat_template().empty())
+        throw std::runtime_error("the model has no chat template; use a plain prompt without --chat");
     const std::string text =
         a.chat ? ChatTemplate::detect(tok.chat_template()).apply({{"user", a.prompt}}) : a.prompt;
     const std::vector<int32_t> prompt = encode_prompt(tok, text);
@@ -48,7 +51,10 @@ int run_generate(const GenerateArgs& a) {
 
     StreamDecoder stream(tok);
     const GenerationStats st = generate(engine, tok, *lm.model, prompt, a.max_tokens, [&](int32_t id) {
-        if (!a.json && !ends_generation(tok, *lm.model, id)) std::cout << stream.push(id) << std::flush;
+        if (!a.json && !ends_generation(tok, *lm.model, id)) {
+            std::cout << stream.push(id);
+            check_stdout();  // flushes; stops at once rather than generate for a reader that is gone
+        }
     }, sampling::row_params(a.sampling, seed));
 
     std::vector<int32_t> text_ids = st.tokens;
@@ -68,7 +74,8 @@ int run_generate(const GenerateArgs& a) {
         if (a.sampling.logprobs) j["logprobs"] = logprobs_json(st.logprobs);
         std::cout << j.dump() << "\n";
     } else {
-        std::cout << stream.flush() << std::endl;  // before the stats on stderr, also when stdout is a pipe
+        std::cout << stream.flush() << '\n';
+        check_stdout();  // flushed before the stats on stderr, also when stdout is a pipe
         std::fprintf(stderr,
                      "[%zu prompt tokens, %.1f tok/s prefill; %zu generated, %.2f tok/s decode, capture %s, %d "
                      "replays]\n",

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/gguf.h"
+#include "runtime/untrusted.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/commands.h"
 
@@ -17,6 +18,8 @@ struct TokenizeArgs {
 // A GGUF file carries its tokenizer in its metadata; a model folder has tokenizer.json.
 Tokenizer load_tokenizer(const std::string& model) {
     if (std::filesystem::is_regular_file(model)) return Tokenizer::from_gguf(GgufFile(model));
+    if (!std::filesystem::is_directory(model))
+        throw std::runtime_error("model " + untrusted::wrong_kind(model, "a model folder or a .gguf file"));
     return Tokenizer::from_file((std::filesystem::path(model) / "tokenizer.json").string());
 }
 
@@ -33,9 +36,15 @@ int run_tokenize(const TokenizeArgs& a) {
     while (std::getline(in, line)) {
         ++line_no;
         if (line.empty()) continue;
-        const auto j = nlohmann::json::parse(line, nullptr, false);
-        if (j.is_discarded() || !j.is_object() || !j.contains("text") || !j["text"].is_string()) {
-            throw std::runtime_error(a.jsonl + ":" + std::to_string(line_no) + ": expected a JSON object with a \"text\" string");
+        const std::string where = a.jsonl + ":" + std::to_string(line_no) + ": ";
+        nlohmann::json j;
+        try {
+            j = untrusted::parse_json(line);
+        } catch (const std::runtime_error& e) {
+            throw std::runtime_error(where + untrusted::escape(e.what(), 400));  // the message quotes the line
+        }
+        if (!j.is_object() || !j.contains("text") || !j["text"].is_string()) {
+            throw std::runtime_error(where + "expected a JSON object with a \"text\" string");
         }
         std::cout << nlohmann::json(tok.encode(j["text"].get<std::string>())).dump() << "\n";
     }

@@ -13,6 +13,7 @@
 #include "formats/gguf_names.h"
 #include "formats/safetensors.h"
 #include "model/config.h"
+#include "runtime/untrusted.h"
 #include "tokenizer/gguf_vocab.h"
 #include "tools/rng.h"
 
@@ -95,10 +96,14 @@ constexpr std::string_view kQwen2SplitRegex =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
 nlohmann::json read_json_file(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) throw std::runtime_error(path + ": cannot open");
-    auto j = nlohmann::json::parse(in, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) throw std::runtime_error(path + ": not a JSON object");
+    const std::string text = untrusted::read_regular_file(path, untrusted::kMaxJsonFileBytes);
+    nlohmann::json j;
+    try {
+        j = untrusted::parse_json(text);
+    } catch (const std::runtime_error& e) {
+        throw std::runtime_error(path + ": " + e.what());
+    }
+    if (!j.is_object()) throw std::runtime_error(path + ": not a JSON object");
     return j;
 }
 
@@ -160,7 +165,7 @@ void add_bpe_tokenizer_metadata(GgufWriter& w, const std::string& dir, int64_t v
         const nlohmann::json& v = cfg[key];
         const std::string text = v.is_string() ? v.get<std::string>() : v.is_object() ? v.value("content", "") : "";
         const auto it = ids.find(text);
-        if (it == ids.end()) throw std::runtime_error(cfg_path + ": " + key + " '" + text + "' is not a token");
+        if (it == ids.end()) throw std::runtime_error(cfg_path + ": " + key + " '" + untrusted::escape(text) + "' is not a token");
         return it->second;
     };
 

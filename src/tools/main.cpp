@@ -3,8 +3,10 @@
 #include <vector>
 
 #include "tools/commands.h"
+#include "tools/output.h"
 
 int main(int argc, char** argv) {
+    tracelm::tools::guard_standard_streams();
     CLI::App app{"tracelm: LLM inference with a host-free captured decode step"};
     app.set_version_flag("--version", "tracelm " TRACELM_VERSION);
     app.require_subcommand(1);
@@ -23,7 +25,10 @@ int main(int argc, char** argv) {
     CLI11_PARSE(app, argc, argv);
     try {
         for (auto& [sub, action] : commands) {
-            if (sub->parsed()) return action();
+            if (!sub->parsed()) continue;
+            const int code = action();
+            tracelm::tools::check_stdout();
+            return code;
         }
     } catch (const std::exception& e) {
         std::fprintf(stderr, "error: %s\n", e.what());

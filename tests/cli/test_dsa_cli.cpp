@@ -92,7 +92,7 @@ TEST_F(DsaTopkCli, InvalidCasesFailWithAClearMessage) {
     expect_error(row_case("[1, 2]", "[0]", "[2.5]", "1"), "window_end[0]");
     expect_error(R"({"scores": [[1, 2]], "window_start": [0], "topk": 1})", "missing \"window_end\"");
     expect_error(R"([1, 2, 3])", "expected a JSON object");
-    expect_error(R"({"scores": [[1, 2]], )", "not valid JSON");
+    expect_error(R"({"scores": [[1, 2]], )", "invalid JSON");
     const Result bad_impl = run(kCase, "--impl gpu");
     EXPECT_NE(bad_impl.code, 0) << bad_impl.out;
     const Result missing = run(kCase, "--input /nonexistent/case.json");

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -428,7 +429,16 @@ TEST(GgufModels, RopeScalingMetadata) {
         },
         "rope scaling 'yarn' is not supported");
     expect_config_error([](GgufWriter& w) { w.add_f32("llama.rope.scaling.factor", -4.0f); },
-                        "metadata 'llama.rope.scaling.factor' must be finite and positive");
+                        "metadata 'llama.rope.scaling.factor' must be in (0.001, 10000), got -4");
+    // Absurd values (issue 15): too small, too large, not finite.
+    for (const float bad : {1e-38f, 1e6f, std::numeric_limits<float>::infinity(), std::nanf("")}) {
+        expect_config_error([&](GgufWriter& w) { w.add_f32("llama.rope.scaling.factor", bad); },
+                            "metadata 'llama.rope.scaling.factor' must be in (0.001, 10000), got ");
+    }
+    for (const float bad : {1e-30f, 0.5f, 1e13f, -std::numeric_limits<float>::infinity(), std::nanf("")}) {
+        expect_config_error([&](GgufWriter& w) { w.add_f32("llama.rope.freq_base", bad); },
+                            "metadata 'llama.rope.freq_base' must be in (1, 1e+12), got ");
+    }
 }
 
 }  // namespace
