@@ -336,7 +336,12 @@ Footprint attention_footprint(const Tensor& q, const Tensor& k_cache, const Tens
 
 }  // namespace
 
-CpuBackend::CpuBackend(int threads) : pool_(threads) {}
+CpuBackend::CpuBackend(int threads) : pool_(threads) {
+    // Every pool thread makes its kernel scratch now (item t runs on thread t), so that no thread's first use of
+    // it, in a replay perhaps, allocates.
+    struct NoArgs {};
+    submit<NoArgs>([](const NoArgs&, int64_t, int64_t) { reserve_thread_scratch(); }, NoArgs{}, Footprint{}, pool_.size());
+}
 
 CpuBackend::~CpuBackend() {
     for (auto& b : buffers_) munmap(b->map_base, b->map_bytes);
@@ -372,6 +377,7 @@ void CpuBackend::submit(void (*fn)(const Args&, int64_t, int64_t), const Args& a
         recording_.push_back(op);
     } else {
         dispatch(&op, 1);
+        ++eager_ops_;
     }
 }
 
