@@ -478,6 +478,14 @@ Buffer* CpuBackend::scratch_buffer(const char* name, size_t need) {
     return do_alloc(std::max(need, 2 * largest), name);
 }
 
+// Thread i's slice of a scratch buffer: the buffer split evenly between the pool's threads, whatever one op needs,
+// so that slice i is the same bytes for every op using the buffer. (Slices sized by each op's need overlapped:
+// in a phase of two quantized matmuls of different activation sizes, thread 1's slice of the second lay inside
+// thread 0's of the first, which thread 0 could still be reading.) At least the need, 64-byte aligned.
+namespace {
+size_t scratch_slice_bytes(const Buffer& b, int threads) { return b.bytes / static_cast<size_t>(threads) / 64 * 64; }
+}  // namespace
+
 // ---- ops ----
 
 void CpuBackend::copy(const Tensor& dst, const Tensor& src) {
@@ -535,8 +543,9 @@ void CpuBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, co
                w.rows, kMatmulRowGrain, matmul_row_chunk(x.cols, w.dtype));
         return;
     }
-    const size_t stride = (matmul_quant_act_bytes(w.dtype, x.rows, x.cols) + 63) / 64 * 64;
-    Buffer* scratch = scratch_buffer(kQuantScratchName, stride * static_cast<size_t>(threads()));
+    const size_t need = (matmul_quant_act_bytes(w.dtype, x.rows, x.cols) + 63) / 64 * 64;
+    Buffer* scratch = scratch_buffer(kQuantScratchName, need * static_cast<size_t>(threads()));
+    const size_t stride = scratch_slice_bytes(*scratch, threads());
     // The scratch stays out of the footprint: item i runs on thread i and uses slice i only, so two
     // matmuls sharing a phase never touch each other's slices from different threads.
     submit(run_quant_matmul,
@@ -584,8 +593,9 @@ void CpuBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor&
     }
     // The workspace stays out of the footprint for the reason the quantized matmul's scratch does: item i runs
     // on thread i and uses slice i only.
-    const int64_t floats = f16_attention_workspace_floats(meta.block_tables.cols * meta.block_size, head_dim);
-    Buffer* ws = scratch_buffer(kAttentionScratchName, static_cast<size_t>(floats * threads()) * sizeof(float));
+    const int64_t need = f16_attention_workspace_floats(meta.block_tables.cols * meta.block_size, head_dim);
+    Buffer* ws = scratch_buffer(kAttentionScratchName, static_cast<size_t>(need * threads()) * sizeof(float));
+    const auto floats = static_cast<int64_t>(scratch_slice_bytes(*ws, threads()) / sizeof(float));
     submit(paged_attention_f16_range,
            F16AttentionArgs{a, active_kernels().f16_attention, static_cast<float*>(ws->data), floats, q.rows,
                             threads(), meta.interleaved_pairs},
