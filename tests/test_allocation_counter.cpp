@@ -1,6 +1,7 @@
 // Counts every allocation the test process makes, on every thread, through testing::heap_allocations():
 // malloc, calloc, realloc, aligned_alloc, posix_memalign, memalign, valloc, pvalloc (and so every operator new,
-// aligned or not, which libstdc++ builds on them) and mmap.
+// aligned or not, which libstdc++ builds on them) and mmap (under ThreadSanitizer neither mmap nor aligned_alloc and
+// posix_memalign: see below).
 //
 // A plain build defines those functions here: the executable's definitions come first in symbol lookup, so the
 // shared libraries (libstdc++ included) call them too; each counts and forwards to glibc's __libc_* entry points
@@ -20,7 +21,9 @@
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define TRACELM_SANITIZED_HEAP 1
-#include <sanitizer/allocator_interface.h>
+// From the sanitizers' <sanitizer/allocator_interface.h>, which Debian's GCC does not install.
+extern "C" int __sanitizer_install_malloc_and_free_hooks(void (*malloc_hook)(const volatile void*, size_t),
+                                                         void (*free_hook)(const volatile void*));
 #endif
 
 namespace {
@@ -80,8 +83,11 @@ void* pvalloc(size_t n) {
 }  // extern "C"
 #endif
 
-// mmap is counted under the sanitizers too: a system call, so no runtime's bookkeeping is bypassed for the
-// anonymous and file mappings the program makes.
+// mmap is counted under AddressSanitizer too, by a direct system call (no runtime bookkeeping is needed for the
+// program's own mappings); not under ThreadSanitizer, whose runtime calls mmap through its interceptor before it is
+// initialised, where this instrumented code cannot run yet.
+#ifndef __SANITIZE_THREAD__
+#define TRACELM_COUNTS_MMAP 1
 extern "C" {
 void* mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
     count_one();
@@ -89,6 +95,7 @@ void* mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
 }
 void* mmap64(void* addr, size_t len, int prot, int flags, int fd, off_t off) { return mmap(addr, len, prot, flags, fd, off); }
 }  // extern "C"
+#endif
 
 namespace tracelm {
 namespace {
@@ -111,6 +118,8 @@ TEST(AllocationCounter, SeesEveryAllocationPath) {
     EXPECT_EQ(allocations_made_by([&] { f(m(100)); }), 1u);
     EXPECT_EQ(allocations_made_by([&] { f(c(10, 10)); }), 1u);
     EXPECT_EQ(allocations_made_by([&] { f(r(nullptr, 100)); }), 1u);
+    // ThreadSanitizer's allocation hook misses these two (its own aligned new is seen).
+#ifndef __SANITIZE_THREAD__
     EXPECT_EQ(allocations_made_by([&] { f(a(64, 128)); }), 1u);
     EXPECT_EQ(allocations_made_by([&] {
                   void* p = nullptr;
@@ -118,6 +127,10 @@ TEST(AllocationCounter, SeesEveryAllocationPath) {
                   f(p);
               }),
               1u);
+#else
+    (void)a;
+    (void)pm;
+#endif
     void* (*volatile nw)(size_t) = ::operator new;
     void* (*volatile nwa)(size_t) = ::operator new[];
     void* (*volatile nwal)(size_t, std::align_val_t) = ::operator new;
@@ -127,12 +140,14 @@ TEST(AllocationCounter, SeesEveryAllocationPath) {
     EXPECT_EQ(allocations_made_by([&] { ::operator delete(nwal(100, std::align_val_t{256}), std::align_val_t{256}); }),
               1u);
     EXPECT_EQ(allocations_made_by([&] { ::operator delete(nwnt(100, std::nothrow)); }), 1u);
+#ifdef TRACELM_COUNTS_MMAP
     EXPECT_EQ(allocations_made_by([&] {
                   void* p = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
                   ASSERT_NE(p, MAP_FAILED);
                   munmap(p, 4096);
               }),
               1u);
+#endif
 #ifndef TRACELM_SANITIZED_HEAP
     void* (*volatile ma)(size_t, size_t) = memalign;
     EXPECT_EQ(allocations_made_by([&] { f(ma(64, 128)); }), 1u);
