@@ -17,8 +17,10 @@
 // see docs/ggml-numerics.md for the reasons and the fixes):
 //  - kv_write and attention match with f16 caches (TracelmKvWriteF16*, TracelmAttentionF16*); with f32 caches
 //    ~80-100% of the attention outputs differ (an online f32 softmax with P.V by axpy, tracelm's own numbers).
-//  - matmul with Q4_1 / Q8_0 weights: ~100% differ (activation quantization and dot order; being rewritten on the
-//    quant-ggml branch, so not pinned here).
+//
+// The quantized matmul is not here because it is pinned elsewhere: every GGUF block type against ggml's own
+// activation quantization and vec_dot, bit for bit (tests/test_quant.cpp, GgmlDot.*), and the whole forward by the
+// SmolLM2 greedy goldens (tests/test_smollm2.cpp).
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -222,31 +222,72 @@ float avx2_documented_dot(const float* x, const double* w, int64_t K, bool permu
     return total;
 }
 
-TEST(Kernels, Avx2MatmulSumsInItsDocumentedOrder) {
-    if (static_cast<int>(best_isa()) < static_cast<int>(Isa::Avx2)) GTEST_SKIP() << "no AVX2 on this CPU";
-    std::mt19937 rng(11);
+// One Isa's matmul over shapes (T tokens; K with a partial chunk, a block plus a partial one, several blocks) for
+// weights of the given types, every output bit for bit equal to documented(x row, w row, K, wt) + bias.
+template <class Documented>
+void expect_documented_order(Isa isa, const std::vector<DType>& types, std::initializer_list<int64_t> Ts,
+                             uint32_t seed, Documented documented) {
+    std::mt19937 rng(seed);
     const int64_t N = 21;
-    for (DType wt : kWeightTypes) {
-        for (int64_t T : {1, 2, 3, 4, 60}) {
+    for (DType wt : types) {
+        for (int64_t T : Ts) {
             for (int64_t K : {5, 16, 33, 520, 1024 + 9}) {
                 SCOPED_TRACE("T=" + std::to_string(T) + " K=" + std::to_string(K) + " " + std::string(dtype_name(wt)));
                 const std::vector<float> x = random_floats(static_cast<size_t>(T * K), rng);
                 const Weights w = make_weights(wt, static_cast<size_t>(N * K), rng);
                 const std::vector<float> bias = random_floats(static_cast<size_t>(N), rng);
                 std::vector<float> y(static_cast<size_t>(T * N));
-                kernels_for(Isa::Avx2).matmul(x.data(), T, K, w.data(), wt, bias.data(), y.data(), N, 0, N);
+                kernels_for(isa).matmul(x.data(), T, K, w.data(), wt, bias.data(), y.data(), N, 0, N);
                 int mismatches = 0;
                 for (int64_t t = 0; t < T; ++t)
                     for (int64_t n = 0; n < N; ++n) {
-                        const float want =
-                            avx2_documented_dot(x.data() + t * K, w.values.data() + n * K, K, wt == DType::BF16) +
-                            bias[static_cast<size_t>(n)];
+                        const float want = documented(x.data() + t * K, w.values.data() + n * K, K, wt) +
+                                           bias[static_cast<size_t>(n)];
                         mismatches += !same_bits(y[static_cast<size_t>(t * N + n)], want);
                     }
                 EXPECT_EQ(mismatches, 0);
             }
         }
     }
+}
+
+TEST(Kernels, Avx2MatmulSumsInItsDocumentedOrder) {
+    if (static_cast<int>(best_isa()) < static_cast<int>(Isa::Avx2)) GTEST_SKIP() << "no AVX2 on this CPU";
+    expect_documented_order(Isa::Avx2, {std::begin(kWeightTypes), std::end(kWeightTypes)}, {1, 2, 3, 4, 60}, 11,
+                            [](const float* x, const double* w, int64_t K, DType wt) {
+                                return avx2_documented_dot(x, w, K, wt == DType::BF16);
+                            });
+}
+
+// The AVX-512 matmul's FMA scheme (f32 and f16 weights; bf16 where the CPU lacks AVX512_BF16) as its file's header
+// states it, written out in scalars: in each block of 512 columns, lane j of 16 collects x[k] * w[k] for
+// k = j (mod 16) by fused multiply-add, the last chunk zero padded; lanes j and j + 8 are added, then the 8 as
+// ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)); block sums are added in order to 0.0f.
+float avx512_documented_dot(const float* x, const double* w, int64_t K) {
+    const int64_t Kp = (K + 15) / 16 * 16;
+    float total = 0.0f;
+    for (int64_t k0 = 0; k0 < Kp; k0 += 512) {
+        float lane[16] = {};
+        for (int64_t k = k0; k < std::min(Kp, k0 + 512); ++k) {
+            const float xk = k < K ? x[k] : 0.0f, wk = k < K ? static_cast<float>(w[k]) : 0.0f;
+            lane[(k - k0) % 16] = std::fma(xk, wk, lane[(k - k0) % 16]);
+        }
+        float l[8];
+        for (int j = 0; j < 8; ++j) l[j] = lane[j] + lane[j + 8];
+        total += ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+    }
+    return total;
+}
+
+// Token counts reach every register tile (1, 2, 3, 4 tokens), a streamed group of several tiles (48) and the
+// panel path (60). With AVX512_BF16 the bf16 weights take the dot-product instruction instead, which rounds x to
+// bf16: those are checked against the double-precision reference only (KernelTest.MatmulMatchesReference).
+TEST(Kernels, Avx512MatmulSumsInItsDocumentedOrder) {
+    if (best_isa() != Isa::Avx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+    std::vector<DType> types = {DType::F32, DType::F16};
+    if (!cpu_features().avx512_bf16) types.push_back(DType::BF16);
+    expect_documented_order(Isa::Avx512, types, {1, 2, 3, 4, 48, 60}, 12,
+                            [](const float* x, const double* w, int64_t K, DType) { return avx512_documented_dot(x, w, K); });
 }
 
 TEST(Kernels, RmsNorm) {

@@ -3,26 +3,16 @@
 
 #include <atomic>
 #include <cstring>
+#include <filesystem>
 #include <set>
 #include <cstdlib>
 #include <new>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/kernels/cpu_features.h"
 #include "engine/engine.h"
 #include "support/test_support.h"
-
-// Counts every heap allocation in the test process (read through testing::heap_allocations()).
-void* operator new(std::size_t n) {
-    tracelm::testing::heap_allocations().fetch_add(1, std::memory_order_relaxed);
-    if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
-    throw std::bad_alloc();
-}
-// GCC cannot tell that the replaced operator new above is where these pointers came from.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-#pragma GCC diagnostic pop
+#include "tools/gguf_convert.h"
 
 namespace tracelm {
 namespace {
@@ -89,23 +79,89 @@ TEST(Replay, EqualsEagerThreeSequencesF16Kv) {
                                DType::F16);
 }
 
-TEST(Replay, ReplayPerformsNoHeapAllocation) {
+// Every weight type the engine runs: the float ones and every GGUF block type.
+constexpr DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
+                                  DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
+// No allocation of any kind (heap, aligned, mmap; on any thread: test_allocation_counter.cpp) in 8 replayed steps
+// of a random GGUF model of every weight type, with an f32 and an f16 KV cache, on the Isa of this process. Two
+// sequences, so that the matmuls take more than one token.
+void expect_replays_allocate_nothing() {
+    testing::TempDir dir;
+    for (const DType wt : kWeightTypes) {
+        const std::string path = dir.file(std::string(dtype_name(wt)) + ".gguf");
+        make_random_gguf("qwen3", wt, 3, path);
+        cpu::CpuBackend be(2);
+        const auto model = Model::load(path, be);
+        for (const DType kv : {DType::F32, DType::F16}) {
+            EngineOptions opt;
+            opt.context = 128;
+            opt.max_seqs = 2;
+            opt.kv_dtype = kv;
+            Engine engine(*model, be, opt);
+            engine.start({{1, 2, 3}, {7, 8, 9, 10, 11}}, 12);
+            engine.step();  // eager warm-up
+            engine.step();  // capture + first replay
+            ASSERT_TRUE(engine.captured());
+            const uint64_t before = testing::heap_allocations().load();
+            for (int i = 0; i < 8; ++i) engine.step();
+            EXPECT_EQ(testing::heap_allocations().load() - before, 0u)
+                << dtype_name(wt) << " weights, " << dtype_name(kv) << " cache, " << cpu::isa_name(cpu::active_isa());
+            EXPECT_EQ(engine.replays(), 9);
+        }
+    }
+}
+
+// Once per Isa the CPU has: the Isa this process runs in place, each other one in a child process that
+// TRACELM_ISA sets to it (the kernels are chosen once per process).
+class ReplayAllocations : public ::testing::TestWithParam<cpu::Isa> {};
+
+TEST_P(ReplayAllocations, NoneForAnyWeightType) {
+    const cpu::Isa isa = GetParam();
+    if (static_cast<int>(isa) > static_cast<int>(cpu::best_isa()))
+        GTEST_SKIP() << "this CPU cannot run " << cpu::isa_name(isa);
+    if (isa == cpu::active_isa()) {
+        expect_replays_allocate_nothing();
+        return;
+    }
+    const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+    const std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->test_suite_name() +
+                             std::string(".") + ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    const testing::CliResult child = testing::run_command(std::string("TRACELM_ISA=") + cpu::isa_name(isa) + " '" +
+                                                          self + "' --gtest_filter=" + name + " 2>&1");
+    EXPECT_EQ(child.code, 0) << child.out;
+    EXPECT_NE(child.out.find("[  PASSED  ] 1 test"), std::string::npos) << child.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Isas, ReplayAllocations,
+                         ::testing::Values(cpu::Isa::Portable, cpu::Isa::Avx2, cpu::Isa::Avx512),
+                         [](const ::testing::TestParamInfo<cpu::Isa>& p) { return std::string(cpu::isa_name(p.param)); });
+
+// A replayed step is one dispatch of the captured graph at the backend: the backend executes exactly the
+// graph's ops through that one call and dispatches nothing eagerly. (An engine that silently fell back to
+// eager ops would give the same bits; this is what tells them apart, whatever those ops allocate.)
+TEST(Replay, ReplayedStepIsOneGraphDispatchWithNoEagerOps) {
     cpu::CpuBackend be(2);
     const auto model = Model::load(testing::generated_checkpoint("tiny", 7, DType::F32), be);
-    for (const DType kv : {DType::F32, DType::F16}) {
-        EngineOptions opt;
-        opt.context = 256;
-        opt.kv_dtype = kv;
-        Engine engine(*model, be, opt);
-        engine.start({{1, 2, 3}}, 200);
-        engine.step();  // eager warm-up
-        engine.step();  // capture + first replay
+    EngineOptions opt;
+    opt.context = 128;
+    Engine engine(*model, be, opt);
+    engine.start({{1, 2, 3}}, 20);
+    // The warm-up step is eager: the counter of eager ops moves with the executed ones.
+    uint64_t ops = be.ops_executed(), eager = be.eager_ops();
+    engine.step();
+    EXPECT_GT(be.eager_ops() - eager, 0u);
+    EXPECT_EQ(be.eager_ops() - eager, be.ops_executed() - ops);
+    for (int i = 0; i < 5; ++i) {
+        ops = be.ops_executed();
+        eager = be.eager_ops();
+        engine.step();
         ASSERT_TRUE(engine.captured());
-        const uint64_t before = testing::heap_allocations().load();
-        for (int i = 0; i < 100; ++i) engine.step();
-        EXPECT_EQ(testing::heap_allocations().load() - before, 0u) << dtype_name(kv);
-        EXPECT_EQ(engine.replays(), 101);
+        EXPECT_GT(engine.graph_ops(), 0u);
+        EXPECT_EQ(be.ops_executed() - ops, engine.graph_ops()) << "step " << i;
+        EXPECT_EQ(be.eager_ops() - eager, 0u) << "step " << i;
     }
+    EXPECT_EQ(engine.replays(), 5);
 }
 
 TEST(Replay, GraphIsReusedAcrossRequestsOfTheSameBatchSize) {

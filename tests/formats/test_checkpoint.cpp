@@ -289,9 +289,10 @@ TEST(RandomCheckpoint, DeterministicPerSeed) {
         EXPECT_NE(std::memcmp(a.get(name).data, c.get(name).data, a.get(name).bytes), 0) << name;
 }
 
-// Pins the exact bytes: the golden outputs are only valid for this generator. If you change the
-// generator on purpose, regenerate the goldens and update these hashes together.
-TEST(RandomCheckpoint, BytesArePinned) {
+// A change detector, not a correctness test: it pins the generator's own output, because the goldens made by
+// other software from these checkpoints are only valid for these bytes. If you change the generator on purpose,
+// regenerate the goldens and update these hashes together.
+TEST(RandomCheckpoint, ChangeDetectorForTheBytesTheGoldensWereMadeFrom) {
     TempDir dir;
     MakeCheckpointOptions o = tiny_options(dir, "f32", 0);
     make_random_checkpoint(o);

@@ -40,7 +40,8 @@ inline std::string smollm2_gguf_path() {
         }                                                                                                \
     } while (0)
 
-// Heap allocations made so far by the test process: test_replay.cpp replaces operator new to count them.
+// Allocations made so far by the test process, on every thread and through every path (malloc and its relatives,
+// every operator new, mmap): test_allocation_counter.cpp counts them.
 inline std::atomic<uint64_t>& heap_allocations() {
     static std::atomic<uint64_t> count{0};
     return count;
@@ -102,11 +103,8 @@ struct CliResult {
     std::string out;
 };
 
-// Runs `<env> tracelm <args>` through the shell (env: VAR=value assignments, may be empty); stdout, plus
-// stderr when asked.
-inline CliResult run_tracelm_env(const std::string& env, const std::string& args, bool with_stderr = true) {
-    const std::string cmd =
-        env + " " + std::string(TRACELM_BINARY) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
+// Runs a shell command: its exit code and stdout.
+inline CliResult run_command(const std::string& cmd) {
     FILE* p = popen(cmd.c_str(), "r");
     std::string out;
     char buf[4096];
@@ -114,6 +112,12 @@ inline CliResult run_tracelm_env(const std::string& env, const std::string& args
     while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
     const int status = pclose(p);
     return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
+}
+
+// Runs `<env> tracelm <args>` through the shell (env: VAR=value assignments, may be empty); stdout, plus
+// stderr when asked.
+inline CliResult run_tracelm_env(const std::string& env, const std::string& args, bool with_stderr = true) {
+    return run_command(env + " " + std::string(TRACELM_BINARY) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null"));
 }
 inline CliResult run_tracelm(const std::string& args, bool with_stderr = true) { return run_tracelm_env("", args, with_stderr); }
 

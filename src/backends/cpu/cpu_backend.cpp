@@ -8,12 +8,19 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/ops/op_support.h"
 #include "backends/cpu/paged_attention.h"
 #include "runtime/op_checks.h"
 
 namespace tracelm::cpu {
 
-CpuBackend::CpuBackend(int threads) : pool_(threads) {}
+CpuBackend::CpuBackend(int threads) : pool_(threads) {
+    // Every pool thread makes its kernel scratch now (item t runs on thread t), so that no thread's first use of
+    // it, in a replay perhaps, allocates.
+    struct NoArgs {};
+    submit<NoArgs>([](const NoArgs&, int64_t, int64_t) { reserve_thread_scratch(); }, NoArgs{}, Footprint{}, pool_.size());
+}
 
 const BackendCapabilities& CpuBackend::static_capabilities() {
     static const BackendCapabilities caps{checks::all_weight_types(), {DType::F32, DType::F16}, kMaxHeadDim};

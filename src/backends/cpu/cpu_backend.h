@@ -33,6 +33,8 @@ class CpuBackend final : public Backend {
     size_t graph_barriers(GraphId g) const;
     // Ops executed (eagerly or in replays) since construction.
     uint64_t ops_executed() const { return ops_executed_; }
+    // Ops dispatched one at a time as they were called (not recorded, not replayed) since construction.
+    uint64_t eager_ops() const { return eager_ops_; }
     // Wall time spent inside pool dispatches (kernels plus their barriers) since construction.
     double busy_seconds() const { return static_cast<double>(busy_ns_) * 1e-9; }
 
@@ -110,6 +112,7 @@ class CpuBackend final : public Backend {
     void dispatch(const CpuOp* ops, size_t n);
 
     uint64_t ops_executed_ = 0;
+    uint64_t eager_ops_ = 0;
     uint64_t busy_ns_ = 0;
 };
 

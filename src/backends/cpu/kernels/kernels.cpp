@@ -50,12 +50,18 @@ struct ScratchBlock {
     ~ScratchBlock() { std::free(data); }
 };
 
+// The least a thread's scratch holds: a decode's activations for every Isa's float matmul (AVX2's permuted f32
+// x, AVX-512's bf16 x, the portable kernel's converted weight row) up to 4 tokens of K <= 16384 or 16 of K <= 4096.
+// A kernel within it never grows the scratch, on whichever thread the dynamic row chunks of a call (a replay's
+// included) land, once the thread has made it (reserve_thread_scratch).
+constexpr size_t kScratchFloor = size_t{256} << 10;
+
 }  // namespace
 
 void* detail::scratch(size_t bytes) {
     thread_local ScratchBlock block;
     if (bytes > block.bytes) {
-        const size_t want = (bytes + 63) / 64 * 64;
+        const size_t want = std::max(kScratchFloor, (bytes + 63) / 64 * 64);
         void* p = std::aligned_alloc(64, want);
         if (p == nullptr) throw std::bad_alloc();
         std::free(block.data);
@@ -64,6 +70,8 @@ void* detail::scratch(size_t bytes) {
     }
     return block.data;
 }
+
+void reserve_thread_scratch() { detail::scratch(kScratchFloor); }
 
 const KernelTable& kernels_for(Isa isa) {
     if (static_cast<int>(isa) > static_cast<int>(best_isa()))

@@ -21,6 +21,9 @@ namespace tracelm::cpu {
 // w: [N,K] row-major with dtype wt in {F32, BF16, F16}; y: f32 [T,N] (row stride N). bias may be null.
 void matmul(const float* x, int64_t T, int64_t K, const void* w, DType wt, const float* bias, float* y, int64_t N,
             int64_t n0, int64_t n1);
+// Makes the calling thread's kernel scratch memory at its floor size, which covers a decode's matmuls: a thread
+// that called it allocates nothing in those kernels later (CpuBackend calls it on every pool thread at the start).
+void reserve_thread_scratch();
 // Rows [r0, r1) of out = x / sqrt(mean(x^2) + eps) * w (w dtype F32/BF16/F16, length cols); out may alias x.
 // ggml's RMS_NORM + MUL, with one implementation for every Isa: the squares x*x rounded to f32 are summed in
 // double in index order, mean = (float)(sum / cols), scale = 1.0f / sqrtf(mean + eps), out = (x * scale) * w.

@@ -32,7 +32,6 @@ constexpr int64_t kPanelRows = 48;
 constexpr int64_t kTokenTile = 128;
 // Panel rows are one cache line longer than kBlock so that they do not all map to the same L1 sets.
 constexpr int64_t kPanelStride = kBlock + 16;
-constexpr size_t kScratchFloor = size_t{64} << 10;
 
 int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
@@ -311,12 +310,7 @@ void matmul_typed(const float* x, int64_t T, int64_t K, const void* wv, const fl
     const int64_t ldx = W::kPermuted ? round_up16(K) : K;
     const size_t x_bytes = W::kPermuted ? static_cast<size_t>(T * ldx) * sizeof(float) : 0;
     const size_t panel_bytes = blocked ? kPanelRows * kPanelStride * sizeof(float) : 0;
-    // At least kScratchFloor: a decode's permuted x (K <= 16384) then never grows a thread's scratch after its
-    // first bf16 matmul, wherever the dynamic row chunks of later ones (a replay's included) land.
-    const size_t scratch_bytes = x_bytes + panel_bytes;
-    auto* scratch = scratch_bytes > 0 ? static_cast<char*>(detail::scratch(scratch_bytes > kScratchFloor ? scratch_bytes
-                                                                                                          : kScratchFloor))
-                                      : nullptr;
+    auto* scratch = x_bytes + panel_bytes > 0 ? static_cast<char*>(detail::scratch(x_bytes + panel_bytes)) : nullptr;
     if constexpr (W::kPermuted) x = permute_chunks(x, T, K, ldx, reinterpret_cast<float*>(scratch));
     // Register tiles: accumulators, held operands and a temporary within 16 YMM registers (bf16 holds two
     // halves of each operand, hence the narrower tiles).

@@ -80,8 +80,9 @@ void CpuBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor&
     }
     // The workspace stays out of the footprint for the reason the quantized matmul's scratch does: item i runs
     // on thread i and uses slice i only.
-    const int64_t floats = f16_attention_workspace_floats(meta.block_tables.cols * meta.block_size, head_dim);
-    Buffer* ws = scratch_buffer(kAttentionScratchName, static_cast<size_t>(floats * threads()) * sizeof(float));
+    const int64_t need = f16_attention_workspace_floats(meta.block_tables.cols * meta.block_size, head_dim);
+    Buffer* ws = scratch_buffer(kAttentionScratchName, static_cast<size_t>(need * threads()) * sizeof(float));
+    const auto floats = static_cast<int64_t>(scratch_slice_bytes(*ws, threads()) / sizeof(float));
     submit(paged_attention_f16_range,
            F16AttentionArgs{a, active_kernels().f16_attention, static_cast<float*>(ws->data), floats, q.rows,
                             threads(), meta.interleaved_pairs},

@@ -65,8 +65,9 @@ void CpuBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, co
                w.rows, kMatmulRowGrain, matmul_row_chunk(x.cols, w.dtype));
         return;
     }
-    const size_t stride = (matmul_quant_act_bytes(w.dtype, x.rows, x.cols) + 63) / 64 * 64;
-    Buffer* scratch = scratch_buffer(kQuantScratchName, stride * static_cast<size_t>(threads()));
+    const size_t need = (matmul_quant_act_bytes(w.dtype, x.rows, x.cols) + 63) / 64 * 64;
+    Buffer* scratch = scratch_buffer(kQuantScratchName, need * static_cast<size_t>(threads()));
+    const size_t stride = scratch_slice_bytes(*scratch, threads());
     // The scratch stays out of the footprint: item i runs on thread i and uses slice i only, so two
     // matmuls sharing a phase never touch each other's slices from different threads.
     submit(run_quant_matmul,

@@ -43,6 +43,7 @@ void CpuBackend::submit(void (*fn)(const Args&, int64_t, int64_t), const Args& a
         recording_.push_back(op);
     } else {
         dispatch(&op, 1);
+        ++eager_ops_;
     }
 }
 
@@ -51,6 +52,12 @@ inline constexpr const char* kQuantScratchName = "cpu:matmul_quant_scratch";
 inline constexpr const char* kAttentionScratchName = "cpu:attention_f16_scratch";
 
 // Stores a row of `dim` values at a cache slot: as they are in an f32 cache, rounded to f16 in an f16 one.
+// Thread i's slice of a scratch buffer: the buffer split evenly between the pool's threads, whatever one op needs,
+// so that slice i is the same bytes for every op using the buffer. (Slices sized by each op's need overlapped:
+// in a phase of two quantized matmuls of different activation sizes, thread 1's slice of the second lay inside
+// thread 0's of the first, which thread 0 could still be reading.) At least the need, 64-byte aligned.
+inline size_t scratch_slice_bytes(const Buffer& b, int threads) { return b.bytes / static_cast<size_t>(threads) / 64 * 64; }
+
 inline void store_kv_row(const float* x, void* cache, int64_t slot, int64_t dim, bool f16) {
     if (f16) {
         active_kernels().f16_attention->to_f16(x, static_cast<uint16_t*>(cache) + slot * dim, dim);
