@@ -22,6 +22,7 @@
 #include "backends/registry.h"
 #include "engine/engine.h"
 #include "tools/backend_choice.h"
+#include "tools/bench_prefix_cache.h"
 #include "tools/commands.h"
 #ifdef TRACELM_HAVE_CUDA
 #include "backends/cuda/cuda_backend.h"
@@ -40,6 +41,8 @@ struct BenchArgs {
     std::string backend = "cpu";
     std::string llamacpp_python = "python3";
     std::string kv_type;
+    int shared_prefix = 0;  // > 0: the prefix-cache TTFT mode
+    int turns = 8;
 };
 
 using Clock = std::chrono::steady_clock;
@@ -243,13 +246,24 @@ int run_bench(const BenchArgs& a) {
     Backend& backend = *device;
     const auto model = Model::load(a.model, backend);
     const ModelConfig& c = model->config();
-    // A fixed pseudo-random prompt of ordinary token ids.
-    std::vector<int32_t> prompt(static_cast<size_t>(a.prompt_tokens));
-    uint32_t x = 12345;
-    for (auto& id : prompt) {
-        x = x * 1664525u + 1013904223u;
-        id = static_cast<int32_t>((x >> 8) % static_cast<uint32_t>(std::min(c.vocab_size, 150000)));
+    if (a.shared_prefix > 0) {
+        PrefixBenchOptions po;
+        po.system_tokens = a.shared_prefix;
+        po.turn_tokens = a.prompt_tokens;
+        po.turns = a.turns;
+        po.kv_dtype = kv_dtype_option(a.kv_type);
+        nlohmann::json j = bench_prefix_cache(*model, backend, po);
+        j["model"] = a.model;
+        j["backend"] = backend.name();
+        if (a.json) {
+            std::cout << j.dump(2) << "\n";
+        } else {
+            print_prefix_bench(j);
+            std::cout << "json: " << j.dump() << "\n";
+        }
+        return j["tokens_match"].get<bool>() ? 0 : 2;
     }
+    const std::vector<int32_t> prompt = random_prompt(a.prompt_tokens, c.vocab_size, 12345);
 
     // The bandwidth decode is held against: a multi-threaded read sweep on the CPU, device-to-device copies
     // (bytes read plus written) on a GPU.
@@ -406,6 +420,11 @@ Action add_bench(CLI::App& app) {
     app.add_option("--threads", a->threads, "worker threads (default: all cores)")->check(CLI::Range(1, 1024));
     add_backend_option(app, a->backend);
     add_kv_type_option(app, a->kv_type);
+    app.add_option("--shared-prefix", a->shared_prefix,
+                   "prefix-cache mode: time to first token of --turns requests of a shared N-token system prompt and "
+                   "--prompt-tokens of their own, with and without the prefix cache")
+        ->check(CLI::Range(1, 1 << 16));
+    app.add_option("--turns", a->turns, "requests timed in --shared-prefix mode")->check(CLI::Range(1, 1000));
     app.add_option("--llamacpp-python", a->llamacpp_python,
                    "python with llama_cpp, to run llama.cpp on the same GGUF file for comparison (default: python3)");
     return [a] { return run_bench(*a); };

@@ -19,6 +19,7 @@ struct ChatArgs {
     int threads = 0;
     std::string backend = "cpu";
     std::string kv_type;
+    bool no_prefix_cache = false;
 };
 
 int run_chat(const ChatArgs& a) {
@@ -29,6 +30,7 @@ int run_chat(const ChatArgs& a) {
     EngineOptions opt;
     opt.context = a.context;
     opt.kv_dtype = kv_dtype_option(a.kv_type);
+    opt.prefix_cache = !a.no_prefix_cache;
     Engine engine(*lm.model, *device, opt);
     std::fprintf(stderr, "model: %s\n(type a message; an empty line or end of input quits)\n",
                  model_summary(*lm.model, engine).c_str());
@@ -40,7 +42,8 @@ int run_chat(const ChatArgs& a) {
         std::fprintf(stderr, "> ");
         if (!std::getline(std::cin, line) || line.empty()) break;
         conversation.push_back({"user", line});
-        // The whole conversation is prefilled again each turn: simple, and exact for any template.
+        // The whole conversation is the prompt each turn (exact for any template); the engine's prefix cache shares
+        // the KV blocks of the previous turn's prompt, so only the last reply and the new turn are prefilled.
         const std::vector<int32_t> prompt = encode_prompt(tok, tmpl.apply(conversation));
         if (static_cast<int64_t>(prompt.size()) >= engine.context())
             throw std::runtime_error("the conversation no longer fits the context of " +
@@ -69,6 +72,7 @@ Action add_chat(CLI::App& app) {
     app.add_option("--threads", a->threads, "worker threads (default: all cores)")->check(CLI::Range(1, 1024));
     add_backend_option(app, a->backend);
     add_kv_type_option(app, a->kv_type);
+    add_prefix_cache_option(app, a->no_prefix_cache);
     return [a] { return run_chat(*a); };
 }
 

@@ -23,6 +23,7 @@ struct GenerateArgs {
     int threads = 0;
     std::string backend = "cpu";
     std::string kv_type;
+    bool no_prefix_cache = false;
 };
 
 int run_generate(const GenerateArgs& a) {
@@ -39,6 +40,7 @@ int run_generate(const GenerateArgs& a) {
     opt.capture = a.capture == "on";
     opt.context = a.context;
     opt.kv_dtype = kv_dtype_option(a.kv_type);
+    opt.prefix_cache = !a.no_prefix_cache;
     Engine engine(*lm.model, backend, opt);
     if (!a.json) std::fprintf(stderr, "model: %s\n", model_summary(*lm.model, engine).c_str());
 
@@ -60,6 +62,11 @@ int run_generate(const GenerateArgs& a) {
         j["decode_tokens_per_s"] = decode_tps;
         j["capture"] = engine.captured();
         j["replays"] = engine.replays();
+        const PrefixCacheStats& pc = engine.prefix_stats();
+        j["prefix_cache"] = {{"enabled", !a.no_prefix_cache},
+                             {"hit_blocks", pc.hit_blocks},
+                             {"hit_tokens", pc.hit_tokens},
+                             {"evictions", pc.evictions}};
         std::cout << j.dump() << "\n";
     } else {
         std::cout << stream.flush() << std::endl;  // before the stats on stderr, also when stdout is a pipe
@@ -87,6 +94,7 @@ Action add_generate(CLI::App& app) {
     app.add_option("--threads", a->threads, "worker threads (default: all cores)")->check(CLI::Range(1, 1024));
     add_backend_option(app, a->backend);
     add_kv_type_option(app, a->kv_type);
+    add_prefix_cache_option(app, a->no_prefix_cache);
     return [a] { return run_generate(*a); };
 }
 
