@@ -349,6 +349,10 @@ TEST(PrefixCacheCli, BenchSharedPrefixModeReportsTtftAndCounters) {
     EXPECT_EQ(j["per_turn_ms"].size(), 3u);
     EXPECT_GT(j["ttft_cached_ms"].get<double>(), 0);
     EXPECT_GT(j["ttft_uncached_ms"].get<double>(), 0);
+
+    const auto refused = testing::run_tracelm("bench " + tiny_model_arg() + " --shared-prefix 64 --no-prefix-cache");
+    EXPECT_NE(refused.code, 0);
+    EXPECT_NE(refused.out.find("--no-prefix-cache does not apply"), std::string::npos) << refused.out;
 }
 
 INSTANTIATE_TEST_SUITE_P(KvDtypes, PrefixCacheEngine, ::testing::Values(DType::F32, DType::F16),

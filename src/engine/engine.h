@@ -86,11 +86,11 @@ class Engine {
 
     Tensor i32(const std::string& name, int64_t n, int64_t cols = 1);
     void issue_decode_step();
-    Tensor history_view(int rows) const;
+    Tensor history_view(int rows) const;  // [context, rows] view of the sampled-id history
     // Leading blocks of an n-token prompt that may be shared: at least one prompt token is computed (the first
     // sampled token comes from a real forward), and the first recomputed chunk is not cut down to a single row where
     // a run without sharing has several (attention sums one row in another order, docs/ggml-numerics.md).
-    int shareable_blocks(int64_t n) const;  // [context, rows] view of the sampled-id history
+    int shareable_blocks(int64_t n) const;
     // llama.cpp ropes the llama architecture in "normal" mode, over interleaved q/k pairs (AttentionMeta).
     bool interleaved_pairs() const { return model_.config().arch == Arch::Llama; }
 

@@ -41,6 +41,7 @@ struct BenchArgs {
     std::string backend = "cpu";
     std::string llamacpp_python = "python3";
     std::string kv_type;
+    bool no_prefix_cache = false;
     int shared_prefix = 0;  // > 0: the prefix-cache TTFT mode
     int turns = 8;
 };
@@ -120,10 +121,9 @@ DecodeRun summarize(const StepTimes& t, bool cpu) {
 // that both see the same machine: on a shared VM speed drifts over seconds, which would bias two runs made
 // one after the other. Untimed: the eager warm step, and the capture with its first replay.
 std::pair<DecodeRun, DecodeRun> run_decode_pair(const Model& model, Backend& backend, const std::vector<int32_t>& prompt,
-                                                std::optional<DType> kv_dtype, int gen) {
-    EngineOptions opt;
+                                                const EngineOptions& base, int gen) {
+    EngineOptions opt = base;
     opt.context = static_cast<int64_t>(prompt.size()) + gen;
-    opt.kv_dtype = kv_dtype;
     opt.capture = false;
     Engine eager(model, backend, opt);
     opt.capture = true;
@@ -247,6 +247,8 @@ int run_bench(const BenchArgs& a) {
     const auto model = Model::load(a.model, backend);
     const ModelConfig& c = model->config();
     if (a.shared_prefix > 0) {
+        if (a.no_prefix_cache) throw std::runtime_error("--shared-prefix measures with and without the prefix cache; "
+                                                        "--no-prefix-cache does not apply");
         PrefixBenchOptions po;
         po.system_tokens = a.shared_prefix;
         po.turn_tokens = a.prompt_tokens;
@@ -289,6 +291,7 @@ int run_bench(const BenchArgs& a) {
     const double avg_ctx = a.prompt_tokens + a.gen_tokens / 2.0;
     EngineOptions engine_opt;
     engine_opt.kv_dtype = kv_dtype_option(a.kv_type);
+    engine_opt.prefix_cache = !a.no_prefix_cache;
     const DType kv_dtype = kv_dtype_for(*model, engine_opt);
     const double kv_bytes = 2.0 * c.num_hidden_layers *
                             static_cast<double>(dtype_row_bytes(kv_dtype, c.num_key_value_heads * c.head_dim)) * avg_ctx;
@@ -304,7 +307,7 @@ int run_bench(const BenchArgs& a) {
     std::vector<Round> rounds;
     for (int r = 0; r < a.rounds; ++r) {
         Round rd;
-        std::tie(rd.eager, rd.replay) = run_decode_pair(*model, backend, prompt, engine_opt.kv_dtype, a.gen_tokens);
+        std::tie(rd.eager, rd.replay) = run_decode_pair(*model, backend, prompt, engine_opt, a.gen_tokens);
         rd.bw = measure_bandwidth();
         if (llama_skipped.empty()) {
             rd.llama = run_llamacpp(a.llamacpp_python, a.model, cpu_backend->threads(), prompt, a.gen_tokens,
@@ -348,6 +351,7 @@ int run_bench(const BenchArgs& a) {
     }
     j["weight_dtype"] = std::string(dtype_name(model->weight_dtype()));
     j["kv_dtype"] = std::string(dtype_name(kv_dtype));
+    j["prefix_cache"] = !a.no_prefix_cache;  // each round's engines are fresh: nothing to share (see --shared-prefix)
     j["prompt_tokens"] = a.prompt_tokens;
     j["gen_tokens"] = a.gen_tokens;
     j["rounds"] = a.rounds;
@@ -420,6 +424,7 @@ Action add_bench(CLI::App& app) {
     app.add_option("--threads", a->threads, "worker threads (default: all cores)")->check(CLI::Range(1, 1024));
     add_backend_option(app, a->backend);
     add_kv_type_option(app, a->kv_type);
+    add_prefix_cache_option(app, a->no_prefix_cache);
     app.add_option("--shared-prefix", a->shared_prefix,
                    "prefix-cache mode: time to first token of --turns requests of a shared N-token system prompt and "
                    "--prompt-tokens of their own, with and without the prefix cache")
