@@ -49,11 +49,14 @@ int run_chat(const ChatArgs& a) {
             throw std::runtime_error("the conversation no longer fits the context of " +
                                      std::to_string(engine.context()) + " tokens");
         const int budget = static_cast<int>(std::min<int64_t>(a.max_tokens, engine.context() - prompt.size()));
+        const int64_t reused_before = engine.prefix_stats().hit_tokens;
         StreamDecoder stream(tok);
         const GenerationStats st = generate(engine, tok, *lm.model, prompt, budget, [&](int32_t id) {
             if (!ends_generation(tok, *lm.model, id)) std::cout << stream.push(id) << std::flush;
         });
-        std::cout << stream.flush() << "\n";
+        std::cout << stream.flush() << std::endl;  // before the stats on stderr, also when stdout is a pipe
+        std::fprintf(stderr, "[%zu prompt tokens, %lld of them from the prefix cache]\n", prompt.size(),
+                     static_cast<long long>(engine.prefix_stats().hit_tokens - reused_before));
         std::vector<int32_t> reply = st.tokens;
         if (!reply.empty() && ends_generation(tok, *lm.model, reply.back())) reply.pop_back();
         conversation.push_back({"assistant", tok.decode(reply)});
