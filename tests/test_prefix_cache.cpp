@@ -111,6 +111,29 @@ TEST(PrefixCacheAllocator, ChainOfAReusedParentIsNotMatched) {
     EXPECT_TRUE(c.match(t.data(), 2).empty());
 }
 
+TEST(PrefixCacheAllocator, RepublishedChainReplacesAnEntryWithAStaleParent) {
+    // Blocks 0 -> 1 cached; block 0 is evicted while 1 stays cached, its parent gone. Publishing the same chain again
+    // on other blocks replaces block 1's stale entry (unreferenced: it gives way), and the new chain is matched.
+    PrefixCache c(4, 2, 5);
+    const auto t = iota_tokens(4, 10);
+    const auto a = c.allocate(2);
+    c.publish(a, t.data(), 2);
+    c.release({a[0]});
+    c.release({a[1]});
+    const auto b = c.allocate(3);  // the free blocks 2 and 3, then the LRU head: block 0
+    EXPECT_EQ(b, (std::vector<int32_t>{2, 3, 0}));
+    c.publish({2, 3}, t.data(), 2);
+    EXPECT_EQ(c.stats().evictions, 2);  // block 0 for the allocation, block 1's stale entry for the publication
+    EXPECT_TRUE(c.state(1).free);
+    EXPECT_FALSE(c.state(1).cached);
+    EXPECT_EQ(c.match(t.data(), 2), (std::vector<int32_t>{2, 3}));
+    expect_consistent(c, 5);
+    c.release({2, 3});
+    c.release(b);
+    expect_consistent(c, 0);
+    EXPECT_EQ(c.free_count() + c.lru_count(), 4);
+}
+
 // ---- The engine: caching on equals caching off ----
 
 struct Trace {

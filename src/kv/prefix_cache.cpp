@@ -113,10 +113,11 @@ void PrefixCache::publish(const std::vector<int32_t>& blocks, const int32_t* tok
             // The hash is taken by other contents: a stale entry (its parent was handed out again) or a true
             // 64-bit collision. An unreferenced one gives way; one in use keeps it, and the rest stays private.
             if (const auto it = by_hash_.find(h); it != by_hash_.end()) {
-                if (!blocks_[static_cast<size_t>(it->second)].in_lru) return;
-                evict(it->second);
-                blocks_[static_cast<size_t>(it->second)].free = true;
-                free_.push_back(it->second);
+                const int32_t other = it->second;  // evict() erases the entry
+                if (!blocks_[static_cast<size_t>(other)].in_lru) return;
+                evict(other);
+                blocks_[static_cast<size_t>(other)].free = true;
+                free_.push_back(other);
             }
             b = blocks.at(static_cast<size_t>(i));
             Block& blk = blocks_[static_cast<size_t>(b)];
