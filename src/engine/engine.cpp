@@ -24,6 +24,32 @@ DType kv_dtype_for(const Model& model, const EngineOptions& options) {
     return options.kv_dtype.value_or(model.gguf() != nullptr ? DType::F16 : DType::F32);
 }
 
+namespace {
+// What decides a block's KV besides its tokens (the cache lives in one engine, with one model, so this only guards
+// against a cache that outlives or is shared across engines): the model's shapes and weights, RoPE, KV dtype and
+// block size.
+uint64_t prefix_seed(const Model& model, DType kv_dtype, int block_size) {
+    const ModelConfig& c = model.config();
+    uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the values' bytes
+    auto add = [&](const auto& v) {
+        const auto* p = reinterpret_cast<const unsigned char*>(&v);
+        for (size_t i = 0; i < sizeof(v); ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+    };
+    for (const char ch : c.architecture) add(ch);
+    for (const int v : {static_cast<int>(c.arch), c.hidden_size, c.intermediate_size, c.num_hidden_layers,
+                        c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.vocab_size,
+                        static_cast<int>(kv_dtype), block_size, static_cast<int>(model.weight_dtype())}) {
+        add(v);
+    }
+    add(c.rms_norm_eps);
+    add(c.rope_theta);
+    for (const float f : c.rope_factors()) add(f);
+    add(model.parameters());
+    add(&model);  // the weights themselves: two loads of one file are different models to the cache
+    return h;
+}
+}  // namespace
+
 Engine::Engine(const Model& model, Backend& backend, EngineOptions options)
     : model_(model), backend_(backend), opt_(options), max_rows_(batch_bucket(options.max_seqs)) {
     const ModelConfig& c = model.config();
@@ -35,6 +61,8 @@ Engine::Engine(const Model& model, Backend& backend, EngineOptions options)
     const int64_t kv_dim = static_cast<int64_t>(c.num_key_value_heads) * c.head_dim;
     kv_ = std::make_unique<PagedKvCache>(backend, c.num_hidden_layers, kv_dim, max_blocks_ * opt_.max_seqs,
                                          opt_.block_size, kv_dtype_for(model, opt_));
+    cache_ = std::make_unique<PrefixCache>(max_blocks_ * opt_.max_seqs, opt_.block_size,
+                                           prefix_seed(model, kv_->dtype(), opt_.block_size));
     decoder_ = std::make_unique<Decoder>(model, backend, *kv_, std::max(opt_.prefill_chunk, max_rows_), max_rows_);
 
     pf_ids_ = i32("prefill.token_ids", opt_.prefill_chunk);
@@ -124,12 +152,27 @@ std::vector<int32_t> Engine::start(const std::vector<std::vector<int32_t>>& prom
     }
     finish();
 
-    // Reserve every block the request can touch up front, so decode never allocates. Rows past S (the
-    // bucket's padding and unused rows) have no blocks.
+    // Reserve every block the request can touch up front, so decode never allocates: a prompt's leading cached
+    // blocks are shared, the rest are fresh. Rows past S (the bucket's padding and unused rows) have no blocks.
     std::vector<int32_t> table(static_cast<size_t>(max_rows_) * max_blocks_, -1);
-    for (int s = 0; s < S; ++s) {
-        blocks_.push_back(kv_->allocate(kv_->blocks_for(static_cast<int64_t>(prompts[s].size()) + max_new_tokens)));
-        std::copy(blocks_.back().begin(), blocks_.back().end(), table.begin() + static_cast<int64_t>(s) * max_blocks_);
+    std::vector<int> shared(static_cast<size_t>(S), 0);
+    try {
+        for (int s = 0; s < S; ++s) {
+            const auto& p = prompts[static_cast<size_t>(s)];
+            const int64_t n = static_cast<int64_t>(p.size());
+            std::vector<int32_t> b =
+                opt_.prefix_cache ? cache_->match(p.data(), shareable_blocks(n)) : std::vector<int32_t>{};
+            shared[static_cast<size_t>(s)] = static_cast<int>(b.size());
+            blocks_.push_back(b);  // held from here on, so finish() releases them if the rest fails
+            const std::vector<int32_t> fresh =
+                cache_->allocate(kv_->blocks_for(n + max_new_tokens) - static_cast<int>(b.size()));
+            std::vector<int32_t>& row = blocks_.back();
+            row.insert(row.end(), fresh.begin(), fresh.end());
+            std::copy(row.begin(), row.end(), table.begin() + static_cast<int64_t>(s) * max_blocks_);
+        }
+    } catch (...) {
+        finish();
+        throw;
     }
     backend_.upload(block_tables_, table.data());
     num_seqs_ = S;
@@ -158,18 +201,25 @@ std::vector<int32_t> Engine::start(const std::vector<std::vector<int32_t>>& prom
     };
 
     std::vector<int32_t> first(static_cast<size_t>(S));
+    const int64_t C = opt_.prefill_chunk;
     for (int s = 0; s < S; ++s) {
         const auto& p = prompts[static_cast<size_t>(s)];
         const int64_t n = static_cast<int64_t>(p.size());
-        for (int64_t c0 = 0; c0 < n; c0 += opt_.prefill_chunk) {
-            const int T = static_cast<int>(std::min<int64_t>(opt_.prefill_chunk, n - c0));
+        // Chunks end at the multiples of prefill_chunk, where a run without shared blocks cuts them too.
+        // `canonical_end`: positions before it were computed in a forward of as many rows (one, or several) as any
+        // prompt's non-final position is, so their blocks may be shared with later prompts.
+        int64_t canonical_end = n;
+        for (int64_t c0 = static_cast<int64_t>(shared[static_cast<size_t>(s)]) * bs; c0 < n;) {
+            const int64_t c1 = std::min(n, (c0 / C + 1) * C);
+            const int T = static_cast<int>(c1 - c0);
+            if ((T >= 2) != (C >= 2)) canonical_end = std::min(canonical_end, c0);
             std::vector<int32_t> pos(static_cast<size_t>(T)), slots(static_cast<size_t>(T));
             for (int i = 0; i < T; ++i) {
                 pos[static_cast<size_t>(i)] = static_cast<int32_t>(c0 + i);
                 slots[static_cast<size_t>(i)] = slot_of(s, c0 + i);
             }
             const int32_t qsl[2] = {0, T};
-            const int32_t seq_len = static_cast<int32_t>(c0 + T);
+            const int32_t seq_len = static_cast<int32_t>(c1);
             StepInputs in;
             in.token_ids = pf_ids_.slice_rows(0, T);
             in.positions = pf_pos_.slice_rows(0, T);
@@ -181,6 +231,10 @@ std::vector<int32_t> Engine::start(const std::vector<std::vector<int32_t>>& prom
             backend_.upload(pf_seq_len_, &seq_len);
             in.meta = AttentionMeta{block_tables_.slice_rows(s, 1), pf_seq_len_, pf_qsl_, 1, bs, interleaved_pairs()};
             decoder_->forward(in, T);
+            c0 = c1;
+        }
+        if (opt_.prefix_cache) {
+            cache_->publish(blocks_[static_cast<size_t>(s)], p.data(), static_cast<int>(canonical_end / bs));
         }
         backend_.sample(decoder_->logits(1), sampling_rows(s, 1, 0), sampled_.slice_rows(s, 1));
     }
@@ -311,8 +365,19 @@ std::vector<float> Engine::logits() {
     return out;
 }
 
+int Engine::shareable_blocks(int64_t n) const {
+    const int bs = opt_.block_size;
+    const int64_t C = opt_.prefill_chunk;
+    int k = static_cast<int>((n - 1) / bs);
+    for (; k > 0; --k) {
+        const int64_t p = static_cast<int64_t>(k) * bs, c0 = p / C * C, c1 = std::min(n, c0 + C);
+        if (c1 - p >= 2 || c1 - c0 < 2) break;
+    }
+    return k;
+}
+
 void Engine::finish() {
-    for (const auto& b : blocks_) kv_->release(b);
+    for (const auto& b : blocks_) cache_->release(b);
     blocks_.clear();
     num_seqs_ = 0;
 }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "kv/paged_kv_cache.h"
+#include "kv/prefix_cache.h"
 #include "model/decoder.h"
 #include "model/model.h"
 #include "ops/sampling/sampling.h"
@@ -34,6 +35,8 @@ struct EngineOptions {
     // KV cache values: F32 or F16. Unset: F16 for GGUF models (llama.cpp's default, whose CPU attention numbers an
     // f16 cache reproduces), F32 for safetensors checkpoints.
     std::optional<DType> kv_dtype;
+    // Share the KV blocks of prompt prefixes computed before (kv/prefix_cache.h, docs/prefix-cache.md).
+    bool prefix_cache = true;
 };
 
 // The KV cache dtype `options` give for `model`.
@@ -83,6 +86,9 @@ class Engine {
     int decode_steps() const { return steps_; }
     size_t kv_bytes() const { return kv_->bytes(); }
     DType kv_dtype() const { return kv_->dtype(); }
+    // Block reuse so far, and the allocator (its state is walked by tests).
+    const PrefixCacheStats& prefix_stats() const { return cache_->stats(); }
+    const PrefixCache& prefix_cache() const { return *cache_; }
     // Ops recorded in the current bucket's decode graph (0 before capture).
     size_t graph_ops() const;
 
@@ -96,6 +102,10 @@ class Engine {
     void issue_decode_step();
     Tensor history_view(int rows) const;  // [context, rows] view of the sampled-id history
     SamplingIo sampling_rows(int64_t r0, int64_t n, int step_offset) const;
+    // Leading blocks of an n-token prompt that may be shared: at least one prompt token is computed (the first
+    // sampled token comes from a real forward), and the first recomputed chunk is not cut down to a single row where
+    // a run without sharing has several (attention sums one row in another order, docs/ggml-numerics.md).
+    int shareable_blocks(int64_t n) const;
     // llama.cpp ropes the llama architecture in "normal" mode, over interleaved q/k pairs (AttentionMeta).
     bool interleaved_pairs() const { return model_.config().arch == Arch::Llama; }
 
@@ -105,6 +115,7 @@ class Engine {
     int64_t context_;
     int max_blocks_;
     std::unique_ptr<PagedKvCache> kv_;
+    std::unique_ptr<PrefixCache> cache_;
     std::unique_ptr<Decoder> decoder_;
     std::vector<Buffer*> buffers_;
 

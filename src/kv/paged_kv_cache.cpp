@@ -1,6 +1,5 @@
 #include "kv/paged_kv_cache.h"
 
-#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -24,31 +23,10 @@ PagedKvCache::PagedKvCache(Backend& backend, int layers, int64_t kv_dim, int num
             bytes_ += b->bytes;
         }
     }
-    // Hand out low block ids first (pop from the back).
-    for (int b = num_blocks - 1; b >= 0; --b) free_.push_back(b);
 }
 
 PagedKvCache::~PagedKvCache() {
     for (Buffer* b : buffers_) backend_.free(b);
-}
-
-std::vector<int32_t> PagedKvCache::allocate(int n) {
-    if (n < 0 || n > free_blocks()) {
-        throw std::runtime_error("KV cache full: " + std::to_string(n) + " blocks of " + std::to_string(block_size_) +
-                                 " tokens requested, " + std::to_string(free_blocks()) + " of " +
-                                 std::to_string(num_blocks_) + " free");
-    }
-    std::vector<int32_t> out(free_.end() - n, free_.end());
-    std::reverse(out.begin(), out.end());
-    free_.resize(free_.size() - static_cast<size_t>(n));
-    return out;
-}
-
-void PagedKvCache::release(const std::vector<int32_t>& blocks) {
-    for (int32_t b : blocks) {
-        if (b < 0 || b >= num_blocks_) throw std::invalid_argument("kv cache: release of invalid block");
-        free_.push_back(b);
-    }
 }
 
 }  // namespace tracelm

@@ -1,6 +1,7 @@
 // Paged KV cache: per layer, K and V pools of `num_blocks * block_size` slots of f32 or f16 values, preallocated
 // once.
-// Sequences own blocks through a block table row; slot = block * block_size + offset.
+// Sequences own blocks through a block table row; slot = block * block_size + offset. Which blocks are free, shared
+// or cached is the PrefixCache's business (kv/prefix_cache.h).
 #pragma once
 
 #include <cstdint>
@@ -20,7 +21,6 @@ class PagedKvCache {
 
     int block_size() const { return block_size_; }
     int num_blocks() const { return num_blocks_; }
-    int free_blocks() const { return static_cast<int>(free_.size()); }
     DType dtype() const { return dtype_; }
     const Tensor& k(int layer) const { return k_[static_cast<size_t>(layer)]; }
     const Tensor& v(int layer) const { return v_[static_cast<size_t>(layer)]; }
@@ -28,9 +28,6 @@ class PagedKvCache {
 
     // Blocks needed to hold `tokens` tokens.
     int blocks_for(int64_t tokens) const { return static_cast<int>((tokens + block_size_ - 1) / block_size_); }
-    // Takes n free blocks (throws a clear "KV cache full" error when there are not enough).
-    std::vector<int32_t> allocate(int n);
-    void release(const std::vector<int32_t>& blocks);
 
    private:
     Backend& backend_;
@@ -39,7 +36,6 @@ class PagedKvCache {
     size_t bytes_ = 0;
     std::vector<Buffer*> buffers_;
     std::vector<Tensor> k_, v_;
-    std::vector<int32_t> free_;
 };
 
 }  // namespace tracelm

@@ -20,6 +20,11 @@ void add_kv_type_option(CLI::App& app, std::string& target) {
         ->check(CLI::IsMember({"f16", "f32"}));
 }
 
+void add_prefix_cache_option(CLI::App& app, bool& off) {
+    app.add_flag("--no-prefix-cache", off,
+                 "recompute every prompt instead of sharing the KV blocks of cached prefixes");
+}
+
 std::optional<DType> kv_dtype_option(const std::string& value) {
     if (value.empty()) return std::nullopt;
     return value == "f16" ? DType::F16 : DType::F32;

@@ -21,6 +21,7 @@
 #include "backends/registry.h"
 #include "engine/engine.h"
 #include "tools/backend_choice.h"
+#include "tools/bench_prefix_cache.h"
 #include "tools/commands.h"
 #include "tools/data_dir.h"
 #ifdef TRACELM_HAVE_CUDA
@@ -40,6 +41,9 @@ struct BenchArgs {
     std::string backend = "cpu";
     std::string llamacpp_python = "python3";
     std::string kv_type;
+    bool no_prefix_cache = false;
+    int shared_prefix = 0;  // > 0: the prefix-cache TTFT mode
+    int turns = 8;
 };
 
 using Clock = std::chrono::steady_clock;
@@ -132,10 +136,9 @@ struct DecodeRuns {
 // which would bias runs made one after the other. Untimed: the eager warm step, and each capture with its
 // first replay.
 DecodeRuns run_decode_runs(const Model& model, Backend& backend, const std::vector<int32_t>& prompt,
-                           std::optional<DType> kv_dtype, int gen) {
-    EngineOptions opt;
+                           const EngineOptions& base, int gen) {
+    EngineOptions opt = base;
     opt.context = static_cast<int64_t>(prompt.size()) + gen;
-    opt.kv_dtype = kv_dtype;
     opt.capture = false;
     Engine eager(model, backend, opt);
     opt.capture = true;
@@ -267,13 +270,26 @@ int run_bench(const BenchArgs& a) {
     Backend& backend = *device;
     const auto model = Model::load(a.model, backend);
     const ModelConfig& c = model->config();
-    // A fixed pseudo-random prompt of ordinary token ids.
-    std::vector<int32_t> prompt(static_cast<size_t>(a.prompt_tokens));
-    uint32_t x = 12345;
-    for (auto& id : prompt) {
-        x = x * 1664525u + 1013904223u;
-        id = static_cast<int32_t>((x >> 8) % static_cast<uint32_t>(std::min(c.vocab_size, 150000)));
+    if (a.shared_prefix > 0) {
+        if (a.no_prefix_cache) throw std::runtime_error("--shared-prefix measures with and without the prefix cache; "
+                                                        "--no-prefix-cache does not apply");
+        PrefixBenchOptions po;
+        po.system_tokens = a.shared_prefix;
+        po.turn_tokens = a.prompt_tokens;
+        po.turns = a.turns;
+        po.kv_dtype = kv_dtype_option(a.kv_type);
+        nlohmann::json j = bench_prefix_cache(*model, backend, po);
+        j["model"] = a.model;
+        j["backend"] = backend.name();
+        if (a.json) {
+            std::cout << j.dump(2) << "\n";
+        } else {
+            print_prefix_bench(j);
+            std::cout << "json: " << j.dump() << "\n";
+        }
+        return j["tokens_match"].get<bool>() ? 0 : 2;
     }
+    const std::vector<int32_t> prompt = random_prompt(a.prompt_tokens, c.vocab_size, 12345);
 
     // The bandwidth decode is held against: a multi-threaded read sweep on the CPU, device-to-device copies
     // (bytes read plus written) on a GPU.
@@ -299,6 +315,7 @@ int run_bench(const BenchArgs& a) {
     const double avg_ctx = a.prompt_tokens + a.gen_tokens / 2.0;
     EngineOptions engine_opt;
     engine_opt.kv_dtype = kv_dtype_option(a.kv_type);
+    engine_opt.prefix_cache = !a.no_prefix_cache;
     const DType kv_dtype = kv_dtype_for(*model, engine_opt);
     const double kv_bytes = 2.0 * c.num_hidden_layers *
                             static_cast<double>(dtype_row_bytes(kv_dtype, c.num_key_value_heads * c.head_dim)) * avg_ctx;
@@ -314,7 +331,7 @@ int run_bench(const BenchArgs& a) {
     std::vector<Round> rounds;
     for (int r = 0; r < a.rounds; ++r) {
         Round rd;
-        DecodeRuns runs = run_decode_runs(*model, backend, prompt, engine_opt.kv_dtype, a.gen_tokens);
+        DecodeRuns runs = run_decode_runs(*model, backend, prompt, engine_opt, a.gen_tokens);
         rd.eager = std::move(runs.eager);
         rd.replay = std::move(runs.replay);
         rd.sampled = std::move(runs.sampled);
@@ -362,6 +379,7 @@ int run_bench(const BenchArgs& a) {
     }
     j["weight_dtype"] = std::string(dtype_name(model->weight_dtype()));
     j["kv_dtype"] = std::string(dtype_name(kv_dtype));
+    j["prefix_cache"] = !a.no_prefix_cache;  // each round's engines are fresh: nothing to share (see --shared-prefix)
     j["prompt_tokens"] = a.prompt_tokens;
     j["gen_tokens"] = a.gen_tokens;
     j["rounds"] = a.rounds;
@@ -439,6 +457,12 @@ Action add_bench(CLI::App& app) {
     app.add_option("--threads", a->threads, "worker threads (default: all cores)")->check(CLI::Range(1, 1024));
     add_backend_option(app, a->backend);
     add_kv_type_option(app, a->kv_type);
+    add_prefix_cache_option(app, a->no_prefix_cache);
+    app.add_option("--shared-prefix", a->shared_prefix,
+                   "prefix-cache mode: time to first token of --turns requests of a shared N-token system prompt and "
+                   "--prompt-tokens of their own, with and without the prefix cache")
+        ->check(CLI::Range(1, 1 << 16));
+    app.add_option("--turns", a->turns, "requests timed in --shared-prefix mode")->check(CLI::Range(1, 1000));
     app.add_option("--llamacpp-python", a->llamacpp_python,
                    "python with llama_cpp, to run llama.cpp on the same GGUF file for comparison (default: python3)");
     return [a] { return run_bench(*a); };

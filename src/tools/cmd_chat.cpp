@@ -22,6 +22,7 @@ struct ChatArgs {
     std::string backend = "cpu";
     std::string kv_type;
     sampling::SamplingOptions sampling;
+    bool no_prefix_cache = false;
 };
 
 int run_chat(const ChatArgs& a) {
@@ -38,6 +39,7 @@ int run_chat(const ChatArgs& a) {
     EngineOptions opt;
     opt.context = a.context;
     opt.kv_dtype = kv_dtype_option(a.kv_type);
+    opt.prefix_cache = !a.no_prefix_cache;
     Engine engine(*lm.model, *device, opt);
     std::fprintf(stderr, "model: %s\n(type a message; an empty line or end of input quits)\n",
                  model_summary(*lm.model, engine).c_str());
@@ -51,12 +53,14 @@ int run_chat(const ChatArgs& a) {
         std::fprintf(stderr, "> ");
         if (!std::getline(std::cin, line) || line.empty()) break;
         conversation.push_back({"user", line});
-        // The whole conversation is prefilled again each turn: simple, and exact for any template.
+        // The whole conversation is the prompt each turn (exact for any template); the engine's prefix cache shares
+        // the KV blocks of the previous turn's prompt, so only the last reply and the new turn are prefilled.
         const std::vector<int32_t> prompt = encode_prompt(tok, tmpl.apply(conversation));
         if (static_cast<int64_t>(prompt.size()) >= engine.context())
             throw std::runtime_error("the conversation no longer fits the context of " +
                                      std::to_string(engine.context()) + " tokens");
         const int budget = static_cast<int>(std::min<int64_t>(a.max_tokens, engine.context() - prompt.size()));
+        const int64_t reused_before = engine.prefix_stats().hit_tokens;
         StreamDecoder stream(tok);
         const GenerationStats st = generate(engine, tok, *lm.model, prompt, budget, [&](int32_t id) {
             if (!ends_generation(tok, *lm.model, id)) {
@@ -65,6 +69,9 @@ int run_chat(const ChatArgs& a) {
             }
         }, params);
         std::cout << stream.flush() << "\n";
+        check_stdout();  // before the stats on stderr, also when stdout is a pipe
+        std::fprintf(stderr, "[%zu prompt tokens, %lld of them from the prefix cache]\n", prompt.size(),
+                     static_cast<long long>(engine.prefix_stats().hit_tokens - reused_before));
         std::vector<int32_t> reply = st.tokens;
         if (!reply.empty() && ends_generation(tok, *lm.model, reply.back())) reply.pop_back();
         conversation.push_back({"assistant", tok.decode(reply)});
@@ -84,6 +91,7 @@ Action add_chat(CLI::App& app) {
     add_backend_option(app, a->backend);
     add_kv_type_option(app, a->kv_type);
     add_sampling_flags(app, a->sampling);
+    add_prefix_cache_option(app, a->no_prefix_cache);
     return [a] { return run_chat(*a); };
 }
 

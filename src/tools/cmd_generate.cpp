@@ -26,6 +26,7 @@ struct GenerateArgs {
     std::string backend = "cpu";
     std::string kv_type;
     sampling::SamplingOptions sampling;
+    bool no_prefix_cache = false;
 };
 
 int run_generate(const GenerateArgs& a) {
@@ -46,6 +47,7 @@ int run_generate(const GenerateArgs& a) {
     opt.capture = a.capture == "on";
     opt.context = a.context;
     opt.kv_dtype = kv_dtype_option(a.kv_type);
+    opt.prefix_cache = !a.no_prefix_cache;
     Engine engine(*lm.model, backend, opt);
     if (!a.json) std::fprintf(stderr, "model: %s\n", model_summary(*lm.model, engine).c_str());
 
@@ -72,6 +74,11 @@ int run_generate(const GenerateArgs& a) {
         j["replays"] = engine.replays();
         j["seed"] = seed;
         if (a.sampling.logprobs) j["logprobs"] = logprobs_json(st.logprobs);
+        const PrefixCacheStats& pc = engine.prefix_stats();
+        j["prefix_cache"] = {{"enabled", !a.no_prefix_cache},
+                             {"hit_blocks", pc.hit_blocks},
+                             {"hit_tokens", pc.hit_tokens},
+                             {"evictions", pc.evictions}};
         std::cout << j.dump() << "\n";
     } else {
         std::cout << stream.flush() << '\n';
@@ -101,6 +108,7 @@ Action add_generate(CLI::App& app) {
     add_backend_option(app, a->backend);
     add_kv_type_option(app, a->kv_type);
     add_sampling_flags(app, a->sampling);
+    add_prefix_cache_option(app, a->no_prefix_cache);
     return [a] { return run_generate(*a); };
 }
 
