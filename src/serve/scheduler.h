@@ -1,0 +1,102 @@
+// Continuous batching: one thread owns the engine and runs scheduler steps; HTTP threads submit requests and read
+// their tokens from a Stream.
+//
+// A scheduler step: admit waiting requests (FCFS) while a decode row and KV blocks are free; run at most one prefill
+// chunk (at most max_batched_tokens tokens, cut at the absolute multiples of it, so the cuts never depend on other
+// traffic); then one decode step of every running sequence (a replay of the captured graph of its batch bucket).
+// Between steps the host writes only the rows whose sequence joined, left or needs its next KV block; in steady
+// state a step is a replay with no host write. KV blocks are allocated as sequences grow; when the pool runs out the
+// newest running sequence is preempted (its blocks freed, requeued, later recomputed exactly) so that every request
+// completes with the tokens it would have produced alone.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "model/model.h"
+#include "ops/sampling/sampling.h"
+#include "runtime/backend.h"
+#include "serve/histogram.h"
+
+namespace tracelm::serve {
+
+struct SchedulerOptions {
+    int max_seqs = 16;              // sequences decoded together
+    int max_batched_tokens = 512;   // prompt tokens per prefill chunk (one chunk per scheduler step)
+    int64_t context = 4096;         // tokens per sequence (prompt + generated); capped by the model
+    int64_t kv_blocks = 0;          // KV pool size in blocks; 0: max_seqs full contexts
+    int block_size = 16;
+    bool prefix_cache = true;
+    bool capture = true;
+};
+
+// A request that can never be served as given (e.g. prompt + 1 > context); what() names the lengths (HTTP 400).
+struct RequestError : std::invalid_argument {
+    using std::invalid_argument::invalid_argument;
+};
+
+// One generation request, already tokenized and validated (sampling::row_params).
+struct GenerationRequest {
+    std::vector<int32_t> prompt;
+    int max_new_tokens = 16;        // generation also ends when the context is full (finish Length)
+    sampling::RowParams params;
+    std::vector<int32_t> stop_ids;  // ids that end generation with finish Stop (not delivered); empty: ignore EOS
+};
+
+enum class Finish { None, Stop, Length, Cancelled, Error };
+
+struct StreamUpdate {
+    std::vector<int32_t> tokens;          // tokens produced since the last update, in order
+    std::vector<TokenLogprobs> logprobs;  // one per token when the request asked for logprobs (params.logprobs >= 0)
+    Finish finish = Finish::None;         // set on the last update of the request
+    std::string error;                    // with Finish::Error: what failed
+};
+
+// The consumer's end of one request. Thread-safe.
+class Stream {
+   public:
+    virtual ~Stream() = default;
+    // Waits up to `timeout` for tokens or the end and returns what arrived (nothing on timeout: the caller may send
+    // an SSE comment line, which also tells it whether the client is still there).
+    virtual StreamUpdate next(std::chrono::milliseconds timeout) = 0;
+    // Ends the request (client gone, stop string seen): the scheduler frees its sequence within one step.
+    virtual void cancel() = 0;
+};
+
+struct SchedulerStats {
+    int running = 0;  // sequences decoding or prefilling
+    int waiting = 0;  // queued, including preempted ones
+    int64_t kv_blocks_used = 0, kv_blocks_total = 0;
+    uint64_t prompt_tokens = 0, generated_tokens = 0;
+    uint64_t requests_finished = 0, preemptions = 0;
+    uint64_t decode_steps = 0, replays = 0;
+    uint64_t host_row_writes = 0;       // decode rows the host rewrote between steps (joins, leaves, new blocks)
+    uint64_t steady_steps = 0;          // decode steps with no host write before them
+    Histogram ttft_seconds{{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}};
+    Histogram itl_seconds{{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}};
+};
+
+class Scheduler {
+   public:
+    // Builds the engine (capturing decode graphs on first use) and starts the scheduler thread.
+    Scheduler(const Model& model, Backend& backend, SchedulerOptions options);
+    ~Scheduler();  // cancels everything and joins the thread
+    Scheduler(const Scheduler&) = delete;
+    Scheduler& operator=(const Scheduler&) = delete;
+
+    // Queues a request. Throws RequestError when it can never run (empty prompt, invalid id, prompt + 1 > context).
+    std::shared_ptr<Stream> submit(GenerationRequest request);
+    SchedulerStats stats() const;
+    int64_t context() const;
+
+   private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tracelm::serve
