@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""Serving benchmark: closed-loop streamed chat requests against OpenAI-compatible servers, at several concurrencies.
+
+Each server is started here on loopback (tracelm serve and, optionally, llama.cpp's llama-server on the same GGUF file
+with the same slots and threads), and the levels run alternately on the servers so that drift of a shared machine
+hits both. Every request has a fixed prompt length (distinct random words per request, the same texts for every
+server) and a fixed output length (ignore_eos). Reported per level, as vLLM's `bench serve` does: completed and failed
+requests, requests/s, output tok/s, TTFT, TPOT, ITL and end-to-end latency (mean, p50, p99). Prints a table and JSON.
+
+  scripts/bench_serve.py --model FILE --tracelm build/tracelm [--llama-server PATH] [--concurrency 1,2,4,8,16,32]
+"""
+import argparse
+import asyncio
+import json
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+import httpx
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(name, cmd, port, timeout_s=300):
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            sys.exit(f"{name} exited with {proc.returncode}: {' '.join(cmd)}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    proc.kill()
+    sys.exit(f"{name} did not become healthy in {timeout_s} s")
+
+
+def prompts(n, words, seed):
+    rng = random.Random(seed)
+    vocab = "time person year way day thing man world life hand part child eye woman place work week case point " \
+            "government company number group problem fact river mountain garden window letter music story".split()
+    return [" ".join(rng.choice(vocab) for _ in range(words)) for _ in range(n)]
+
+
+async def one_request(client, url, prompt, max_tokens):
+    body = {"model": "bench", "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
+            "temperature": 0, "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
+    t0 = time.perf_counter()
+    stamps, usage = [], None
+    async with client.stream("POST", url + "/v1/chat/completions", json=body) as r:
+        if r.status_code != 200:
+            await r.aread()
+            return None
+        async for line in r.aiter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            chunk = json.loads(line[6:])
+            if chunk.get("usage"):
+                usage = chunk["usage"]
+            for c in chunk.get("choices", []):
+                if (c.get("delta") or {}).get("content"):
+                    stamps.append(time.perf_counter())
+    end = time.perf_counter()
+    if not stamps:
+        return None
+    out = usage["completion_tokens"] if usage else len(stamps)
+    return {"ttft": stamps[0] - t0, "e2e": end - t0, "out": out,
+            "itl": [b - a for a, b in zip(stamps, stamps[1:])],
+            "tpot": (end - t0 - (stamps[0] - t0)) / max(out - 1, 1)}
+
+
+async def level(url, texts, concurrency, max_tokens):
+    queue = list(texts)
+    results, failed = [], 0
+    limits = httpx.Limits(max_connections=concurrency + 2)
+    async with httpx.AsyncClient(timeout=httpx.Timeout(600.0), limits=limits) as client:
+        async def worker():
+            nonlocal failed
+            while queue:
+                r = await one_request(client, url, queue.pop(0), max_tokens)
+                if r is None:
+                    failed += 1
+                else:
+                    results.append(r)
+        t0 = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        wall = time.perf_counter() - t0
+    return results, failed, wall
+
+
+def stats(values):
+    if not values:
+        return {"mean": None, "p50": None, "p99": None}
+    v = sorted(values)
+    return {"mean": statistics.fmean(v) * 1e3, "p50": v[len(v) // 2] * 1e3, "p99": v[min(len(v) - 1, int(0.99 * len(v)))] * 1e3}
+
+
+def summarize(server, c, results, failed, wall):
+    out_tokens = sum(r["out"] for r in results)
+    return {"server": server, "concurrency": c, "completed": len(results), "failed": failed,
+            "req_per_s": len(results) / wall, "output_tok_per_s": out_tokens / wall,
+            "ttft_ms": stats([r["ttft"] for r in results]), "tpot_ms": stats([r["tpot"] for r in results]),
+            "itl_ms": stats([x for r in results for x in r["itl"]]), "e2e_ms": stats([r["e2e"] for r in results])}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--tracelm", required=True, help="the tracelm binary")
+    ap.add_argument("--llama-server", help="llama.cpp's llama-server binary, measured alternately")
+    ap.add_argument("--concurrency", default="1,2,4,8,16,32")
+    ap.add_argument("--requests", type=int, default=0, help="requests per level (default: 2 x concurrency, at least 8)")
+    ap.add_argument("--prompt-words", type=int, default=200, help="words per prompt (about 1.3 tokens each)")
+    ap.add_argument("--output-tokens", type=int, default=64)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--slots", type=int, default=0, help="sequences decoded together (default: the largest level)")
+    ap.add_argument("--context", type=int, default=1024, help="tokens per sequence")
+    ap.add_argument("--json", help="also write the results here")
+    a = ap.parse_args()
+    levels = [int(x) for x in a.concurrency.split(",")]
+    slots = a.slots or max(levels)
+    servers = {}
+    port = free_port()
+    servers["tracelm"] = (port, start_server("tracelm", [a.tracelm, "serve", "--model", a.model, "--port", str(port),
+                                                           "--threads", str(a.threads), "--max-seqs", str(slots),
+                                                           "--context", str(a.context)], port))
+    if a.llama_server:
+        port = free_port()
+        servers["llama-server"] = (port, start_server("llama-server", [
+            a.llama_server, "-m", a.model, "-t", str(a.threads), "-np", str(slots), "-c", str(a.context * slots),
+            "--host", "127.0.0.1", "--port", str(port)], port))
+    rows = []
+    try:
+        for c in levels:
+            n = a.requests or max(8, 2 * c)
+            texts = prompts(n, a.prompt_words, seed=c)
+            for name, (port, _) in servers.items():
+                results, failed, wall = asyncio.run(level(f"http://127.0.0.1:{port}", texts, c, a.output_tokens))
+                rows.append(summarize(name, c, results, failed, wall))
+                print(f"# {name} c={c}: {rows[-1]['output_tok_per_s']:.1f} output tok/s", file=sys.stderr)
+    finally:
+        for _, proc in servers.values():
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+    def f(x):
+        return "-" if x is None else f"{x:.1f}"
+    print("| server | concurrency | done/failed | req/s | output tok/s | TTFT p50 / p99 ms | TPOT p50 ms | "
+          "ITL p50 / p99 ms | E2E p50 ms |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['server']} | {r['concurrency']} | {r['completed']}/{r['failed']} | {r['req_per_s']:.2f} | "
+              f"{r['output_tok_per_s']:.1f} | {f(r['ttft_ms']['p50'])} / {f(r['ttft_ms']['p99'])} | "
+              f"{f(r['tpot_ms']['p50'])} | {f(r['itl_ms']['p50'])} / {f(r['itl_ms']['p99'])} | {f(r['e2e_ms']['p50'])} |")
+    if "llama-server" in servers:
+        print()
+        print("| concurrency | output tok/s ratio tracelm / llama-server | TTFT p50 ratio |")
+        print("|---|---|---|")
+        for c in levels:
+            t = next(r for r in rows if r["server"] == "tracelm" and r["concurrency"] == c)
+            l = next(r for r in rows if r["server"] == "llama-server" and r["concurrency"] == c)
+            if l["output_tok_per_s"] and t["ttft_ms"]["p50"] and l["ttft_ms"]["p50"]:
+                print(f"| {c} | {t['output_tok_per_s'] / l['output_tok_per_s']:.2f} | "
+                      f"{t['ttft_ms']['p50'] / l['ttft_ms']['p50']:.2f} |")
+    doc = {"model": a.model, "threads": a.threads, "slots": slots, "prompt_words": a.prompt_words,
+           "output_tokens": a.output_tokens, "results": rows}
+    print(json.dumps(doc))
+    if a.json:
+        with open(a.json, "w") as fh:
+            json.dump(doc, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
