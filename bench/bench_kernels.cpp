@@ -19,8 +19,10 @@
 #include <utility>
 #include <vector>
 
+#include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/kernels/kernels.h"
 #include "backends/cpu/paged_attention.h"
+#include "ops/sampling/sampling.h"
 
 namespace {
 
@@ -92,20 +94,25 @@ void BM_ReadSweep(benchmark::State& state) {
         benchmark::Counter(static_cast<double>(kStreamBytes) * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 
-// Args: isa, threads, T. Every iteration multiplies T tokens by all copies of the [3072, 1024] bf16 matrix.
+// Args: isa, threads, T, weight dtype. Every iteration multiplies T tokens by every
+// [3072, 1024] matrix of the weight bytes: the bf16 copies, read as f16 (their values are then finite and
+// normal) or as half as many f32 matrices (each f32 value a bf16 one plus low mantissa bits).
 void BM_MatmulStream(benchmark::State& state) {
     const KernelTable* kt = table_or_skip(state);
     if (kt == nullptr) return;
     const int threads = static_cast<int>(state.range(1));
     const int64_t T = state.range(2);
+    const auto dt = static_cast<DType>(state.range(3));
+    const size_t matrix_bytes = static_cast<size_t>(kN * kK) * tracelm::dtype_size(dt);
+    const size_t copies = kStreamBytes / matrix_bytes;
     const Aligned& w = weights(kCopies);
     std::vector<float> x(static_cast<size_t>(T * kK), 0.01f), y(static_cast<size_t>(T * kN));
     for (auto _ : state) {
         parallel(threads, [&](int i) {
             const int64_t n0 = kN * i / threads, n1 = kN * (i + 1) / threads;
-            for (size_t c = 0; c < kCopies; ++c)
-                kt->matmul(x.data(), T, kK, static_cast<const uint16_t*>(w.p) + c * kN * kK, DType::BF16, nullptr,
-                           y.data(), kN, n0, n1);
+            for (size_t c = 0; c < copies; ++c)
+                kt->matmul(x.data(), T, kK, static_cast<const char*>(w.p) + c * matrix_bytes, dt, nullptr, y.data(),
+                           kN, n0, n1);
         });
         benchmark::DoNotOptimize(y.data());
     }
@@ -270,12 +277,63 @@ void BM_DecodeAttention(benchmark::State& state) {
                                                    benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
+// Args: op (0: argmax, 1: sample with greedy parameters), threads. The decode step's last op before
+// advance_decode, replayed from a graph on a CpuBackend over one row of SmolLM2's 49152 logits: what a greedy
+// request pays for going through `sample` instead of `argmax`.
+void BM_TokenChoice(benchmark::State& state) {
+    using namespace tracelm;
+    const bool sample = state.range(0) == 1;
+    constexpr int64_t kVocab = 49152;
+    cpu::CpuBackend be(static_cast<int>(state.range(1)));
+    std::vector<Buffer*> bufs;
+    auto tensor = [&](DType dt, int64_t rows, int64_t cols, const char* name) {
+        bufs.push_back(be.alloc(static_cast<size_t>(rows * cols) * 4, name));
+        return whole(bufs.back(), dt, rows, cols);
+    };
+    const Tensor logits = tensor(DType::F32, 1, kVocab, "logits"), ids = tensor(DType::I32, 1, 1, "ids");
+    std::mt19937 rng(3);
+    std::normal_distribution<float> d(0.0f, 3.0f);
+    std::vector<float> l(kVocab);
+    for (float& v : l) v = d(rng);
+    be.upload(logits, l.data());
+    SamplingIo io;
+    io.params = tensor(DType::I32, 1, sampling::kParamWords, "params");
+    io.counts = tensor(DType::I32, 1, kVocab, "counts");
+    io.step = tensor(DType::I32, 1, 1, "step");
+    io.logprobs = tensor(DType::F32, 1, 1 + sampling::kMaxLogprobs, "logprobs");
+    io.top_ids = tensor(DType::I32, 1, sampling::kMaxLogprobs, "top_ids");
+    io.ws = sampling::make_workspace(be, 1, kVocab);
+    bufs.push_back(io.ws.buffer);
+    const sampling::RowParams greedy{};  // temperature 0, no penalties, no logprobs
+    const std::vector<int32_t> zeros(kVocab, 0);
+    const int32_t step = 0;
+    be.upload(io.params, &greedy);
+    be.upload(io.counts, zeros.data());
+    be.upload(io.step, &step);
+    be.begin_capture();
+    if (sample)
+        be.sample(logits, io, ids);
+    else
+        be.argmax(logits, ids);
+    const GraphId g = be.end_capture();
+    for (auto _ : state) be.replay(g);
+    state.SetLabel(sample ? "sample (greedy)" : "argmax");
+    be.destroy_graph(g);
+    for (Buffer* b : bufs) be.free(b);
+}
+
 BENCHMARK(BM_ReadSweep)->Apply(isa_threads)->ArgNames({"isa", "threads"})->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_MatmulStream)
     ->Apply([](benchmark::internal::Benchmark* b) {
-        isa_threads_tokens(b, {1, 4, 8, 16});
+        const auto bf16 = static_cast<int64_t>(DType::BF16);
+        for (int isa : {0, 1, 2})
+            for (int threads : {1, 2})
+                for (int64_t T : {1, 4, 8, 16}) b->Args({isa, threads, T, bf16});
+        // The decode matvec on the other float weight types.
+        for (int isa : {0, 1, 2})
+            for (DType dt : {DType::F32, DType::F16}) b->Args({isa, 1, 1, static_cast<int64_t>(dt)});
     })
-    ->ArgNames({"isa", "threads", "T"})
+    ->ArgNames({"isa", "threads", "T", "dtype"})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_QuantMatmulStream)
@@ -314,4 +372,10 @@ BENCHMARK(BM_DecodeAttention)
     ->ArgNames({"f16", "geometry", "context"})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_TokenChoice)
+    ->ArgsProduct({{0, 1}, {1, 2}})
+    ->ArgNames({"op", "threads"})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+
 BENCHMARK_MAIN();

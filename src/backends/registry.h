@@ -1,5 +1,5 @@
 // The backends this build knows, in one list: the CLI's --backend choice and the backend-parameterised
-// tests (tests/ops/test_op_conformance.cpp) both read it, so a new backend only adds an entry in registry.cpp.
+// op conformance tests (tests/support/op_conformance.h) both read it, so a new backend only adds an entry in registry.cpp.
 //
 // registry.cpp is not part of tracelm_core (which must not depend on CUDA): it is the tracelm_backends
 // library, which links every backend that was built.

@@ -1,0 +1,65 @@
+// Op conformance (support/op_conformance.h) of the decode_state family: argmax and advance_decode.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "support/op_conformance.h"
+
+namespace tracelm {
+namespace {
+
+using namespace conformance;
+
+std::vector<OpCase> argmax_cases(std::mt19937& rng) {
+    const int64_t V = 3001;
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    std::vector<float> l = randn(rng, 7 * V);
+    auto row = [&](int r) { return l.begin() + r * V; };
+    // Row 0: plain. Row 1: a tie between 10 and 2900 (10 wins). Row 2: NaN everywhere but one value.
+    // Row 3: all NaN (0). Row 4: all -inf behind a NaN (index 1). Row 5: NaN at the front and the maximum last.
+    // Row 6: +inf twice (the first wins).
+    row(1)[10] = row(1)[2900] = 100.0f;
+    std::fill(row(2), row(2) + V, nan);
+    row(2)[1234] = -5.0f;
+    std::fill(row(3), row(3) + V, nan);
+    std::fill(row(4), row(4) + V, -inf);
+    row(4)[0] = nan;
+    row(5)[0] = nan;
+    row(5)[V - 1] = 50.0f;
+    row(6)[77] = row(6)[78] = inf;
+    return {{"argmax", {f32("logits", 7, V, l), i32("ids", 1, 7, std::vector<int32_t>(7, -7))}, {1}, 0.0,
+             [](Backend& be, const Bound& b) { be.argmax(b.t[0], b.t[1]); }}};
+}
+
+std::vector<OpCase> advance_cases() {
+    // Three sequences, 4-token blocks, 3 blocks each: the first crosses into its next block, the second into an
+    // unassigned block (slot -1), the third past the block table (slot -1).
+    const std::vector<int32_t> tables = {5, 2, 9, 1, 7, -1, 3, 4, 8};
+    return {{"advance_decode",
+             {i32("sampled", 1, 3, {11, 22, 33}), i32("ids", 1, 3, {0, 0, 0}), i32("pos", 1, 3, {3, 7, 11}),
+              i32("slots", 1, 3, {23, 19, 35}), i32("lens", 1, 3, {4, 8, 12}), i32("bt", 3, 3, tables),
+              i32("step", 1, 1, {2}), i32("history", 5, 3, std::vector<int32_t>(15, -9))},
+             {1, 2, 3, 4, 6, 7},
+             0.0,
+             [](Backend& be, const Bound& b) {
+                 DecodeState st;
+                 st.token_ids = b.t[1];
+                 st.positions = b.t[2];
+                 st.slot_mapping = b.t[3];
+                 st.seq_lens = b.t[4];
+                 st.block_tables = b.t[5];
+                 st.step = b.t[6];
+                 st.history = b.t[7];
+                 st.block_size = 4;
+                 be.advance_decode(b.t[0], st);
+             }}};
+}
+
+TEST_P(OpConformance, Argmax) { check(argmax_cases(rng_)); }
+TEST_P(OpConformance, AdvanceDecode) { check(advance_cases()); }
+
+}  // namespace
+}  // namespace tracelm
