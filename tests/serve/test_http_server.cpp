@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "serve/http_server.h"
+#include "support/qwen3_tokenizer.h"
 
 namespace tracelm::serve {
 namespace {
@@ -23,10 +24,7 @@ namespace {
 using nlohmann::json;
 using namespace std::chrono_literals;
 
-const Tokenizer& qwen() {
-    static const Tokenizer tok = Tokenizer::from_file(TRACELM_SOURCE_DIR "/models/qwen3-tokenizer/tokenizer.json");
-    return tok;
-}
+const Tokenizer& qwen() { return testing::qwen3_tokenizer(); }
 
 // Replays `script` one update per next(); after it (or with `hang`, from the start) it only times out.
 class ScriptedStream : public Stream {

@@ -4,16 +4,14 @@
 #include <cmath>
 
 #include "serve/openai_response.h"
+#include "support/qwen3_tokenizer.h"
 
 namespace tracelm::serve {
 namespace {
 
 using nlohmann::json;
 
-const Tokenizer& qwen() {
-    static const Tokenizer tok = Tokenizer::from_file(TRACELM_SOURCE_DIR "/models/qwen3-tokenizer/tokenizer.json");
-    return tok;
-}
+const Tokenizer& qwen() { return testing::qwen3_tokenizer(); }
 
 const ResponseMeta kMeta{"chatcmpl-1", 1700000000, "smol"};
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "serve/text_stream.h"
+#include "support/qwen3_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
 
@@ -16,10 +17,7 @@ namespace {
 
 using tokenizer_detail::is_valid_utf8;
 
-const Tokenizer& qwen() {
-    static const Tokenizer tok = Tokenizer::from_file(TRACELM_SOURCE_DIR "/models/qwen3-tokenizer/tokenizer.json");
-    return tok;
-}
+const Tokenizer& qwen() { return testing::qwen3_tokenizer(); }
 
 struct Streamed {
     std::vector<std::string> chunks;  // one per push, then finish()'s
