@@ -2,12 +2,12 @@
 
 #include <httplib.h>
 
-#include <atomic>
 #include <climits>
 #include <ctime>
 #include <mutex>
 #include <random>
 #include <stdexcept>
+#include <thread>
 #include <utility>
 
 #include "serve/metrics.h"
@@ -165,6 +165,7 @@ struct HttpServer::Impl {
     httplib::Server svr;
     std::mutex mu;
     std::shared_ptr<const Ready> ready;
+    bool running = false, stopping = false;  // run() is inside listen; stop() was called
     const int64_t started = static_cast<int64_t>(std::time(nullptr));
 
     std::shared_ptr<const Ready> current() {
@@ -305,9 +306,35 @@ int HttpServer::bind() {
     return o.port;
 }
 
-void HttpServer::run() { impl_->svr.listen_after_bind(); }
+void HttpServer::run() {
+    {
+        std::lock_guard<std::mutex> lock(impl_->mu);
+        if (impl_->stopping) return;
+        impl_->running = true;
+    }
+    impl_->svr.listen_after_bind();
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->running = false;
+}
 
-void HttpServer::stop() { impl_->svr.stop(); }
+void HttpServer::stop() {
+    {
+        std::lock_guard<std::mutex> lock(impl_->mu);
+        impl_->stopping = true;
+    }
+    // httplib's stop() does nothing before its listen loop has started, so wait for that (or for run() to end).
+    for (;;) {
+        {
+            std::lock_guard<std::mutex> lock(impl_->mu);
+            if (!impl_->running) return;
+        }
+        if (impl_->svr.is_running()) {
+            impl_->svr.stop();
+            return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+}
 
 void HttpServer::set_ready(ServedModel model, Generator generator) {
     auto r = std::make_shared<const Ready>(Ready{std::move(model), std::move(generator)});

@@ -409,5 +409,25 @@ TEST_F(HttpServerTest, StopEndsWaitingRequests) {
     EXPECT_TRUE(last()->cancelled);
 }
 
+// stop() ends run() whenever it comes: before run(), while httplib starts listening, or while it serves.
+TEST(HttpServerLifecycle, StopAtAnyMomentEndsRun) {
+    HttpOptions o;
+    o.port = 0;
+    {
+        HttpServer s(o);
+        s.bind();
+        s.stop();
+        s.run();  // returns at once
+    }
+    for (int i = 0; i < 20; ++i) {
+        HttpServer s(o);
+        s.bind();
+        std::thread t([&] { s.run(); });
+        if (i % 2) std::this_thread::sleep_for(std::chrono::milliseconds(i));
+        s.stop();
+        t.join();
+    }
+}
+
 }  // namespace
 }  // namespace tracelm::serve
