@@ -72,19 +72,28 @@ class Job {
 
     // httplib's chunked content provider: false ends the connection.
     bool pump(httplib::DataSink& sink) {
-        if (streamed_ && !started_ && endpoint_ == Endpoint::ChatCompletions &&
-            !write(sink, sse(chunk(endpoint_, meta_, "", Finish::None, nullptr, true))))
-            return false;
-        started_ = true;
+        if (!started_) {
+            started_ = true;
+            if (streamed_ && endpoint_ == Endpoint::ChatCompletions &&
+                !write(sink, sse(chunk(endpoint_, meta_, "", Finish::None, nullptr, true))))
+                return false;
+        }
         const StreamUpdate u = stream_->next(poll_);
         if (u.tokens.empty() && u.finish == Finish::None) {
             // Nothing yet (queued or prefilling): make sure the client is still there.
             if (!sink.is_writable()) return false;
             return !streamed_ || write(sink, ": keep-alive\n\n");
         }
-        std::string text;
-        json lps = nullptr;
         std::vector<TokenLogprobs> batch;
+        std::string text;
+        const Finish finish = consume(u, text, batch);
+        if (finish == Finish::Cancelled) return false;  // the scheduler is shutting down: end the connection
+        return streamed_ ? send_chunk(sink, finish, u.error, text, batch) : collect(sink, finish, u.error, text, batch);
+    }
+
+   private:
+    // Feeds the update's tokens to the text stream; returns how the request ends (None: not yet).
+    Finish consume(const StreamUpdate& u, std::string& text, std::vector<TokenLogprobs>& batch) {
         for (size_t i = 0; i < u.tokens.size() && !text_.stopped(); ++i) {
             offsets_.push_back(text_.decoded_chars());
             text += text_.push(u.tokens[i]);
@@ -98,51 +107,45 @@ class Job {
         } else if (finish == Finish::Stop || finish == Finish::Length) {
             text += text_.finish();
         }
-        if (finish == Finish::Cancelled) {  // the scheduler is shutting down: end the connection
-            done_ = true;
-            return false;
-        }
-        const bool finished = finish != Finish::None;
-        if (finished) done_ = true;
+        if (finish != Finish::None) done_ = true;
+        return finish;
+    }
 
-        if (streamed_) {
-            if (!text.empty() || !batch.empty() || finished) {
-                if (finish == Finish::Error) {
-                    if (!write(sink, sse(error_body(ApiError(500, u.error, "server_error"))))) return false;
-                } else {
-                    const json lp = logprobs_ ? logprobs_json(endpoint_, ready_->model.tokenizer, batch, tail_offsets(batch.size()))
-                                              : json(nullptr);
-                    if (!write(sink, sse(chunk(endpoint_, meta_, text, finish, lp)))) return false;
-                }
-            }
-            if (finished) {
-                if (include_usage_ && finish != Finish::Error && !write(sink, sse(usage_chunk(endpoint_, meta_, usage_))))
-                    return false;
-                if (!write(sink, std::string(kSseDone))) return false;
-                sink.done();
-            }
-            return true;
+    bool send_chunk(httplib::DataSink& sink, Finish finish, const std::string& error, const std::string& text,
+                    const std::vector<TokenLogprobs>& batch) {
+        const bool finished = finish != Finish::None;
+        if (finish == Finish::Error) {
+            if (!write(sink, sse(error_body(ApiError(500, error, "server_error"))))) return false;
+        } else if (!text.empty() || !batch.empty() || finished) {
+            const std::vector<size_t> offsets(offsets_.end() - static_cast<std::ptrdiff_t>(batch.size()), offsets_.end());
+            if (!write(sink, sse(chunk(endpoint_, meta_, text, finish, logprobs(batch, offsets))))) return false;
         }
+        if (!finished) return true;
+        if (include_usage_ && finish != Finish::Error && !write(sink, sse(usage_chunk(endpoint_, meta_, usage_))))
+            return false;
+        if (!write(sink, std::string(kSseDone))) return false;
+        sink.done();
+        return true;
+    }
+
+    bool collect(httplib::DataSink& sink, Finish finish, const std::string& error, const std::string& text,
+                 const std::vector<TokenLogprobs>& batch) {
         answer_ += text;
         all_logprobs_.insert(all_logprobs_.end(), batch.begin(), batch.end());
-        if (!finished) return true;
-        const json body =
-            finish == Finish::Error
-                ? error_body(ApiError(500, u.error, "server_error"))
-                : response_body(endpoint_, meta_, answer_, finish, usage_,
-                                logprobs_ ? logprobs_json(endpoint_, ready_->model.tokenizer, all_logprobs_, offsets_)
-                                          : json(nullptr));
+        if (finish == Finish::None) return true;
+        const json body = finish == Finish::Error
+                              ? error_body(ApiError(500, error, "server_error"))
+                              : response_body(endpoint_, meta_, answer_, finish, usage_, logprobs(all_logprobs_, offsets_));
         if (!write(sink, dump(body))) return false;
         sink.done();
         return true;
     }
 
-   private:
-    static bool write(httplib::DataSink& sink, const std::string& s) { return sink.write(s.data(), s.size()); }
-    // The text offsets of the last n tokens.
-    std::vector<size_t> tail_offsets(size_t n) const {
-        return std::vector<size_t>(offsets_.end() - static_cast<std::ptrdiff_t>(n), offsets_.end());
+    json logprobs(const std::vector<TokenLogprobs>& lps, const std::vector<size_t>& offsets) const {
+        return logprobs_ ? logprobs_json(endpoint_, ready_->model.tokenizer, lps, offsets) : json(nullptr);
     }
+
+    static bool write(httplib::DataSink& sink, const std::string& s) { return sink.write(s.data(), s.size()); }
 
     std::shared_ptr<Stream> stream_;
     std::shared_ptr<const Ready> ready_;  // keeps the tokenizer the TextStream reads
