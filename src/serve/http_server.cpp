@@ -51,8 +51,8 @@ bool same_key(const std::string& given, const std::string& key) {
 // provider (one call per update). Cancels the request if it is dropped unfinished (client gone, server stopping).
 class Job {
    public:
-    Job(std::shared_ptr<Stream> stream, std::shared_ptr<const Ready> ready, const OpenAIRequest& r,
-        ResponseMeta meta, int64_t prompt_tokens, std::chrono::milliseconds poll)
+    Job(std::shared_ptr<Stream> stream, std::shared_ptr<const Ready> ready, const OpenAIRequest& r, ResponseMeta meta,
+        int64_t prompt_tokens, std::chrono::milliseconds poll)
         : stream_(std::move(stream)),
           ready_(std::move(ready)),
           endpoint_(r.endpoint),
@@ -117,7 +117,8 @@ class Job {
         if (finish == Finish::Error) {
             if (!write(sink, sse(error_body(ApiError(500, error, "server_error"))))) return false;
         } else if (!text.empty() || !batch.empty() || finished) {
-            const std::vector<size_t> offsets(offsets_.end() - static_cast<std::ptrdiff_t>(batch.size()), offsets_.end());
+            const std::vector<size_t> offsets(offsets_.end() - static_cast<std::ptrdiff_t>(batch.size()),
+                                              offsets_.end());
             if (!write(sink, sse(chunk(endpoint_, meta_, text, finish, logprobs(batch, offsets))))) return false;
         }
         if (!finished) return true;
@@ -133,9 +134,9 @@ class Job {
         answer_ += text;
         all_logprobs_.insert(all_logprobs_.end(), batch.begin(), batch.end());
         if (finish == Finish::None) return true;
-        const json body = finish == Finish::Error
-                              ? error_body(ApiError(500, error, "server_error"))
-                              : response_body(endpoint_, meta_, answer_, finish, usage_, logprobs(all_logprobs_, offsets_));
+        const json body = finish == Finish::Error ? error_body(ApiError(500, error, "server_error"))
+                                                  : response_body(endpoint_, meta_, answer_, finish, usage_,
+                                                                  logprobs(all_logprobs_, offsets_));
         if (!write(sink, dump(body))) return false;
         sink.done();
         return true;
@@ -183,7 +184,8 @@ struct HttpServer::Impl {
         svr.set_payload_max_length(opt.max_body_bytes);
 
         svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-            if (opt.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
+            if (opt.api_key.empty() || req.path.rfind("/v1/", 0) != 0)
+                return httplib::Server::HandlerResponse::Unhandled;
             const std::string auth = req.get_header_value("Authorization");
             const std::string bearer = "Bearer ";
             if (auth.rfind(bearer, 0) == 0 && same_key(auth.substr(bearer.size()), opt.api_key))
@@ -195,23 +197,24 @@ struct HttpServer::Impl {
             return httplib::Server::HandlerResponse::Handled;
         });
         // Statuses httplib sets itself (unknown route, oversized or malformed request) get a JSON body too.
-        svr.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
-            if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-            std::string message;
-            std::string type = "invalid_request_error";
-            if (res.status == 404)
-                message = "no route for " + req.method + " " + req.path;
-            else if (res.status == 413)
-                message = "the request body is larger than " + std::to_string(opt.max_body_bytes) + " bytes";
-            else if (res.status == 400)
-                message = "malformed HTTP request";
-            else {
-                message = "HTTP status " + std::to_string(res.status);
-                type = "server_error";
-            }
-            send_error(res, ApiError(res.status, message, type));
-            return httplib::Server::HandlerResponse::Handled;
-        }));
+        svr.set_error_handler(
+            httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
+                if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+                std::string message;
+                std::string type = "invalid_request_error";
+                if (res.status == 404)
+                    message = "no route for " + req.method + " " + req.path;
+                else if (res.status == 413)
+                    message = "the request body is larger than " + std::to_string(opt.max_body_bytes) + " bytes";
+                else if (res.status == 400)
+                    message = "malformed HTTP request";
+                else {
+                    message = "HTTP status " + std::to_string(res.status);
+                    type = "server_error";
+                }
+                send_error(res, ApiError(res.status, message, type));
+                return httplib::Server::HandlerResponse::Handled;
+            }));
 
         svr.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
             if (current()) {
@@ -251,7 +254,8 @@ struct HttpServer::Impl {
     void complete(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
         const OpenAIRequest r = parse_request(endpoint, req.body);
         if (!r.model.empty() && r.model != opt.model_id)
-            throw ApiError(404, "the model '" + r.model + "' does not exist (this server serves '" + opt.model_id + "')",
+            throw ApiError(404,
+                           "the model '" + r.model + "' does not exist (this server serves '" + opt.model_id + "')",
                            "invalid_request_error", "model", "model_not_found");
         const std::shared_ptr<const Ready> rd = current();
         if (!rd) throw ApiError(503, "the model is loading", "server_error");

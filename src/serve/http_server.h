@@ -25,9 +25,9 @@ namespace tracelm::serve {
 
 struct HttpOptions {
     std::string host = "127.0.0.1";
-    int port = 8080;                     // 0: any free port
-    std::string api_key;                 // empty: no authentication; else /v1/* needs "Authorization: Bearer KEY"
-    std::string model_id;                // the served model's name (GET /v1/models, a request's "model")
+    int port = 8080;                          // 0: any free port
+    std::string api_key;                      // empty: no authentication; else /v1/* needs "Authorization: Bearer KEY"
+    std::string model_id;                     // the served model's name (GET /v1/models, a request's "model")
     size_t max_body_bytes = size_t{1} << 20;  // larger bodies get 413
     int workers = 20;
     std::chrono::milliseconds poll{200};

@@ -160,15 +160,20 @@ void validate_sampling(const sampling::SamplingOptions& o, const char* logprobs_
         sampling::validate(o);
     } catch (const std::invalid_argument& e) {
         const std::pair<const char*, const char*> names[] = {
-            {"--temperature", "temperature"},           {"--top-k", "top_k"},
-            {"--top-p", "top_p"},                       {"--min-p", "min_p"},
-            {"--repeat-penalty", "repetition_penalty"}, {"--presence-penalty", "presence_penalty"},
-            {"--frequency-penalty", "frequency_penalty"}, {"--logprobs", logprobs_param},
+            {"--temperature", "temperature"},
+            {"--top-k", "top_k"},
+            {"--top-p", "top_p"},
+            {"--min-p", "min_p"},
+            {"--repeat-penalty", "repetition_penalty"},
+            {"--presence-penalty", "presence_penalty"},
+            {"--frequency-penalty", "frequency_penalty"},
+            {"--logprobs", logprobs_param},
         };
         const std::string msg = e.what();
         for (const auto& [flag, param] : names) {
             const std::string f = std::string(flag) + " ";
-            if (msg.rfind(f, 0) == 0) throw invalid_param(param, "'" + std::string(param) + "' " + msg.substr(f.size()));
+            if (msg.rfind(f, 0) == 0)
+                throw invalid_param(param, "'" + std::string(param) + "' " + msg.substr(f.size()));
         }
         throw invalid_param("", msg);
     }
@@ -207,8 +212,8 @@ OpenAIRequest parse_request(Endpoint endpoint, std::string_view text) {
     const char* max_name = chat && field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
     r.max_tokens = integer(body, max_name);
     if (r.max_tokens && *r.max_tokens < 1)
-        throw invalid_param(max_name, "'" + std::string(max_name) + "' must be at least 1, got " +
-                                          std::to_string(*r.max_tokens));
+        throw invalid_param(max_name,
+                            "'" + std::string(max_name) + "' must be at least 1, got " + std::to_string(*r.max_tokens));
 
     if (const auto n = integer(body, "n"); n && *n != 1)
         throw invalid_param("n", "'n' must be 1 (one choice per request), got " + std::to_string(*n));

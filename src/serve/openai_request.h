@@ -36,13 +36,13 @@ constexpr int kMaxStopStrings = 4;  // as OpenAI
 
 struct OpenAIRequest {
     Endpoint endpoint = Endpoint::ChatCompletions;
-    std::string model;                   // empty: not given
-    std::vector<ChatMessage> messages;   // chat
-    std::string prompt;                  // completions, as text ...
+    std::string model;                               // empty: not given
+    std::vector<ChatMessage> messages;               // chat
+    std::string prompt;                              // completions, as text ...
     std::optional<std::vector<int32_t>> prompt_ids;  // ... or as token ids
     bool stream = false;
-    bool include_usage = false;          // stream_options.include_usage
-    std::optional<int64_t> max_tokens;   // max_tokens or max_completion_tokens; unset: the rest of the context
+    bool include_usage = false;         // stream_options.include_usage
+    std::optional<int64_t> max_tokens;  // max_tokens or max_completion_tokens; unset: the rest of the context
     std::vector<std::string> stop;
     sampling::SamplingOptions sampling;  // logprobs: the number of top tokens when the request asked for logprobs
     bool ignore_eos = false;

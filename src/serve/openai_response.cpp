@@ -9,9 +9,12 @@ using nlohmann::json;
 
 const char* finish_reason(Finish f) {
     switch (f) {
-        case Finish::Length: return "length";
-        case Finish::Error: return "error";
-        default: return "stop";
+        case Finish::Length:
+            return "length";
+        case Finish::Error:
+            return "error";
+        default:
+            return "stop";
     }
 }
 
@@ -84,11 +87,11 @@ json response_body(Endpoint endpoint, const ResponseMeta& meta, const std::strin
     return body;
 }
 
-json chunk(Endpoint endpoint, const ResponseMeta& meta, const std::string& text, Finish finish,
-           const json& logprobs, bool first) {
+json chunk(Endpoint endpoint, const ResponseMeta& meta, const std::string& text, Finish finish, const json& logprobs,
+           bool first) {
     const bool done = finish == Finish::Stop || finish == Finish::Length;
-    json choice = {{"index", 0}, {"logprobs", logprobs},
-                   {"finish_reason", done ? json(finish_reason(finish)) : json(nullptr)}};
+    json choice = {
+        {"index", 0}, {"logprobs", logprobs}, {"finish_reason", done ? json(finish_reason(finish)) : json(nullptr)}};
     if (chat(endpoint)) {
         json delta = {{"content", text}};
         if (first) delta["role"] = "assistant";
@@ -110,7 +113,8 @@ json usage_chunk(Endpoint endpoint, const ResponseMeta& meta, const Usage& usage
 
 json error_body(const ApiError& e) {
     const auto or_null = [](const std::string& s) { return s.empty() ? json(nullptr) : json(s); };
-    return {{"error", {{"message", e.what()}, {"type", e.type}, {"param", or_null(e.param)}, {"code", or_null(e.code)}}}};
+    return {
+        {"error", {{"message", e.what()}, {"type", e.type}, {"param", or_null(e.param)}, {"code", or_null(e.code)}}}};
 }
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }

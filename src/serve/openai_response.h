@@ -16,8 +16,8 @@
 namespace tracelm::serve {
 
 struct ResponseMeta {
-    std::string id;        // "chatcmpl-..." / "cmpl-..."
-    int64_t created = 0;   // Unix seconds
+    std::string id;       // "chatcmpl-..." / "cmpl-..."
+    int64_t created = 0;  // Unix seconds
     std::string model;
 };
 

@@ -302,10 +302,10 @@ TEST_F(HttpServerTest, Logprobs) {
     script_.push_back({{hello}, {{hello, -0.5f, {{hello, -0.5f}, {hi, -1.0f}}}}, Finish::None, ""});
     script_.push_back({{}, {}, Finish::Stop, ""});
     start();
-    const json body = json::parse(
-        post("/v1/chat/completions",
-             R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 2})")
-            ->body);
+    const json body =
+        json::parse(post("/v1/chat/completions",
+                         R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 2})")
+                        ->body);
     EXPECT_EQ(submitted().at(0).params.logprobs, 2);
     const json& c = body["choices"][0]["logprobs"]["content"];
     ASSERT_EQ(c.size(), 1u);
@@ -320,8 +320,8 @@ TEST_F(HttpServerTest, Logprobs) {
 TEST_F(HttpServerTest, ErrorStatuses) {
     start();
     expect_error(post("/v1/chat/completions", "{not json"), 400);
-    expect_error(post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "top_p": 2})"),
-                 400, "top_p");
+    expect_error(post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "top_p": 2})"), 400,
+                 "top_p");
     expect_error(post("/v1/completions", R"({"prompt": "x", "n": 3})"), 400, "n");
     expect_error(post("/v1/completions", R"({"prompt": [999999999]})"), 400, "prompt");
     std::string words;
@@ -357,8 +357,10 @@ std::string send_then_hang_up(int port, const std::string& body, const std::stri
     addr.sin_port = htons(static_cast<uint16_t>(port));
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-    const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                            "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+    const std::string req =
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        "Content-Length: " +
+        std::to_string(body.size()) + "\r\n\r\n" + body;
     EXPECT_EQ(write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
     std::string got;
     const auto deadline = std::chrono::steady_clock::now() + 5s;

@@ -63,9 +63,9 @@ TEST(Metrics, HistogramBucketsAreCumulative) {
     s.itl_seconds.observe(0.005);
     const std::string t = prometheus_text(s, "m");
     const std::string n = "tracelm:time_to_first_token_seconds";
-    const std::pair<const char*, int> want[] = {{"0.01", 1}, {"0.025", 2}, {"0.05", 2}, {"0.1", 2}, {"0.25", 3},
-                                                {"0.5", 4},  {"1", 4},     {"2.5", 4},  {"5", 4},   {"10", 4},
-                                                {"30", 4},   {"+Inf", 5}};
+    const std::pair<const char*, int> want[] = {{"0.01", 1}, {"0.025", 2}, {"0.05", 2}, {"0.1", 2},
+                                                {"0.25", 3}, {"0.5", 4},   {"1", 4},    {"2.5", 4},
+                                                {"5", 4},    {"10", 4},    {"30", 4},   {"+Inf", 5}};
     for (const auto& [le, count] : want) {
         const std::string line = n + "_bucket{model_name=\"m\",le=\"" + le + "\"} " + std::to_string(count);
         EXPECT_TRUE(has_line(t, line)) << line << "\n" << t;

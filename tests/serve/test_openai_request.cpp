@@ -14,9 +14,7 @@ OpenAIRequest chat(const std::string& extra) {
                          R"({"model": "m", "messages": [{"role": "user", "content": "hi"}])" + extra + "}");
 }
 
-OpenAIRequest completion(const std::string& fields) {
-    return parse_request(Endpoint::Completions, "{" + fields + "}");
-}
+OpenAIRequest completion(const std::string& fields) { return parse_request(Endpoint::Completions, "{" + fields + "}"); }
 
 // The ApiError a body gives (status, param, code), or a failure when it parses.
 ApiError error_of(Endpoint endpoint, const std::string& body) {
@@ -35,7 +33,8 @@ void expect_param_error(const std::string& extra, const std::string& param, cons
     EXPECT_EQ(e.status, 400) << extra;
     EXPECT_EQ(e.type, "invalid_request_error") << extra;
     EXPECT_EQ(e.param, param) << extra << ": " << e.what();
-    EXPECT_NE(std::string(e.what()).find(param), std::string::npos) << "message should name the parameter: " << e.what();
+    EXPECT_NE(std::string(e.what()).find(param), std::string::npos)
+        << "message should name the parameter: " << e.what();
     if (!in_message.empty()) {
         EXPECT_NE(std::string(e.what()).find(in_message), std::string::npos) << e.what();
     }
@@ -95,7 +94,7 @@ TEST(OpenAIRequest, MaxCompletionTokensAndStopString) {
     EXPECT_EQ(r.stop, std::vector<std::string>{"END"});
     EXPECT_EQ(chat(R"(, "logprobs": true)").sampling.logprobs, 0);  // the chosen token only
     EXPECT_FALSE(chat(R"(, "logprobs": false)").sampling.logprobs.has_value());
-    EXPECT_EQ(chat(R"(, "top_k": -1)").sampling.top_k, 0);  // vLLM's "off"
+    EXPECT_EQ(chat(R"(, "top_k": -1)").sampling.top_k, 0);         // vLLM's "off"
     EXPECT_EQ(chat(R"(, "seed": -1)").sampling.seed, UINT64_MAX);  // the bits of a negative seed
 }
 

@@ -52,8 +52,7 @@ TEST(OpenAIResponse, Chunks) {
 
 TEST(OpenAIResponse, ChatLogprobs) {
     const int32_t hello = *qwen().token_id("Hello"), hi = *qwen().token_id("Hi");
-    const std::vector<TokenLogprobs> lps = {{hello, -0.25f, {{hello, -0.25f}, {hi, -1.5f}}},
-                                            {hi, -INFINITY, {}}};
+    const std::vector<TokenLogprobs> lps = {{hello, -0.25f, {{hello, -0.25f}, {hi, -1.5f}}}, {hi, -INFINITY, {}}};
     const json got = logprobs_json(Endpoint::ChatCompletions, qwen(), lps);
     const json want = json::parse(R"({"content": [
         {"token": "Hello", "logprob": -0.25, "bytes": [72, 101, 108, 108, 111], "top_logprobs": [

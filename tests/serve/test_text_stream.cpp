@@ -83,7 +83,9 @@ std::vector<int32_t> byte_tokens(const std::string& text) {
 }
 
 TEST(TextStream, CjkAndEmojiStreamByteExact) {
-    const std::string text = "你好，世界！今天天气很好 😀🎉👩‍👩‍👧 emoji and 日本語のテキスト, 한국어 too. ✓";
+    const std::string text =
+        "你好，世界！今天天气很好 😀🎉👩‍👩‍👧 emoji and 日本語のテキスト, 한국어 too. "
+        "✓";
     const std::vector<int32_t> ids = qwen().encode(text);
     // The tokenizer splits some characters across tokens, which is what the test is about.
     bool split = false;
