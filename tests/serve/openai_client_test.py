@@ -19,6 +19,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 import unittest
 
@@ -129,7 +130,8 @@ class OpenAIClientTest(unittest.TestCase):
         return list(stream)
 
     def completion_chunks(self, prompt, **kw):
-        return list(self.client.completions.create(model=MODEL_ID, prompt=prompt, temperature=0, stream=True, **kw))
+        kw.setdefault("temperature", 0)
+        return list(self.client.completions.create(model=MODEL_ID, prompt=prompt, stream=True, **kw))
 
     # --- answers --------------------------------------------------------------------------------------------------
 
@@ -210,6 +212,26 @@ class OpenAIClientTest(unittest.TestCase):
         chunks = self.completion_chunks(prompt, **kw)
         self.assertEqual("".join(c.choices[0].text for c in chunks).encode("utf-8"), text.encode("utf-8"))
         self.assertEqual(r.usage.prompt_tokens, len(tokenize(prompt)))
+
+    def test_concurrent_streams_equal_answers_alone(self):
+        prompts = ["The sky is", "My favourite food is", "def fibonacci(n):", "In 1492,"]
+        kw = dict(max_tokens=12, temperature=0, extra_body={"ignore_eos": True})
+        alone = [self.client.completions.create(model=MODEL_ID, prompt=p, **kw).choices[0].text for p in prompts]
+        results = [None] * len(prompts)
+
+        def run(i):
+            try:
+                results[i] = "".join(c.choices[0].text for c in self.completion_chunks(prompts[i], **kw))
+            except Exception as e:  # noqa: BLE001 (reported by the comparison below)
+                results[i] = repr(e)
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(len(prompts))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        self.assertFalse(any(t.is_alive() for t in threads), "a concurrent stream did not finish in 120 s")
+        self.assertEqual(results, alone)
 
     def test_seeded_sampling_reproduces(self):
         kw = dict(model=MODEL_ID, prompt="Once upon a time", max_tokens=12, temperature=0.9, top_p=0.95, seed=1234)
