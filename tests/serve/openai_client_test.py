@@ -162,6 +162,18 @@ class OpenAIClientTest(unittest.TestCase):
         # No usage chunk unless asked for.
         self.assertTrue(all(c.usage is None for c in self.stream_chat("Name three colors.", max_tokens=4)))
 
+    def test_chat_logprobs(self):
+        _, r = self.chat("Name three colors.", max_tokens=6, logprobs=True, top_logprobs=3,
+                         extra_body={"ignore_eos": True})
+        content = r.choices[0].logprobs.content
+        self.assertEqual(len(content), r.usage.completion_tokens)
+        # The tokens' bytes make up the text exactly.
+        self.assertEqual(b"".join(bytes(t.bytes) for t in content), r.choices[0].message.content.encode())
+        for t in content:
+            self.assertEqual(len(t.top_logprobs), 3)
+            self.assertAlmostEqual(t.logprob, t.top_logprobs[0].logprob, places=5)  # greedy: the best one
+            self.assertEqual(t.token, t.top_logprobs[0].token)
+
     def test_completion_streamed_equals_non_streamed_and_usage(self):
         prompt = "The capital of France is"
         r = self.client.completions.create(model=MODEL_ID, prompt=prompt, max_tokens=16, temperature=0,
