@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -51,17 +52,32 @@ uint64_t prefix_seed(const Model& model, DType kv_dtype, int block_size) {
 }  // namespace
 
 Engine::Engine(const Model& model, Backend& backend, EngineOptions options)
-    : model_(model), backend_(backend), opt_(options), max_rows_(batch_bucket(options.max_seqs)) {
+    : model_(model),
+      backend_(backend),
+      opt_(options),
+      max_rows_(batch_bucket(options.max_seqs)),
+      rows_(static_cast<size_t>(std::max(options.max_seqs, 0))) {
     const ModelConfig& c = model.config();
-    if (opt_.block_size <= 0 || opt_.max_seqs <= 0 || opt_.prefill_chunk <= 0 || opt_.context <= 0) {
+    if (opt_.block_size <= 0 || opt_.max_seqs <= 0 || opt_.prefill_chunk <= 0 || opt_.context <= 0 ||
+        opt_.kv_blocks < 0) {
         throw std::invalid_argument("engine: block size, sequences, prefill chunk and context must be positive");
     }
     context_ = std::min<int64_t>(opt_.context, c.max_position_embeddings);
     max_blocks_ = static_cast<int>((context_ + opt_.block_size - 1) / opt_.block_size);
+    const int64_t pool = opt_.kv_blocks > 0 ? opt_.kv_blocks : static_cast<int64_t>(max_blocks_) * opt_.max_seqs;
+    if (pool < max_blocks_) {
+        // Then one sequence alone always fits, so a scheduler can always make progress by preempting the others.
+        throw std::invalid_argument("engine: a KV pool of " + std::to_string(pool) + " blocks cannot hold one " +
+                                    std::to_string(context_) + "-token context (" + std::to_string(max_blocks_) +
+                                    " blocks of " + std::to_string(opt_.block_size) + ")");
+    }
+    if (pool > std::numeric_limits<int32_t>::max() / opt_.block_size) {
+        throw std::invalid_argument("engine: KV pool of " + std::to_string(pool) + " blocks is too large");
+    }
     const int64_t kv_dim = static_cast<int64_t>(c.num_key_value_heads) * c.head_dim;
-    kv_ = std::make_unique<PagedKvCache>(backend, c.num_hidden_layers, kv_dim, max_blocks_ * opt_.max_seqs,
+    kv_ = std::make_unique<PagedKvCache>(backend, c.num_hidden_layers, kv_dim, static_cast<int>(pool),
                                          opt_.block_size, kv_dtype_for(model, opt_));
-    cache_ = std::make_unique<PrefixCache>(max_blocks_ * opt_.max_seqs, opt_.block_size,
+    cache_ = std::make_unique<PrefixCache>(static_cast<int>(pool), opt_.block_size,
                                            prefix_seed(model, kv_->dtype(), opt_.block_size));
     decoder_ = std::make_unique<Decoder>(model, backend, *kv_, std::max(opt_.prefill_chunk, max_rows_), max_rows_);
 
@@ -70,6 +86,7 @@ Engine::Engine(const Model& model, Backend& backend, EngineOptions options)
     pf_slots_ = i32("prefill.slot_mapping", opt_.prefill_chunk);
     pf_qsl_ = i32("prefill.query_start_loc", 2);
     pf_seq_len_ = i32("prefill.seq_lens", 1);
+    pf_table_ = i32("prefill.block_table", 1, max_blocks_);
 
     const int S = max_rows_;
     block_tables_ = i32("block_tables", S, max_blocks_);
@@ -96,6 +113,17 @@ Engine::Engine(const Model& model, Backend& backend, EngineOptions options)
     std::vector<int32_t> qsl(static_cast<size_t>(S) + 1);
     std::iota(qsl.begin(), qsl.end(), 0);
     backend_.upload(decode_qsl_, qsl.data());
+    // Every row starts inert: no blocks, slot -1, length 0, greedy.
+    const std::vector<int32_t> no_blocks(static_cast<size_t>(S) * max_blocks_, -1), minus(static_cast<size_t>(S), -1),
+        zeros(static_cast<size_t>(S), 0);
+    const std::vector<sampling::RowParams> greedy(static_cast<size_t>(S));
+    backend_.upload(block_tables_, no_blocks.data());
+    backend_.upload(state_.token_ids, zeros.data());
+    backend_.upload(state_.positions, zeros.data());
+    backend_.upload(state_.slot_mapping, minus.data());
+    backend_.upload(state_.seq_lens, zeros.data());
+    backend_.upload(state_.step, zeros.data());
+    backend_.upload(sampling_.params, greedy.data());
 }
 
 Engine::~Engine() {
@@ -106,11 +134,11 @@ Engine::~Engine() {
 }
 
 bool Engine::captured() const {
-    const auto it = graphs_.find(bucket_);
+    const auto it = graphs_.find(last_bucket_);
     return it != graphs_.end() && it->second.graph >= 0;
 }
 
-size_t Engine::graph_ops() const { return captured() ? backend_.graph_nodes(graphs_.at(bucket_).graph) : 0; }
+size_t Engine::graph_ops() const { return captured() ? backend_.graph_nodes(graphs_.at(last_bucket_).graph) : 0; }
 
 SamplingIo Engine::sampling_rows(int64_t r0, int64_t n, int step_offset) const {
     SamplingIo io = sampling_;
@@ -122,9 +150,34 @@ SamplingIo Engine::sampling_rows(int64_t r0, int64_t n, int step_offset) const {
     return io;
 }
 
+Tensor Engine::table_entries(int row, int64_t first, int64_t n) const {
+    const Tensor flat = whole(block_tables_.buf, DType::I32, block_tables_.numel(), 1);
+    return flat.slice_rows(static_cast<int64_t>(row) * max_blocks_ + first, n);
+}
+
+int32_t Engine::slot_of(const Row& r, int64_t pos) const {
+    const int bs = opt_.block_size;
+    return r.blocks[static_cast<size_t>(pos / bs)] * bs + static_cast<int32_t>(pos % bs);
+}
+
+void Engine::check_prompt(const std::vector<int32_t>& prompt, int64_t new_tokens) const {
+    const int64_t vocab = model_.config().vocab_size;
+    if (prompt.empty()) throw std::runtime_error("empty prompt");
+    for (const int32_t id : prompt) {
+        if (id < 0 || id >= vocab) {
+            throw std::runtime_error("invalid token id " + std::to_string(id) + " (vocabulary size " +
+                                     std::to_string(vocab) + ")");
+        }
+    }
+    if (static_cast<int64_t>(prompt.size()) + new_tokens > context_) {
+        throw std::runtime_error("prompt of " + std::to_string(prompt.size()) + " tokens plus " +
+                                 std::to_string(new_tokens) + " new tokens exceeds the context of " +
+                                 std::to_string(context_) + " tokens");
+    }
+}
+
 std::vector<int32_t> Engine::start(const std::vector<std::vector<int32_t>>& prompts, int max_new_tokens,
                                    const std::vector<sampling::RowParams>& params) {
-    const ModelConfig& c = model_.config();
     const int S = static_cast<int>(prompts.size());
     if (S == 0) throw std::runtime_error("no prompts given");
     if (S > opt_.max_seqs) {
@@ -135,131 +188,212 @@ std::vector<int32_t> Engine::start(const std::vector<std::vector<int32_t>>& prom
     if (!params.empty() && params.size() != prompts.size())
         throw std::runtime_error("sampling parameters must be given for every sequence or none");
     for (const sampling::RowParams& p : params) sampling::check_params(p);
-    for (const auto& p : prompts) {
-        if (p.empty()) throw std::runtime_error("empty prompt");
-        for (int32_t id : p) {
-            if (id < 0 || id >= c.vocab_size) {
-                throw std::runtime_error("invalid token id " + std::to_string(id) + " (vocabulary size " +
-                                         std::to_string(c.vocab_size) + ")");
-            }
-        }
-        const int64_t need = static_cast<int64_t>(p.size()) + max_new_tokens;
-        if (need > context_) {
-            throw std::runtime_error("prompt of " + std::to_string(p.size()) + " tokens plus " +
-                                     std::to_string(max_new_tokens) + " new tokens exceeds the context of " +
-                                     std::to_string(context_) + " tokens");
-        }
-    }
+    for (const auto& p : prompts) check_prompt(p, max_new_tokens);
     finish();
 
-    // Reserve every block the request can touch up front, so decode never allocates: a prompt's leading cached
-    // blocks are shared, the rest are fresh. Rows past S (the bucket's padding and unused rows) have no blocks.
-    std::vector<int32_t> table(static_cast<size_t>(max_rows_) * max_blocks_, -1);
-    std::vector<int> shared(static_cast<size_t>(S), 0);
+    // Every block the request can touch is reserved up front, so decode never allocates. Rows are taken lowest
+    // first, so sequence s decodes in row s.
+    for (int s = 0; s < S; ++s) {
+        const auto& p = prompts[static_cast<size_t>(s)];
+        const int row = admit(p, {}, params.empty() ? sampling::RowParams{} : params[static_cast<size_t>(s)],
+                              static_cast<int64_t>(p.size()) + max_new_tokens);
+        if (row < 0) {
+            finish();
+            throw std::runtime_error("KV cache full: " + std::to_string(kv_blocks_total()) +
+                                     " blocks cannot hold " + std::to_string(S) + " sequences of " +
+                                     std::to_string(max_new_tokens) + " new tokens");
+        }
+    }
+    std::vector<int32_t> first(static_cast<size_t>(S));
     try {
         for (int s = 0; s < S; ++s) {
-            const auto& p = prompts[static_cast<size_t>(s)];
-            const int64_t n = static_cast<int64_t>(p.size());
-            std::vector<int32_t> b =
-                opt_.prefix_cache ? cache_->match(p.data(), shareable_blocks(n)) : std::vector<int32_t>{};
-            shared[static_cast<size_t>(s)] = static_cast<int>(b.size());
-            blocks_.push_back(b);  // held from here on, so finish() releases them if the rest fails
-            const std::vector<int32_t> fresh =
-                cache_->allocate(kv_->blocks_for(n + max_new_tokens) - static_cast<int>(b.size()));
-            std::vector<int32_t>& row = blocks_.back();
-            row.insert(row.end(), fresh.begin(), fresh.end());
-            std::copy(row.begin(), row.end(), table.begin() + static_cast<int64_t>(s) * max_blocks_);
+            while (!prefill(s, &first[static_cast<size_t>(s)])) {
+            }
         }
     } catch (...) {
         finish();
         throw;
     }
-    backend_.upload(block_tables_, table.data());
-    num_seqs_ = S;
-    bucket_ = batch_bucket(S);
+    steps_ = 0;
+    return first;
+}
 
-    // Sampling state of every row of the bucket: padding rows sample greedily. Draw numbers count from the
-    // token after the prompt (step 0, offset 0), then step + 1 in decode.
-    params_ = params.empty() ? std::vector<sampling::RowParams>(static_cast<size_t>(S)) : params;
-    {
-        const int64_t V = c.vocab_size;
-        std::vector<sampling::RowParams> rows(static_cast<size_t>(bucket_));
-        std::copy(params_.begin(), params_.end(), rows.begin());
-        std::vector<int32_t> counts(static_cast<size_t>(bucket_ * V), 0);
-        for (int s = 0; s < S; ++s) {
-            for (int32_t id : prompts[static_cast<size_t>(s)]) counts[static_cast<size_t>(s * V + id)] |= sampling::kPromptBit;
-        }
-        backend_.upload(sampling_.params.slice_rows(0, bucket_), rows.data());
-        backend_.upload(sampling_.counts.slice_rows(0, bucket_), counts.data());
-        const int32_t zero = 0;
-        backend_.upload(state_.step, &zero);
+int Engine::free_rows() const {
+    return static_cast<int>(std::count_if(rows_.begin(), rows_.end(), [](const Row& r) { return !r.admitted; }));
+}
+
+int Engine::admit(const std::vector<int32_t>& prompt, const std::vector<int32_t>& generated,
+                  const sampling::RowParams& params, int64_t reserve) {
+    const auto it = std::find_if(rows_.begin(), rows_.end(), [](const Row& r) { return !r.admitted; });
+    if (it == rows_.end()) return -1;
+    const int64_t n = static_cast<int64_t>(prompt.size()), total = n + static_cast<int64_t>(generated.size());
+    const int need = kv_->blocks_for(std::min(std::max(reserve, total + 1), context_));
+    // A prompt's leading cached blocks are shared, the rest are fresh.
+    std::vector<int32_t> blocks =
+        opt_.prefix_cache ? cache_->match(prompt.data(), shareable_blocks(n)) : std::vector<int32_t>{};
+    const int fresh = need - static_cast<int>(blocks.size());
+    if (fresh > cache_->free_count() + cache_->lru_count()) {
+        cache_->release(blocks);
+        return -1;
     }
+    const std::vector<int32_t> more = cache_->allocate(fresh);
+    Row& r = *it;
+    r = Row{};
+    r.admitted = true;
+    r.prompt = prompt;
+    r.generated = generated;
+    r.params = params;
+    r.computed = static_cast<int64_t>(blocks.size()) * opt_.block_size;
+    r.canonical_end = n;
+    r.blocks = std::move(blocks);
+    r.blocks.insert(r.blocks.end(), more.begin(), more.end());
+    if (std::none_of(rows_.begin(), rows_.end(), [](const Row& x) { return x.decoding; })) {
+        // Nothing decodes: the step counter restarts (every row's draws count from its own draw_base).
+        global_step_ = 0;
+        backend_.upload(state_.step, &global_step_);
+    }
+    return static_cast<int>(it - rows_.begin());
+}
 
-    const int bs = opt_.block_size;
-    auto slot_of = [&](int s, int64_t pos) {
-        return blocks_[static_cast<size_t>(s)][static_cast<size_t>(pos / bs)] * bs + static_cast<int32_t>(pos % bs);
-    };
+void Engine::prefill_forward(int row, int64_t c0, int64_t c1, const int32_t* ids) {
+    const Row& r = rows_[static_cast<size_t>(row)];
+    const int T = static_cast<int>(c1 - c0);
+    std::vector<int32_t> pos(static_cast<size_t>(T)), slots(static_cast<size_t>(T));
+    for (int i = 0; i < T; ++i) {
+        pos[static_cast<size_t>(i)] = static_cast<int32_t>(c0 + i);
+        slots[static_cast<size_t>(i)] = slot_of(r, c0 + i);
+    }
+    std::vector<int32_t> table(static_cast<size_t>(max_blocks_), -1);
+    std::copy(r.blocks.begin(), r.blocks.end(), table.begin());
+    const int32_t qsl[2] = {0, T};
+    const int32_t seq_len = static_cast<int32_t>(c1);
+    StepInputs in;
+    in.token_ids = pf_ids_.slice_rows(0, T);
+    in.positions = pf_pos_.slice_rows(0, T);
+    in.slot_mapping = pf_slots_.slice_rows(0, T);
+    backend_.upload(in.token_ids, ids);
+    backend_.upload(in.positions, pos.data());
+    backend_.upload(in.slot_mapping, slots.data());
+    backend_.upload(pf_qsl_, qsl);
+    backend_.upload(pf_seq_len_, &seq_len);
+    backend_.upload(pf_table_, table.data());
+    in.meta = AttentionMeta{pf_table_, pf_seq_len_, pf_qsl_, 1, opt_.block_size, interleaved_pairs()};
+    decoder_->forward(in, T);
+}
 
-    std::vector<int32_t> first(static_cast<size_t>(S));
+int64_t Engine::next_prefill_tokens(int row) const {
+    const Row& r = rows_.at(static_cast<size_t>(row));
+    const int64_t n = static_cast<int64_t>(r.prompt.size()), C = opt_.prefill_chunk;
+    return r.computed < n ? std::min(n, (r.computed / C + 1) * C) - r.computed : 1;
+}
+
+bool Engine::prefill(int row, int32_t* first) {
+    Row& r = rows_.at(static_cast<size_t>(row));
+    if (!r.admitted || r.decoding) throw std::logic_error("prefill of a row that is not being admitted");
+    const int64_t n = static_cast<int64_t>(r.prompt.size());
+    const int64_t k = static_cast<int64_t>(r.generated.size());
     const int64_t C = opt_.prefill_chunk;
-    for (int s = 0; s < S; ++s) {
-        const auto& p = prompts[static_cast<size_t>(s)];
-        const int64_t n = static_cast<int64_t>(p.size());
+    const int bs = opt_.block_size;
+    if (r.computed < n) {
         // Chunks end at the multiples of prefill_chunk, where a run without shared blocks cuts them too.
         // `canonical_end`: positions before it were computed in a forward of as many rows (one, or several) as any
         // prompt's non-final position is, so their blocks may be shared with later prompts.
-        int64_t canonical_end = n;
-        for (int64_t c0 = static_cast<int64_t>(shared[static_cast<size_t>(s)]) * bs; c0 < n;) {
-            const int64_t c1 = std::min(n, (c0 / C + 1) * C);
-            const int T = static_cast<int>(c1 - c0);
-            if ((T >= 2) != (C >= 2)) canonical_end = std::min(canonical_end, c0);
-            std::vector<int32_t> pos(static_cast<size_t>(T)), slots(static_cast<size_t>(T));
-            for (int i = 0; i < T; ++i) {
-                pos[static_cast<size_t>(i)] = static_cast<int32_t>(c0 + i);
-                slots[static_cast<size_t>(i)] = slot_of(s, c0 + i);
-            }
-            const int32_t qsl[2] = {0, T};
-            const int32_t seq_len = static_cast<int32_t>(c1);
-            StepInputs in;
-            in.token_ids = pf_ids_.slice_rows(0, T);
-            in.positions = pf_pos_.slice_rows(0, T);
-            in.slot_mapping = pf_slots_.slice_rows(0, T);
-            backend_.upload(in.token_ids, p.data() + c0);
-            backend_.upload(in.positions, pos.data());
-            backend_.upload(in.slot_mapping, slots.data());
-            backend_.upload(pf_qsl_, qsl);
-            backend_.upload(pf_seq_len_, &seq_len);
-            in.meta = AttentionMeta{block_tables_.slice_rows(s, 1), pf_seq_len_, pf_qsl_, 1, bs, interleaved_pairs()};
-            decoder_->forward(in, T);
-            c0 = c1;
-        }
-        if (opt_.prefix_cache) {
-            cache_->publish(blocks_[static_cast<size_t>(s)], p.data(), static_cast<int>(canonical_end / bs));
-        }
-        backend_.sample(decoder_->logits(1), sampling_rows(s, 1, 0), sampled_.slice_rows(s, 1));
+        const int64_t c0 = r.computed, c1 = c0 + next_prefill_tokens(row);
+        if ((c1 - c0 >= 2) != (C >= 2)) r.canonical_end = std::min(r.canonical_end, c0);
+        prefill_forward(row, c0, c1, r.prompt.data() + c0);
+        r.computed = c1;
+        if (c1 == n && opt_.prefix_cache) cache_->publish(r.blocks, r.prompt.data(), static_cast<int>(r.canonical_end / bs));
+        if (c1 < n || k > 1) return false;
+    } else if (r.computed < n + k - 1) {
+        // A token generated before a preemption, fed alone as the decode step that first computed it was.
+        const int64_t c0 = r.computed;
+        prefill_forward(row, c0, c0 + 1, r.generated.data() + (c0 - n));
+        r.computed = c0 + 1;
+        if (r.computed < n + k - 1) return false;
     }
-    backend_.download(sampled_.slice_rows(0, S), first.data());
+    // Complete: the row's sampling state, then its first sampled token (or its last generated one) joins decode.
+    // Draw numbers count the sequence's own tokens: draw k - 1 made generated[k - 1], the next step draws k.
+    const int64_t V = model_.config().vocab_size;
+    r.params.draw_base = global_step_ - static_cast<int32_t>(std::max<int64_t>(k - 1, 0));
+    std::vector<int32_t> counts(static_cast<size_t>(V), 0);
+    for (const int32_t id : r.prompt) counts[static_cast<size_t>(id)] |= sampling::kPromptBit;
+    for (const int32_t id : r.generated) counts[static_cast<size_t>(id)] += 1;
+    backend_.upload(sampling_.params.slice_rows(row, 1), &r.params);
+    backend_.upload(sampling_.counts.slice_rows(row, 1), counts.data());
+    if (k > 0) {
+        join(row, r.generated.back(), n + k - 1);
+        return true;
+    }
+    backend_.sample(decoder_->logits(1), sampling_rows(row, 1, 0), sampled_.slice_rows(row, 1));
+    backend_.download(sampled_.slice_rows(row, 1), first);
+    join(row, *first, n);
+    return true;
+}
 
-    // Seed the device-side decode state: the first sampled token is fed at position = prompt length.
-    // Padding rows of the bucket get token 0 at position 0, slot -1 and length 0.
-    const int B = bucket_;
-    std::vector<int32_t> ids(static_cast<size_t>(B), 0), pos(static_cast<size_t>(B), 0),
-        slots(static_cast<size_t>(B), -1), lens(static_cast<size_t>(B), 0);
-    for (int s = 0; s < S; ++s) {
-        const int64_t n = static_cast<int64_t>(prompts[static_cast<size_t>(s)].size());
-        ids[static_cast<size_t>(s)] = first[static_cast<size_t>(s)];
-        pos[static_cast<size_t>(s)] = static_cast<int32_t>(n);
-        slots[static_cast<size_t>(s)] = slot_of(s, n);
-        lens[static_cast<size_t>(s)] = static_cast<int32_t>(n + 1);
+void Engine::write_row_state(int row, int32_t input, int64_t pos, int32_t slot, int32_t len) {
+    const int32_t p = static_cast<int32_t>(pos);
+    backend_.upload(state_.token_ids.slice_rows(row, 1), &input);
+    backend_.upload(state_.positions.slice_rows(row, 1), &p);
+    backend_.upload(state_.slot_mapping.slice_rows(row, 1), &slot);
+    backend_.upload(state_.seq_lens.slice_rows(row, 1), &len);
+    ++row_writes_;
+    rows_written_ = true;
+}
+
+void Engine::join(int row, int32_t input, int64_t pos) {
+    Row& r = rows_[static_cast<size_t>(row)];
+    std::vector<int32_t> table(static_cast<size_t>(max_blocks_), -1);
+    std::copy(r.blocks.begin(), r.blocks.end(), table.begin());
+    backend_.upload(block_tables_.slice_rows(row, 1), table.data());
+    write_row_state(row, input, pos, slot_of(r, pos), static_cast<int32_t>(pos + 1));
+    r.decoding = true;
+    r.pos = pos;
+    update_bucket();
+}
+
+std::vector<int> Engine::grow() {
+    std::vector<int> starved;
+    for (int row = 0; row < static_cast<int>(rows_.size()); ++row) {
+        Row& r = rows_[static_cast<size_t>(row)];
+        if (!r.decoding) continue;
+        // The step writes position pos (its block is held) and advances the slot to pos + 1.
+        const int need = kv_->blocks_for(std::min(r.pos + 2, context_));
+        const int have = static_cast<int>(r.blocks.size());
+        if (have >= need) continue;
+        if (cache_->free_count() + cache_->lru_count() < need - have) {
+            starved.push_back(row);
+            continue;
+        }
+        const std::vector<int32_t> more = cache_->allocate(need - have);
+        r.blocks.insert(r.blocks.end(), more.begin(), more.end());
+        backend_.upload(table_entries(row, have, need - have), more.data());
+        ++row_writes_;
+        rows_written_ = true;
     }
-    const int32_t zero = 0;
-    backend_.upload(state_.token_ids.slice_rows(0, B), ids.data());
-    backend_.upload(state_.positions.slice_rows(0, B), pos.data());
-    backend_.upload(state_.slot_mapping.slice_rows(0, B), slots.data());
-    backend_.upload(state_.seq_lens.slice_rows(0, B), lens.data());
-    backend_.upload(state_.step, &zero);
-    steps_ = 0;
-    return first;
+    return starved;
+}
+
+void Engine::release(int row) {
+    Row& r = rows_.at(static_cast<size_t>(row));
+    if (!r.admitted) return;
+    cache_->release(r.blocks);
+    if (r.decoding) {
+        const std::vector<int32_t> table(static_cast<size_t>(max_blocks_), -1);
+        const sampling::RowParams greedy;
+        backend_.upload(block_tables_.slice_rows(row, 1), table.data());
+        backend_.upload(sampling_.params.slice_rows(row, 1), &greedy);
+        write_row_state(row, 0, 0, -1, 0);
+    }
+    r = Row{};
+    update_bucket();
+}
+
+void Engine::update_bucket() {
+    num_seqs_ = 0;
+    for (int row = 0; row < static_cast<int>(rows_.size()); ++row) {
+        if (rows_[static_cast<size_t>(row)].decoding) num_seqs_ = row + 1;
+    }
+    bucket_ = num_seqs_ > 0 ? batch_bucket(num_seqs_) : 0;
 }
 
 void Engine::issue_decode_step() {
@@ -284,7 +418,7 @@ void Engine::issue_decode_step() {
 }
 
 void Engine::step() {
-    if (num_seqs_ == 0) throw std::logic_error("step() before start()");
+    if (num_seqs_ == 0) throw std::logic_error("step() with no decoding sequence");
     const bool use_graph = opt_.capture && backend_.supports_capture();
     BucketGraph& g = graphs_[bucket_];
     if (!use_graph || !g.warmed) {
@@ -312,6 +446,11 @@ void Engine::step() {
         ++replays_;
     }
     ++steps_;
+    ++global_step_;
+    last_bucket_ = bucket_;
+    for (Row& r : rows_) r.pos += r.decoding ? 1 : 0;
+    if (!rows_written_) ++steady_steps_;
+    rows_written_ = false;
 }
 
 std::vector<int32_t> Engine::sampled() {
@@ -344,7 +483,7 @@ std::vector<TokenLogprobs> Engine::logprobs() {
     backend_.download(sampling_.top_ids.slice_rows(0, S), top.data());
     std::vector<TokenLogprobs> out(static_cast<size_t>(S));
     for (int s = 0; s < S; ++s) {
-        const int n = params_[static_cast<size_t>(s)].logprobs;
+        const int n = rows_[static_cast<size_t>(s)].params.logprobs;
         if (n < 0) continue;
         TokenLogprobs& t = out[static_cast<size_t>(s)];
         const float* row = lp.data() + static_cast<size_t>(s) * (1 + sampling::kMaxLogprobs);
@@ -377,9 +516,7 @@ int Engine::shareable_blocks(int64_t n) const {
 }
 
 void Engine::finish() {
-    for (const auto& b : blocks_) cache_->release(b);
-    blocks_.clear();
-    num_seqs_ = 0;
+    for (int row = 0; row < static_cast<int>(rows_.size()); ++row) release(row);
 }
 
 }  // namespace tracelm

@@ -37,6 +37,8 @@ struct EngineOptions {
     std::optional<DType> kv_dtype;
     // Share the KV blocks of prompt prefixes computed before (kv/prefix_cache.h, docs/prefix-cache.md).
     bool prefix_cache = true;
+    // KV pool size in blocks; 0: enough for max_seqs sequences of the whole context.
+    int64_t kv_blocks = 0;
 };
 
 // The KV cache dtype `options` give for `model`.
@@ -73,14 +75,49 @@ class Engine {
     std::vector<TokenLogprobs> logprobs();
     // Logits [S, vocab] of the last forward (after the sampling penalties), read from the device.
     std::vector<float> logits();
-    // Returns the blocks of the current batch to the cache.
+    // Returns the blocks of every sequence to the cache.
     void finish();
+
+    // ---- Continuous batching (serve/scheduler.h): sequences join and leave the decode batch between steps ----
+    // start() above is these calls for a fixed batch. A sequence is admitted into a free row, prefilled one forward
+    // at a time, then joins the decode batch: its row's state is written before the next step. A step runs over
+    // batch_bucket(last decoding row + 1) rows; rows without a decoding sequence are inert (their block table is
+    // empty, so they write and attend to nothing).
+
+    // Throws std::runtime_error naming the problem when `prompt` followed by `new_tokens` generated tokens cannot
+    // run: empty, an id outside the vocabulary, or longer than the context.
+    void check_prompt(const std::vector<int32_t>& prompt, int64_t new_tokens) const;
+    // Admits `prompt` followed by `generated`, tokens the sequence already produced (after a preemption; they are
+    // recomputed one forward each, as decode computed them, so the sequence goes on exactly as it would have),
+    // into the lowest free row with KV blocks for max(reserve, all tokens + 1) tokens. Returns the row, or -1 when
+    // no row or too few KV blocks are free (nothing is held then). The caller has checked the prompt.
+    int admit(const std::vector<int32_t>& prompt, const std::vector<int32_t>& generated,
+              const sampling::RowParams& params, int64_t reserve);
+    // Runs the next prefill forward of an admitted row (a chunk of the prompt, or one generated token). Returns
+    // true once the row has joined the decode batch; a sequence admitted without generated tokens has then sampled
+    // its first token, returned in *first.
+    bool prefill(int row, int32_t* first);
+    // Gives every decoding row the KV block its next step writes into; returns the rows that could not get one.
+    std::vector<int> grow();
+    // Returns a row's blocks to the cache and makes the row inert.
+    void release(int row);
+    int free_rows() const;
+    // Tokens the next prefill(row) forward computes: the rest of the prompt up to the next multiple of
+    // prefill_chunk (the cut points never depend on other traffic), or 1.
+    int64_t next_prefill_tokens(int row) const;
+    // Position of the token a decoding row feeds next (the sequence then holds position + 1 tokens).
+    int64_t position(int row) const { return rows_.at(static_cast<size_t>(row)).pos; }
+    int kv_blocks_total() const { return cache_->num_blocks(); }
+    int kv_blocks_used() const { return cache_->num_blocks() - cache_->free_count() - cache_->lru_count(); }
+    // Decode rows the host rewrote between steps (joins, leaves, new KV blocks), and steps that had none.
+    uint64_t row_writes() const { return row_writes_; }
+    uint64_t steady_steps() const { return steady_steps_; }
 
     // Rows a decode step of S sequences runs over.
     static int batch_bucket(int S);
 
     int64_t context() const { return context_; }
-    // Whether the current batch's bucket has a captured graph.
+    // Whether the bucket of the last decode step has a captured graph.
     bool captured() const;
     int replays() const { return replays_; }
     int decode_steps() const { return steps_; }
@@ -89,16 +126,34 @@ class Engine {
     // Block reuse so far, and the allocator (its state is walked by tests).
     const PrefixCacheStats& prefix_stats() const { return cache_->stats(); }
     const PrefixCache& prefix_cache() const { return *cache_; }
-    // Ops recorded in the current bucket's decode graph (0 before capture).
+    // Ops recorded in the last decode step's bucket graph (0 before capture).
     size_t graph_ops() const;
 
    private:
+    struct Row {
+        bool admitted = false;
+        bool decoding = false;  // joined the decode batch
+        std::vector<int32_t> prompt, generated;
+        sampling::RowParams params;
+        std::vector<int32_t> blocks;
+        int64_t computed = 0;       // tokens whose KV is written
+        int64_t canonical_end = 0;  // prompt positions computed as a run without shared blocks computes them
+        int64_t pos = 0;            // decoding: position of the next input token
+    };
     struct BucketGraph {
         GraphId graph = -1;
         bool warmed = false;  // an eager step of this bucket ran, so its graph may be captured
     };
 
     Tensor i32(const std::string& name, int64_t n, int64_t cols = 1);
+    // Entries [first, first + n) of a row's block table.
+    Tensor table_entries(int row, int64_t first, int64_t n) const;
+    int32_t slot_of(const Row& r, int64_t pos) const;
+    void prefill_forward(int row, int64_t c0, int64_t c1, const int32_t* ids);
+    // Writes the row's decode state (input id, position, slot, length, block table): it joins the next step.
+    void join(int row, int32_t input, int64_t pos);
+    void write_row_state(int row, int32_t input, int64_t pos, int32_t slot, int32_t len);
+    void update_bucket();
     void issue_decode_step();
     Tensor history_view(int rows) const;  // [context, rows] view of the sampled-id history
     SamplingIo sampling_rows(int64_t r0, int64_t n, int step_offset) const;
@@ -119,23 +174,26 @@ class Engine {
     std::unique_ptr<Decoder> decoder_;
     std::vector<Buffer*> buffers_;
 
-    // Prefill inputs.
-    Tensor pf_ids_, pf_pos_, pf_slots_, pf_qsl_, pf_seq_len_;
+    // Prefill inputs (the prefilled sequence's own block table: decode rows stay inert until they join).
+    Tensor pf_ids_, pf_pos_, pf_slots_, pf_qsl_, pf_seq_len_, pf_table_;
     // Decode state, advanced on the device.
     DecodeState state_;
     Tensor block_tables_, decode_qsl_, sampled_;
     Buffer* history_buf_ = nullptr;
     // Sampling state: parameters per row (written by start()), token counts, logprob outputs.
     SamplingIo sampling_;
-    std::vector<sampling::RowParams> params_;  // of the current request
 
     int max_rows_;  // batch_bucket(max_seqs): rows of every decode-state buffer
-    int num_seqs_ = 0;
-    int bucket_ = 0;  // batch_bucket(num_seqs_)
-    std::vector<std::vector<int32_t>> blocks_;
+    std::vector<Row> rows_;  // max_seqs of them
+    int num_seqs_ = 0;  // last decoding row + 1
+    int bucket_ = 0;    // batch_bucket(num_seqs_), 0 when nothing decodes
+    int last_bucket_ = 0;  // of the last decode step
+    int32_t global_step_ = 0;  // the device's step counter
     std::map<int, BucketGraph> graphs_;  // by bucket
     int steps_ = 0;
     int replays_ = 0;
+    uint64_t row_writes_ = 0, steady_steps_ = 0;
+    bool rows_written_ = false;  // since the last step
 };
 
 }  // namespace tracelm

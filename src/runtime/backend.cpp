@@ -28,6 +28,7 @@ void Backend::free(Buffer* b) {
 
 void Backend::upload(const Tensor& dst, const void* src) {
     if (capturing_) violation("upload", dst.name());
+    ++uploads_;
     do_upload(dst, src);
 }
 

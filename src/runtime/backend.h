@@ -134,6 +134,8 @@ class Backend {
     void replay(GraphId g);
     void destroy_graph(GraphId g);
     bool capturing() const { return capturing_; }
+    // Host writes (upload calls) so far: what a serving step costs the host besides its replay.
+    uint64_t uploads() const { return uploads_; }
     // Device ops (kernels) one replay of g runs.
     virtual size_t graph_nodes(GraphId g) const = 0;
 
@@ -217,6 +219,7 @@ class Backend {
    private:
     [[noreturn]] void violation(const std::string& what, const std::string& buffer) const;
     bool capturing_ = false;
+    uint64_t uploads_ = 0;
 };
 
 }  // namespace tracelm

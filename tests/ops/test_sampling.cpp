@@ -243,6 +243,8 @@ TEST(SamplingOp, MatchesReferenceOnLargeRows) {
         ps[1].frequency_penalty = 0.2f;
         ps[2].presence_penalty = 0.5f;
         ps[trial % 6].logprobs = 7;
+        // Rows that joined at different steps draw from their own origin (some before step 0: unsigned wrap).
+        for (int64_t r = 0; r < R; ++r) ps[static_cast<size_t>(r)].draw_base = static_cast<int32_t>(r * 7) - 3;
         std::vector<int32_t> counts(static_cast<size_t>(R * V), 0);
         for (int i = 0; i < 300; ++i) counts[rng() % counts.size()] = (rng() % 2 ? sampling::kPromptBit : 0) | (rng() % 4);
         op.set(logits, ps, counts, trial);
@@ -255,7 +257,7 @@ TEST(SamplingOp, MatchesReferenceOnLargeRows) {
             SCOPED_TRACE(::testing::Message() << "trial " << trial << " row " << r);
             std::vector<int32_t> c(counts.begin() + r * V, counts.begin() + (r + 1) * V);
             const auto want = sampling::sample_row_reference(logits.data() + r * V, V, ps[static_cast<size_t>(r)],
-                                                              c.data(), static_cast<uint32_t>(trial));
+                                                              c.data(), static_cast<uint32_t>(trial - ps[static_cast<size_t>(r)].draw_base));
             EXPECT_EQ(ids[static_cast<size_t>(r)], want.id);
             for (int64_t v = 0; v < V; ++v) {
                 ASSERT_EQ(std::memcmp(&out[static_cast<size_t>(r * V + v)], &logits[static_cast<size_t>(r * V + v)], 4), 0);

@@ -19,7 +19,8 @@
 //   7. draw: weights w = exp((x - max) / temperature) in double, summed over the remaining candidates in ascending
 //      id order to W; u = uniform(seed, draw) in [0, 1); the first candidate (ascending id) whose running sum
 //      exceeds u * W. A token of weight 0 is never drawn.
-//   The draw number is step + step_offset: n for the sequence's n-th sampled token (0: the one after the prompt).
+//   The draw number is step + step_offset - params.draw_base (draw_number): n for the sequence's n-th sampled
+//   token (0: the one after the prompt).
 //   When the maximum is +inf, each +inf token has weight 1 and every other token 0 (the limit of the softmax);
 //   when no token is above -inf (or all are NaN) the id is argmax's.
 // 8. counts[id] += 1 (the graph keeps the generated counts itself).
@@ -61,7 +62,10 @@ struct RowParams {
     float frequency_penalty = 0.0f;
     uint32_t seed_lo = 0, seed_hi = 0;
     int32_t logprobs = -1;  // -1: none; n in [0, kMaxLogprobs]: the chosen token's and the n best
-    int32_t reserved[2] = {0, 0};
+    // Subtracted from step + step_offset to give the draw number, so a sequence that joins a running batch (whose
+    // step counter is already past 0) still draws 0, 1, 2, ... for its own tokens.
+    int32_t draw_base = 0;
+    int32_t reserved = 0;
 
     TRACELM_SAMPLING_HD bool penalised() const {
         return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f;
@@ -85,6 +89,11 @@ TRACELM_SAMPLING_HD inline Philox4 philox4x32_10(Philox4 c, uint32_t k0, uint32_
         k1 += 0xBB67AE85u;
     }
     return c;
+}
+
+// Step 7's draw number of a row (unsigned arithmetic: wraps, never overflows).
+TRACELM_SAMPLING_HD inline uint32_t draw_number(int32_t step, int step_offset, const RowParams& p) {
+    return static_cast<uint32_t>(step) + static_cast<uint32_t>(step_offset) - static_cast<uint32_t>(p.draw_base);
 }
 
 // The draw's uniform number in [0, 1) with 53 random bits: Philox keyed by the seed at counter (draw, 0, 0, 0).

@@ -196,11 +196,11 @@ class Row {
 };
 
 void run_sample(const SampleArgs& a, int64_t b, int64_t e) {
-    const uint32_t draw = static_cast<uint32_t>(*a.step + a.step_offset);
+    const int32_t step = *a.step;
     for (int64_t slot = b; slot < e; ++slot) {
         unsigned char* scratch = a.scratch + slot * a.slot_bytes;
         const int64_t r1 = a.rows * (slot + 1) / a.slots;
-        for (int64_t r = a.rows * slot / a.slots; r < r1; ++r) Row(a, r, scratch).run(a.params[r], draw, r);
+        for (int64_t r = a.rows * slot / a.slots; r < r1; ++r) Row(a, r, scratch).run(a.params[r], sampling::draw_number(step, a.step_offset, a.params[r]), r);
     }
 }
 

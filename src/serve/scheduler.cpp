@@ -1,0 +1,340 @@
+#include "serve/scheduler.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+namespace tracelm::serve {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Wakes the scheduler thread; shared with the streams, which may outlive the scheduler.
+struct Signal {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool pending = false;
+
+    void notify() {
+        {
+            std::lock_guard<std::mutex> lock(mu);
+            pending = true;
+        }
+        cv.notify_one();
+    }
+};
+
+// One request: the consumer reads updates through Stream, the scheduler thread owns the rest.
+class Sequence final : public Stream {
+   public:
+    Sequence(GenerationRequest r, uint64_t order, std::shared_ptr<Signal> signal)
+        : req(std::move(r)), arrival(order), submitted(Clock::now()), signal_(std::move(signal)) {}
+
+    StreamUpdate next(std::chrono::milliseconds timeout) override {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait_for(lock, timeout, [&] { return !out_.tokens.empty() || out_.finish != Finish::None; });
+        StreamUpdate u = out_;
+        out_.tokens.clear();  // the end (finish, error) stays: later calls report it again
+        out_.logprobs.clear();
+        return u;
+    }
+
+    void cancel() override {
+        cancelled.store(true);
+        signal_->notify();
+    }
+
+    // Scheduler side.
+    void push(int32_t id, const TokenLogprobs* lp) {
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            out_.tokens.push_back(id);
+            if (lp != nullptr) out_.logprobs.push_back(*lp);
+        }
+        cv_.notify_all();
+    }
+    void end(Finish f, std::string error = {}) {
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            out_.finish = f;
+            out_.error = std::move(error);
+        }
+        cv_.notify_all();
+    }
+
+    const GenerationRequest req;
+    const uint64_t arrival;  // FCFS order; the largest running one is preempted first
+    const Clock::time_point submitted;
+    std::atomic<bool> cancelled{false};
+    int row = -1;       // engine row while admitted
+    bool joined = false;
+    std::vector<int32_t> tokens;  // generated so far (kept across preemptions)
+    Clock::time_point last_token;
+
+   private:
+    std::shared_ptr<Signal> signal_;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    StreamUpdate out_;
+};
+
+EngineOptions engine_options(const SchedulerOptions& o) {
+    EngineOptions e;
+    e.capture = o.capture;
+    e.block_size = o.block_size;
+    e.max_seqs = o.max_seqs;
+    e.context = o.context;
+    e.prefill_chunk = o.max_batched_tokens;
+    e.prefix_cache = o.prefix_cache;
+    e.kv_blocks = o.kv_blocks;
+    return e;
+}
+
+}  // namespace
+
+struct Scheduler::Impl {
+    Impl(const Model& model, Backend& backend, const SchedulerOptions& o)
+        : options(o), engine(model, backend, engine_options(o)), signal(std::make_shared<Signal>()) {
+        stats.kv_blocks_total = engine.kv_blocks_total();
+    }
+
+    void loop();
+    // One scheduler step; returns false when there is nothing to do.
+    bool step();
+    void drop_cancelled();
+    void admit();
+    void prefill();
+    void make_room();
+    void decode();
+    // Hands a sampled token to its sequence; ends the sequence on a stop id, max_new_tokens or a full context.
+    void deliver(const std::shared_ptr<Sequence>& s, int32_t id, const TokenLogprobs* lp);
+    void end(const std::shared_ptr<Sequence>& s, Finish f, std::string error = {});
+    void preempt(const std::shared_ptr<Sequence>& s);
+    void publish_stats();
+
+    const SchedulerOptions options;
+    Engine engine;
+    std::shared_ptr<Signal> signal;
+    std::thread thread;
+    std::atomic<bool> stopping{false};
+
+    mutable std::mutex mu;  // guards incoming and stats
+    std::vector<std::shared_ptr<Sequence>> incoming;
+    SchedulerStats stats;
+    uint64_t arrivals = 0;
+
+    // Scheduler thread only.
+    std::deque<std::shared_ptr<Sequence>> waiting;  // by arrival
+    std::vector<std::shared_ptr<Sequence>> running;  // admitted, by arrival
+    uint64_t preemptions = 0, finished = 0, prompt_tokens = 0, generated_tokens = 0;
+    std::vector<double> ttft, itl;  // observations since the last publish
+};
+
+Scheduler::Scheduler(const Model& model, Backend& backend, SchedulerOptions options)
+    : impl_(std::make_unique<Impl>(model, backend, options)) {
+    impl_->thread = std::thread([this] { impl_->loop(); });
+}
+
+Scheduler::~Scheduler() {
+    impl_->stopping.store(true);
+    impl_->signal->notify();
+    impl_->thread.join();
+}
+
+int64_t Scheduler::context() const { return impl_->engine.context(); }
+
+SchedulerStats Scheduler::stats() const {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    return impl_->stats;
+}
+
+std::shared_ptr<Stream> Scheduler::submit(GenerationRequest request) {
+    if (request.max_new_tokens < 1) throw RequestError("max_new_tokens must be at least 1");
+    try {
+        impl_->engine.check_prompt(request.prompt, 1);
+        sampling::check_params(request.params);
+    } catch (const std::exception& e) {
+        throw RequestError(e.what());
+    }
+    std::shared_ptr<Sequence> s;
+    {
+        std::lock_guard<std::mutex> lock(impl_->mu);
+        s = std::make_shared<Sequence>(std::move(request), impl_->arrivals++, impl_->signal);
+        impl_->incoming.push_back(s);
+        ++impl_->stats.waiting;
+    }
+    impl_->signal->notify();
+    return s;
+}
+
+void Scheduler::Impl::loop() {
+    while (!stopping.load()) {
+        bool busy = false;
+        try {
+            busy = step();
+        } catch (const std::exception& e) {
+            // An engine failure ends every admitted sequence with the error; the queue goes on.
+            for (const auto& s : std::vector<std::shared_ptr<Sequence>>(running)) end(s, Finish::Error, e.what());
+            engine.finish();
+        }
+        publish_stats();
+        if (!busy) {
+            std::unique_lock<std::mutex> lock(signal->mu);
+            signal->cv.wait(lock, [&] { return signal->pending || stopping.load(); });
+            signal->pending = false;
+        }
+    }
+    for (const auto& s : std::vector<std::shared_ptr<Sequence>>(running)) end(s, Finish::Error, "server shutting down");
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& s : incoming) s->end(Finish::Error, "server shutting down");
+    for (const auto& s : waiting) s->end(Finish::Error, "server shutting down");
+}
+
+bool Scheduler::Impl::step() {
+    {
+        std::lock_guard<std::mutex> lock(mu);
+        for (auto& s : incoming) waiting.push_back(std::move(s));
+        incoming.clear();
+    }
+    drop_cancelled();
+    admit();
+    prefill();
+    make_room();
+    decode();
+    return !running.empty() || !waiting.empty();
+}
+
+void Scheduler::Impl::drop_cancelled() {
+    for (const auto& s : std::vector<std::shared_ptr<Sequence>>(running)) {
+        if (s->cancelled.load()) end(s, Finish::Cancelled);
+    }
+    for (auto it = waiting.begin(); it != waiting.end();) {
+        if ((*it)->cancelled.load()) {
+            (*it)->end(Finish::Cancelled);
+            it = waiting.erase(it);
+        } else {
+            ++it;
+        }
+    }
+}
+
+void Scheduler::Impl::admit() {
+    // FCFS: the oldest waiting request first, and none past it while it cannot get a row or its KV blocks.
+    while (!waiting.empty()) {
+        const std::shared_ptr<Sequence>& s = waiting.front();
+        const int64_t total = static_cast<int64_t>(s->req.prompt.size() + s->tokens.size());
+        const int row = engine.admit(s->req.prompt, s->tokens, s->req.params, total + 1);
+        if (row < 0) return;
+        s->row = row;
+        s->joined = false;
+        if (s->tokens.empty()) prompt_tokens += s->req.prompt.size();
+        running.insert(std::upper_bound(running.begin(), running.end(), s,
+                                        [](const auto& a, const auto& b) { return a->arrival < b->arrival; }),
+                       s);
+        waiting.pop_front();
+    }
+}
+
+void Scheduler::Impl::prefill() {
+    // At most max_batched_tokens prefill tokens per step (whole chunks; a recompute's generated tokens count one
+    // each), oldest sequence first, so a long prompt never holds up the running batch for more than one chunk.
+    int64_t budget = options.max_batched_tokens;
+    for (const auto& s : std::vector<std::shared_ptr<Sequence>>(running)) {
+        while (!s->joined && engine.next_prefill_tokens(s->row) <= budget) {
+            budget -= engine.next_prefill_tokens(s->row);
+            int32_t first = 0;
+            s->joined = engine.prefill(s->row, &first);
+            if (s->joined && s->tokens.empty()) {
+                const bool lp = s->req.params.logprobs >= 0;
+                const TokenLogprobs t = lp ? engine.logprobs()[static_cast<size_t>(s->row)] : TokenLogprobs{};
+                deliver(s, first, lp ? &t : nullptr);
+            }
+        }
+        if (!s->joined) return;  // the next sequence waits for this one (FCFS)
+    }
+}
+
+void Scheduler::Impl::make_room() {
+    // A decoding sequence that needs a block it cannot get frees the newest running one (possibly itself).
+    for (std::vector<int> starved = engine.grow(); !starved.empty(); starved = engine.grow()) {
+        preempt(running.back());
+    }
+}
+
+void Scheduler::Impl::decode() {
+    if (std::none_of(running.begin(), running.end(), [](const auto& s) { return s->joined; })) return;
+    engine.step();
+    const std::vector<int32_t> ids = engine.sampled();
+    const bool any_lp = std::any_of(running.begin(), running.end(),
+                                    [](const auto& s) { return s->joined && s->req.params.logprobs >= 0; });
+    const std::vector<TokenLogprobs> lps = any_lp ? engine.logprobs() : std::vector<TokenLogprobs>{};
+    for (const auto& s : std::vector<std::shared_ptr<Sequence>>(running)) {
+        if (!s->joined) continue;
+        const auto r = static_cast<size_t>(s->row);
+        deliver(s, ids[r], s->req.params.logprobs >= 0 ? &lps[r] : nullptr);
+    }
+}
+
+void Scheduler::Impl::deliver(const std::shared_ptr<Sequence>& s, int32_t id, const TokenLogprobs* lp) {
+    const Clock::time_point now = Clock::now();
+    const std::vector<int32_t>& stops = s->req.stop_ids;
+    if (std::find(stops.begin(), stops.end(), id) != stops.end()) {
+        end(s, Finish::Stop);
+        return;
+    }
+    const std::chrono::duration<double> since = now - (s->tokens.empty() ? s->submitted : s->last_token);
+    (s->tokens.empty() ? ttft : itl).push_back(since.count());
+    s->last_token = now;
+    s->tokens.push_back(id);
+    ++generated_tokens;
+    s->push(id, lp);
+    const auto n = static_cast<int64_t>(s->tokens.size());
+    if (n >= s->req.max_new_tokens || static_cast<int64_t>(s->req.prompt.size()) + n >= engine.context()) {
+        end(s, Finish::Length);
+    }
+}
+
+void Scheduler::Impl::end(const std::shared_ptr<Sequence>& s, Finish f, std::string error) {
+    engine.release(s->row);
+    s->row = -1;
+    running.erase(std::find(running.begin(), running.end(), s));
+    ++finished;
+    s->end(f, std::move(error));
+}
+
+void Scheduler::Impl::preempt(const std::shared_ptr<Sequence>& s) {
+    engine.release(s->row);
+    s->row = -1;
+    s->joined = false;
+    running.erase(std::find(running.begin(), running.end(), s));
+    waiting.insert(std::upper_bound(waiting.begin(), waiting.end(), s,
+                                    [](const auto& a, const auto& b) { return a->arrival < b->arrival; }),
+                   s);
+    ++preemptions;
+}
+
+void Scheduler::Impl::publish_stats() {
+    std::lock_guard<std::mutex> lock(mu);
+    stats.running = static_cast<int>(running.size());
+    stats.waiting = static_cast<int>(waiting.size() + incoming.size());
+    stats.kv_blocks_used = engine.kv_blocks_used();
+    stats.prompt_tokens = prompt_tokens;
+    stats.generated_tokens = generated_tokens;
+    stats.requests_finished = finished;
+    stats.preemptions = preemptions;
+    stats.decode_steps = static_cast<uint64_t>(engine.decode_steps());
+    stats.replays = static_cast<uint64_t>(engine.replays());
+    stats.host_row_writes = engine.row_writes();
+    stats.steady_steps = engine.steady_steps();
+    for (const double v : ttft) stats.ttft_seconds.observe(v);
+    for (const double v : itl) stats.itl_seconds.observe(v);
+    ttft.clear();
+    itl.clear();
+}
+
+}  // namespace tracelm::serve

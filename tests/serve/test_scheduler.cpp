@@ -1,0 +1,295 @@
+// The continuous-batching scheduler (serve/scheduler.h) and the engine's row API under it: a request's tokens are
+// what it produces alone (Engine::start, one sequence), whatever else runs, joins, leaves or is preempted; steady
+// decode steps are replays with no host write; cancelled and finished sequences give their KV blocks back.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "engine/engine.h"
+#include "serve/scheduler.h"
+#include "support/test_support.h"
+
+namespace tracelm {
+namespace {
+
+using serve::Finish;
+using serve::GenerationRequest;
+using serve::Scheduler;
+using serve::SchedulerOptions;
+
+struct Outcome {
+    std::vector<int32_t> tokens;
+    Finish finish = Finish::None;
+};
+
+// Reads a stream to its end (bounded: a stuck scheduler fails the test instead of hanging it).
+Outcome drain(serve::Stream& s) {
+    Outcome o;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (o.finish == Finish::None && std::chrono::steady_clock::now() < deadline) {
+        serve::StreamUpdate u = s.next(std::chrono::milliseconds(200));
+        o.tokens.insert(o.tokens.end(), u.tokens.begin(), u.tokens.end());
+        o.finish = u.finish;
+    }
+    return o;
+}
+
+// The tokens a request gives on an engine of its own, one sequence: first token, then one per step until
+// max_new_tokens or a stop id.
+std::vector<int32_t> alone(const Model& model, Backend& be, const GenerationRequest& r, int64_t context) {
+    EngineOptions opt;
+    opt.context = context;
+    Engine e(model, be, opt);
+    std::vector<int32_t> out = e.start({r.prompt}, r.max_new_tokens, {r.params});
+    auto stopped = [&] { return std::find(r.stop_ids.begin(), r.stop_ids.end(), out.back()) != r.stop_ids.end(); };
+    while (!stopped() && static_cast<int>(out.size()) < r.max_new_tokens) {
+        e.step();
+        out.push_back(e.sampled()[0]);
+    }
+    if (stopped()) out.pop_back();
+    return out;
+}
+
+std::vector<int32_t> prompt_of(int i, int len) {
+    std::vector<int32_t> p;
+    for (int j = 0; j < len; ++j) p.push_back(static_cast<int32_t>((i * 7919 + j * 104729) % 30000 + 100));
+    return p;
+}
+
+sampling::RowParams seeded(uint32_t seed) {
+    sampling::RowParams p;
+    p.temperature = 0.8f;
+    p.top_k = 40;
+    p.top_p = 0.95f;
+    p.seed_lo = seed;
+    return p;
+}
+
+// Mixed prompt lengths (some longer than a prefill chunk), greedy and seeded rows, different lengths of output:
+// requests join while others decode and leave at different steps.
+std::vector<GenerationRequest> mixed_requests(int n, int max_new) {
+    std::vector<GenerationRequest> rs;
+    for (int i = 0; i < n; ++i) {
+        GenerationRequest r;
+        r.prompt = prompt_of(i, 3 + (i * 37) % 90);
+        r.max_new_tokens = max_new - (i % 5) * 3;
+        if (i % 3 == 1) r.params = seeded(1000u + static_cast<uint32_t>(i));
+        rs.push_back(r);
+    }
+    return rs;
+}
+
+void expect_all_alone(const Model& model, Backend& be, const std::vector<GenerationRequest>& rs,
+                      const std::vector<Outcome>& got, int64_t context) {
+    for (size_t i = 0; i < rs.size(); ++i) {
+        SCOPED_TRACE(::testing::Message() << "request " << i);
+        EXPECT_EQ(got[i].finish, Finish::Length);
+        EXPECT_EQ(got[i].tokens, alone(model, be, rs[i], context));
+    }
+}
+
+std::vector<Outcome> run_all(Scheduler& s, const std::vector<GenerationRequest>& rs, int stagger_every = 0) {
+    std::vector<std::shared_ptr<serve::Stream>> streams;
+    for (size_t i = 0; i < rs.size(); ++i) {
+        streams.push_back(s.submit(rs[i]));
+        if (stagger_every > 0 && i % static_cast<size_t>(stagger_every) == 0) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(30));
+        }
+    }
+    std::vector<Outcome> out;
+    for (auto& st : streams) out.push_back(drain(*st));
+    return out;
+}
+
+TEST(Scheduler, SixteenConcurrentRequestsEachAsAlone) {
+    cpu::CpuBackend be(2);
+    const auto model = Model::load(testing::generated_checkpoint("tiny", 7, DType::F32), be);
+    SchedulerOptions o;
+    o.max_seqs = 8;  // more requests than rows: later ones wait, then join as rows free up
+    o.context = 256;
+    o.max_batched_tokens = 32;  // prompts longer than this prefill over several steps, between decode steps
+    Scheduler s(*model, be, o);
+    const auto rs = mixed_requests(16, 24);
+    const std::vector<Outcome> got = run_all(s, rs, 3);
+    expect_all_alone(*model, be, rs, got, o.context);
+    const serve::SchedulerStats st = s.stats();
+    EXPECT_EQ(st.running, 0);
+    EXPECT_EQ(st.waiting, 0);
+    EXPECT_EQ(st.kv_blocks_used, 0);
+    EXPECT_EQ(st.requests_finished, 16u);
+    EXPECT_GT(st.replays, 0u);
+    EXPECT_GT(st.steady_steps, 0u);
+    EXPECT_EQ(st.ttft_seconds.count, 16u);
+}
+
+// A KV pool of one context for 6 rows: sequences grow into each other's blocks, the newest is preempted and later
+// recomputed (prompt in its chunks, its generated tokens one forward each), and still produces what it would alone.
+TEST(Scheduler, PreemptedRequestsCompleteAsAlone) {
+    cpu::CpuBackend be(2);
+    const auto model = Model::load(testing::generated_checkpoint("tiny", 7, DType::BF16), be);
+    SchedulerOptions o;
+    o.max_seqs = 6;
+    o.context = 128;
+    o.kv_blocks = 8;  // exactly one 128-token context
+    o.max_batched_tokens = 16;
+    Scheduler s(*model, be, o);
+    auto rs = mixed_requests(6, 40);
+    const std::vector<Outcome> got = run_all(s, rs);
+    expect_all_alone(*model, be, rs, got, o.context);
+    const serve::SchedulerStats st = s.stats();
+    EXPECT_GT(st.preemptions, 0u);
+    EXPECT_EQ(st.kv_blocks_used, 0);
+}
+
+// The real model (Q4_1 weights, f16 KV: the configuration where attention over one row sums in another order than
+// over several): 16 concurrent requests of mixed lengths, greedy and seeded, on 16 rows whose KV pool holds two
+// contexts, so joins, leaves and preemptions all happen; each answer equals the request run alone.
+TEST(Scheduler, RealModelSixteenConcurrentWithPreemptionEachAsAlone) {
+    TRACELM_NEED_SMOLLM2();
+    cpu::CpuBackend be(2);
+    const auto model = Model::load(testing::smollm2_gguf_path(), be);
+    SchedulerOptions o;
+    o.max_seqs = 16;
+    o.context = 160;
+    o.kv_blocks = 20;
+    o.max_batched_tokens = 32;
+    Scheduler s(*model, be, o);
+    auto rs = mixed_requests(16, 28);
+    for (auto& r : rs) r.prompt.resize(std::min<size_t>(r.prompt.size(), 70));
+    const std::vector<Outcome> got = run_all(s, rs);
+    expect_all_alone(*model, be, rs, got, o.context);
+    EXPECT_GT(s.stats().preemptions, 0u);
+    EXPECT_EQ(s.stats().kv_blocks_used, 0);
+}
+
+TEST(Scheduler, StopIdsEndWithStopAndContextEndsWithLength) {
+    cpu::CpuBackend be(2);
+    const auto model = Model::load(testing::generated_checkpoint("tiny", 7, DType::F32), be);
+    SchedulerOptions o;
+    o.max_seqs = 2;
+    o.context = 64;
+    Scheduler s(*model, be, o);
+    GenerationRequest r;
+    r.prompt = prompt_of(3, 10);
+    r.max_new_tokens = 1000;  // more than the context holds: ends when prompt + generated fill it
+    const Outcome full = drain(*s.submit(r));
+    EXPECT_EQ(full.finish, Finish::Length);
+    EXPECT_EQ(static_cast<int64_t>(full.tokens.size()), o.context - 10);
+    // The fifth token as a stop id: four tokens come back, the stop id itself does not.
+    r.max_new_tokens = 20;
+    r.stop_ids = {full.tokens[4]};
+    const auto first = std::find(full.tokens.begin(), full.tokens.end(), full.tokens[4]);
+    const Outcome stopped = drain(*s.submit(r));
+    EXPECT_EQ(stopped.finish, Finish::Stop);
+    EXPECT_EQ(stopped.tokens, std::vector<int32_t>(full.tokens.begin(), first));
+}
+
+TEST(Scheduler, RequestsThatCanNeverRunAreRefusedNamingTheLengths) {
+    cpu::CpuBackend be(2);
+    const auto model = Model::load(testing::generated_checkpoint("tiny", 7, DType::F32), be);
+    SchedulerOptions o;
+    o.context = 32;
+    Scheduler s(*model, be, o);
+    GenerationRequest r;
+    r.prompt = prompt_of(1, 32);
+    try {
+        s.submit(r);
+        FAIL() << "a 32-token prompt fits no new token in a 32-token context";
+    } catch (const serve::RequestError& e) {
+        EXPECT_NE(std::string(e.what()).find("prompt of 32 tokens"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("context of 32"), std::string::npos) << e.what();
+    }
+    r.prompt = {};
+    EXPECT_THROW(s.submit(r), serve::RequestError);
+    r.prompt = {1, -5};
+    EXPECT_THROW(s.submit(r), serve::RequestError);
+    r.prompt = {1, 2};
+    r.max_new_tokens = 0;
+    EXPECT_THROW(s.submit(r), serve::RequestError);
+}
+
+// A cancelled stream's sequence leaves within a step and its blocks return; the others go on unchanged.
+TEST(Scheduler, CancelledRequestsFreeTheirBlocks) {
+    cpu::CpuBackend be(2);
+    const auto model = Model::load(testing::generated_checkpoint("tiny", 7, DType::F32), be);
+    SchedulerOptions o;
+    o.max_seqs = 4;
+    o.context = 512;
+    Scheduler s(*model, be, o);
+    GenerationRequest endless;
+    endless.prompt = prompt_of(5, 20);
+    endless.max_new_tokens = 400;
+    auto a = s.submit(endless);
+    auto rs = mixed_requests(2, 12);
+    auto b = s.submit(rs[0]);
+    auto c = s.submit(rs[1]);
+    while (a->next(std::chrono::milliseconds(200)).tokens.empty()) {
+    }
+    a->cancel();
+    EXPECT_EQ(drain(*a).finish, Finish::Cancelled);
+    const std::vector<Outcome> got = {drain(*b), drain(*c)};
+    expect_all_alone(*model, be, rs, got, o.context);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (s.stats().running > 0 && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_EQ(s.stats().running, 0);
+    EXPECT_EQ(s.stats().kv_blocks_used, 0);
+}
+
+// ---- the engine's row API, step by step ----
+
+// Steady steps are replays with no host write. Between steps the host writes only what changed: one block-table
+// range per row that reaches a new KV block, and a leaving row's own state.
+TEST(ContinuousBatching, SteadyStepsWriteNothingAndChangesWriteOnlyTheirRow) {
+    cpu::CpuBackend be(2);
+    const auto model = Model::load(testing::generated_checkpoint("tiny", 7, DType::F32), be);
+    EngineOptions opt;
+    opt.max_seqs = 4;
+    opt.context = 128;
+    Engine e(*model, be, opt);
+    int32_t first = 0;
+    for (int i = 0; i < 3; ++i) {
+        const int row = e.admit(prompt_of(i, 5 + 4 * i), {}, sampling::RowParams{}, 0);
+        ASSERT_EQ(row, i);
+        while (!e.prefill(row, &first)) {
+        }
+    }
+    int grown_steps = 0, steady = 0;
+    for (int i = 0; i < 40; ++i) {
+        SCOPED_TRACE(::testing::Message() << "step " << i);
+        int crossing = 0;  // rows whose next step advances into a block they do not hold yet
+        for (int r = 0; r < 3; ++r) crossing += (e.position(r) + 1) % opt.block_size == 0 ? 1 : 0;
+        const uint64_t w0 = e.row_writes(), u0 = be.uploads();
+        ASSERT_TRUE(e.grow().empty());
+        EXPECT_EQ(e.row_writes() - w0, static_cast<uint64_t>(crossing));
+        EXPECT_EQ(be.uploads() - u0, static_cast<uint64_t>(crossing));
+        grown_steps += crossing > 0 ? 1 : 0;
+        const uint64_t u1 = be.uploads(), eager = be.eager_ops(), s0 = e.steady_steps();
+        e.step();
+        EXPECT_EQ(be.uploads(), u1);
+        if (i >= 2) {
+            EXPECT_EQ(be.eager_ops(), eager) << "not a replay";
+        }
+        // The first step follows the joins; later ones are steady unless a block was added before them.
+        const bool want_steady = i > 0 && crossing == 0;
+        EXPECT_EQ(e.steady_steps() - s0, want_steady ? 1u : 0u);
+        steady += want_steady ? 1 : 0;
+    }
+    EXPECT_GT(grown_steps, 3);
+    EXPECT_GT(steady, 30);
+    // A leave rewrites one row: its block table, its sampling parameters and its four decode-state entries.
+    const uint64_t before = be.uploads(), rows = e.row_writes();
+    e.release(1);
+    EXPECT_EQ(e.row_writes(), rows + 1);
+    EXPECT_EQ(be.uploads(), before + 6);
+    EXPECT_EQ(e.free_rows(), 2);
+}
+
+}  // namespace
+}  // namespace tracelm
