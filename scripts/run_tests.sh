@@ -10,5 +10,9 @@ if ! "$BUILD_DIR"/tracelm fetch-model; then
   [ -n "${TRACELM_REQUIRE_MODELS:-}" ] && exit 1
   echo "warning: could not fetch the default model; its tests will skip" >&2
 fi
+# The server's integration test (Serve.OpenAIClient) drives it with the official `openai` client.
+if ! python3 -c "import openai" 2>/dev/null; then
+  python3 -m pip install --quiet openai || echo "warning: could not install the Python package openai; Serve.OpenAIClient will skip" >&2
+fi
 # One test process at a time: each already uses every core, and oversubscribed spinning pools crawl.
 ctest --test-dir "$BUILD_DIR" --output-on-failure "$@"

@@ -17,5 +17,6 @@ Action add_tokenize(CLI::App& app);
 Action add_make_checkpoint(CLI::App& app);
 Action add_bench(CLI::App& app);
 Action add_dsa_topk(CLI::App& app);
+Action add_serve(CLI::App& app);
 
 }  // namespace tracelm::tools

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
     reg("generate", "generate text from a prompt", tracelm::tools::add_generate);
     reg("chat", "chat with a model interactively (its chat template)", tracelm::tools::add_chat);
     reg("fetch-model", "download the default model (SmolLM2-135M-Instruct) into the cache", tracelm::tools::add_fetch_model);
+    reg("serve", "serve a model over HTTP with an OpenAI-compatible API", tracelm::tools::add_serve);
     reg("tokenize", "print the token ids of a text", tracelm::tools::add_tokenize);
     reg("make-checkpoint", "write a random-weight Qwen3 model folder", tracelm::tools::add_make_checkpoint);
     reg("bench", "measure prefill and decode speed, eager and replayed", tracelm::tools::add_bench);

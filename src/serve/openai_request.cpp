@@ -1,0 +1,251 @@
+#include "serve/openai_request.h"
+
+#include <algorithm>
+#include <climits>
+#include <limits>
+#include <utility>
+
+#include "runtime/untrusted.h"
+
+namespace tracelm::serve {
+
+using nlohmann::json;
+
+ApiError invalid_param(const std::string& param, const std::string& message, const std::string& code) {
+    return ApiError(400, message, "invalid_request_error", param, code);
+}
+
+namespace {
+
+[[noreturn]] void wrong_type(const std::string& param, const char* expected) {
+    throw invalid_param(param, "'" + param + "' must be " + expected, "invalid_type");
+}
+
+// The field, or nullptr when absent or null (clients send null for "not given").
+const json* field(const json& body, const char* name) {
+    const auto it = body.find(name);
+    return it == body.end() || it->is_null() ? nullptr : &*it;
+}
+
+std::optional<double> number(const json& body, const char* name) {
+    const json* v = field(body, name);
+    if (!v) return std::nullopt;
+    if (!v->is_number()) wrong_type(name, "a number");
+    return v->get<double>();
+}
+
+std::optional<int64_t> integer(const json& body, const char* name) {
+    const json* v = field(body, name);
+    if (!v) return std::nullopt;
+    if (!v->is_number_integer() ||
+        (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())))
+        wrong_type(name, "an integer");
+    return v->get<int64_t>();
+}
+
+std::optional<bool> boolean(const json& body, const char* name, const char* param = nullptr) {
+    const json* v = field(body, name);
+    if (!v) return std::nullopt;
+    if (!v->is_boolean()) wrong_type(param ? param : name, "a boolean");
+    return v->get<bool>();
+}
+
+// A message's content: a string, or a list of {"type": "text", "text": ...} parts joined by newlines (as vLLM
+// joins them for text-only templates).
+std::string message_content(const json& content, const std::string& param) {
+    if (content.is_string()) return content.get<std::string>();
+    if (!content.is_array()) wrong_type(param, "a string or a list of text parts");
+    std::string text;
+    for (size_t i = 0; i < content.size(); ++i) {
+        const json& part = content[i];
+        const std::string p = param + "[" + std::to_string(i) + "]";
+        if (!part.is_object()) wrong_type(p, "an object {\"type\": \"text\", \"text\": ...}");
+        const json* type = field(part, "type");
+        if (!type || !type->is_string() || type->get<std::string>() != "text")
+            throw invalid_param(p + ".type", "only content parts of type 'text' are supported");
+        const json* t = field(part, "text");
+        if (!t || !t->is_string()) wrong_type(p + ".text", "a string");
+        if (i > 0) text += '\n';
+        text += t->get<std::string>();
+    }
+    return text;
+}
+
+std::vector<ChatMessage> parse_messages(const json& body) {
+    const json* v = field(body, "messages");
+    if (!v) throw invalid_param("messages", "'messages' is required", "missing_required_parameter");
+    if (!v->is_array()) wrong_type("messages", "a list of messages");
+    if (v->empty()) throw invalid_param("messages", "'messages' must not be empty");
+    std::vector<ChatMessage> out;
+    for (size_t i = 0; i < v->size(); ++i) {
+        const json& m = (*v)[i];
+        const std::string p = "messages[" + std::to_string(i) + "]";
+        if (!m.is_object()) wrong_type(p, "an object with 'role' and 'content'");
+        const json* role = field(m, "role");
+        if (!role || !role->is_string()) wrong_type(p + ".role", "a string");
+        std::string r = role->get<std::string>();
+        if (r == "developer") r = "system";  // OpenAI's newer name for the system role
+        if (r != "system" && r != "user" && r != "assistant")
+            throw invalid_param(p + ".role", "role '" + untrusted::escape(r) +
+                                                 "' is not supported (system, developer, user or assistant)");
+        const json* content = field(m, "content");
+        if (!content && r != "assistant")
+            throw invalid_param(p + ".content", "'" + p + ".content' is required", "missing_required_parameter");
+        out.push_back({r, content ? message_content(*content, p + ".content") : std::string()});
+    }
+    return out;
+}
+
+std::vector<int32_t> token_ids(const json& list, const std::string& param) {
+    std::vector<int32_t> ids;
+    for (const json& id : list) {
+        if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX)
+            throw invalid_param(param, "'" + param + "' token ids must be integers in [0, 2^31)");
+        ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
+    }
+    return ids;
+}
+
+// prompt: a string, a list of one string, a list of token ids, or a list of one list of token ids.
+void parse_prompt(const json& body, OpenAIRequest& r) {
+    const json* v = field(body, "prompt");
+    if (!v) throw invalid_param("prompt", "'prompt' is required", "missing_required_parameter");
+    if (v->is_string()) {
+        r.prompt = v->get<std::string>();
+        return;
+    }
+    if (!v->is_array()) wrong_type("prompt", "a string or a list");
+    if (v->empty()) throw invalid_param("prompt", "'prompt' must not be empty");
+    const json& first = (*v)[0];
+    if (first.is_number_integer()) {
+        r.prompt_ids = token_ids(*v, "prompt");
+        return;
+    }
+    if (v->size() != 1)
+        throw invalid_param("prompt", "'prompt' must be one prompt (a list of several prompts is not supported)");
+    if (first.is_string()) {
+        r.prompt = first.get<std::string>();
+    } else if (first.is_array()) {
+        r.prompt_ids = token_ids(first, "prompt");
+    } else {
+        wrong_type("prompt", "a string, a list of one string or a list of token ids");
+    }
+}
+
+std::vector<std::string> parse_stop(const json& body) {
+    const json* v = field(body, "stop");
+    if (!v) return {};
+    std::vector<std::string> stop;
+    if (v->is_string()) {
+        stop.push_back(v->get<std::string>());
+    } else if (v->is_array()) {
+        if (v->size() > static_cast<size_t>(kMaxStopStrings))
+            throw invalid_param("stop", "'stop' holds at most " + std::to_string(kMaxStopStrings) + " strings, got " +
+                                            std::to_string(v->size()));
+        for (const json& s : *v) {
+            if (!s.is_string()) wrong_type("stop", "a string or a list of strings");
+            stop.push_back(s.get<std::string>());
+        }
+    } else {
+        wrong_type("stop", "a string or a list of strings");
+    }
+    for (const std::string& s : stop)
+        if (s.empty()) throw invalid_param("stop", "stop strings must not be empty");
+    return stop;
+}
+
+// sampling::validate names CLI flags; a request names JSON parameters.
+void validate_sampling(const sampling::SamplingOptions& o, const char* logprobs_param) {
+    try {
+        sampling::validate(o);
+    } catch (const std::invalid_argument& e) {
+        const std::pair<const char*, const char*> names[] = {
+            {"--temperature", "temperature"},
+            {"--top-k", "top_k"},
+            {"--top-p", "top_p"},
+            {"--min-p", "min_p"},
+            {"--repeat-penalty", "repetition_penalty"},
+            {"--presence-penalty", "presence_penalty"},
+            {"--frequency-penalty", "frequency_penalty"},
+            {"--logprobs", logprobs_param},
+        };
+        const std::string msg = e.what();
+        for (const auto& [flag, param] : names) {
+            const std::string f = std::string(flag) + " ";
+            if (msg.rfind(f, 0) == 0)
+                throw invalid_param(param, "'" + std::string(param) + "' " + msg.substr(f.size()));
+        }
+        throw invalid_param("", msg);
+    }
+}
+
+}  // namespace
+
+OpenAIRequest parse_request(Endpoint endpoint, std::string_view text) {
+    json body;
+    try {
+        body = untrusted::parse_json(text);
+    } catch (const std::exception& e) {
+        throw ApiError(400, std::string("request body: ") + e.what(), "invalid_request_error");
+    }
+    if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object", "invalid_request_error");
+
+    OpenAIRequest r;
+    r.endpoint = endpoint;
+    const bool chat = endpoint == Endpoint::ChatCompletions;
+    if (const json* m = field(body, "model")) {
+        if (!m->is_string()) wrong_type("model", "a string");
+        r.model = m->get<std::string>();
+    }
+    if (chat)
+        r.messages = parse_messages(body);
+    else
+        parse_prompt(body, r);
+
+    r.stream = boolean(body, "stream").value_or(false);
+    if (const json* so = field(body, "stream_options")) {
+        if (!so->is_object()) wrong_type("stream_options", "an object");
+        if (!r.stream) throw invalid_param("stream_options", "'stream_options' is only allowed with 'stream': true");
+        r.include_usage = boolean(*so, "include_usage", "stream_options.include_usage").value_or(false);
+    }
+
+    const char* max_name = chat && field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+    r.max_tokens = integer(body, max_name);
+    if (r.max_tokens && *r.max_tokens < 1)
+        throw invalid_param(max_name,
+                            "'" + std::string(max_name) + "' must be at least 1, got " + std::to_string(*r.max_tokens));
+
+    if (const auto n = integer(body, "n"); n && *n != 1)
+        throw invalid_param("n", "'n' must be 1 (one choice per request), got " + std::to_string(*n));
+
+    r.stop = parse_stop(body);
+    r.ignore_eos = boolean(body, "ignore_eos").value_or(false);
+
+    sampling::SamplingOptions& s = r.sampling;
+    s.temperature = number(body, "temperature").value_or(s.temperature);
+    s.top_p = number(body, "top_p").value_or(s.top_p);
+    // top_k -1 means off in vLLM's API.
+    if (const auto k = integer(body, "top_k")) s.top_k = *k == -1 ? 0 : *k;
+    s.min_p = number(body, "min_p").value_or(s.min_p);
+    s.presence_penalty = number(body, "presence_penalty").value_or(s.presence_penalty);
+    s.frequency_penalty = number(body, "frequency_penalty").value_or(s.frequency_penalty);
+    s.repeat_penalty = number(body, "repetition_penalty").value_or(s.repeat_penalty);
+    if (const auto seed = integer(body, "seed")) s.seed = static_cast<uint64_t>(*seed);
+
+    const char* logprobs_param = "logprobs";
+    if (chat) {
+        const bool want = boolean(body, "logprobs").value_or(false);
+        const auto top = integer(body, "top_logprobs");
+        if (top && !want) throw invalid_param("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+        if (want) {
+            s.logprobs = static_cast<int>(std::clamp<int64_t>(top.value_or(0), INT32_MIN, INT32_MAX));
+            if (top) logprobs_param = "top_logprobs";
+        }
+    } else if (const auto n = integer(body, "logprobs")) {
+        s.logprobs = static_cast<int>(std::clamp<int64_t>(*n, INT32_MIN, INT32_MAX));
+    }
+    validate_sampling(s, logprobs_param);
+    return r;
+}
+
+}  // namespace tracelm::serve

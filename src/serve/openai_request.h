@@ -1,0 +1,54 @@
+// The JSON bodies of POST /v1/chat/completions and /v1/completions, parsed and validated into a plain request.
+// Unknown fields are ignored (OpenAI clients send extras); every invalid value throws ApiError naming its
+// parameter, in OpenAI's error shape.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "chat/chat_template.h"
+#include "sampling/request.h"
+
+namespace tracelm::serve {
+
+// An error answered with `status` and {"error": {"message", "type", "param", "code"}}.
+struct ApiError : std::runtime_error {
+    int status;
+    std::string type, param, code;  // param / code empty: null
+    ApiError(int http_status, const std::string& message, std::string error_type, std::string error_param = "",
+             std::string error_code = "")
+        : std::runtime_error(message),
+          status(http_status),
+          type(std::move(error_type)),
+          param(std::move(error_param)),
+          code(std::move(error_code)) {}
+};
+// 400 invalid_request_error naming `param`.
+ApiError invalid_param(const std::string& param, const std::string& message, const std::string& code = "invalid_value");
+
+enum class Endpoint { ChatCompletions, Completions };
+
+constexpr int kMaxStopStrings = 4;  // as OpenAI
+
+struct OpenAIRequest {
+    Endpoint endpoint = Endpoint::ChatCompletions;
+    std::string model;                               // empty: not given
+    std::vector<ChatMessage> messages;               // chat
+    std::string prompt;                              // completions, as text ...
+    std::optional<std::vector<int32_t>> prompt_ids;  // ... or as token ids
+    bool stream = false;
+    bool include_usage = false;         // stream_options.include_usage
+    std::optional<int64_t> max_tokens;  // max_tokens or max_completion_tokens; unset: the rest of the context
+    std::vector<std::string> stop;
+    sampling::SamplingOptions sampling;  // logprobs: the number of top tokens when the request asked for logprobs
+    bool ignore_eos = false;
+};
+
+// Throws ApiError (400) for malformed JSON, wrong types and invalid values.
+OpenAIRequest parse_request(Endpoint endpoint, std::string_view body);
+
+}  // namespace tracelm::serve

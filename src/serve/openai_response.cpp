@@ -1,0 +1,124 @@
+#include "serve/openai_response.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace tracelm::serve {
+
+using nlohmann::json;
+
+const char* finish_reason(Finish f) {
+    switch (f) {
+        case Finish::Length:
+            return "length";
+        case Finish::Error:
+            return "error";
+        default:
+            return "stop";
+    }
+}
+
+namespace {
+
+double api_logprob(float lp) { return std::isfinite(lp) ? static_cast<double>(lp) : -9999.0; }
+
+json token_bytes(const Tokenizer& tok, int32_t id) {
+    json bytes = json::array();
+    for (const unsigned char c : tok.token_text(id)) bytes.push_back(static_cast<int>(c));
+    return bytes;
+}
+
+json chat_token(const Tokenizer& tok, int32_t id, float lp) {
+    return {{"token", tok.decode({id})}, {"logprob", api_logprob(lp)}, {"bytes", token_bytes(tok, id)}};
+}
+
+json usage_json(const Usage& u) {
+    return {{"prompt_tokens", u.prompt_tokens},
+            {"completion_tokens", u.completion_tokens},
+            {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+}
+
+bool chat(Endpoint e) { return e == Endpoint::ChatCompletions; }
+
+json envelope(const ResponseMeta& meta, const char* object) {
+    return {{"id", meta.id}, {"object", object}, {"created", meta.created}, {"model", meta.model}};
+}
+
+}  // namespace
+
+json logprobs_json(Endpoint endpoint, const Tokenizer& tok, const std::vector<TokenLogprobs>& lps,
+                   const std::vector<size_t>& text_offsets) {
+    if (chat(endpoint)) {
+        json content = json::array();
+        for (const TokenLogprobs& t : lps) {
+            json entry = chat_token(tok, t.id, t.logprob);
+            json top = json::array();
+            for (const auto& [id, lp] : t.top) top.push_back(chat_token(tok, id, lp));
+            entry["top_logprobs"] = std::move(top);
+            content.push_back(std::move(entry));
+        }
+        return {{"content", std::move(content)}};
+    }
+    json tokens = json::array(), token_logprobs = json::array(), top_logprobs = json::array();
+    for (const TokenLogprobs& t : lps) {
+        tokens.push_back(tok.decode({t.id}));
+        token_logprobs.push_back(api_logprob(t.logprob));
+        json top = json::object();
+        // Two ids can decode to the same text (U+FFFD); the better one keeps its place.
+        for (const auto& [id, lp] : t.top) top.emplace(tok.decode({id}), api_logprob(lp));
+        top_logprobs.push_back(std::move(top));
+    }
+    return {{"tokens", std::move(tokens)},
+            {"token_logprobs", std::move(token_logprobs)},
+            {"top_logprobs", std::move(top_logprobs)},
+            {"text_offset", text_offsets}};
+}
+
+json response_body(Endpoint endpoint, const ResponseMeta& meta, const std::string& text, Finish finish,
+                   const Usage& usage, const json& logprobs) {
+    json choice = {{"index", 0}, {"logprobs", logprobs}, {"finish_reason", finish_reason(finish)}};
+    if (chat(endpoint))
+        choice["message"] = {{"role", "assistant"}, {"content", text}};
+    else
+        choice["text"] = text;
+    json body = envelope(meta, chat(endpoint) ? "chat.completion" : "text_completion");
+    body["choices"] = json::array({std::move(choice)});
+    body["usage"] = usage_json(usage);
+    return body;
+}
+
+json chunk(Endpoint endpoint, const ResponseMeta& meta, const std::string& text, Finish finish, const json& logprobs,
+           bool first) {
+    const bool done = finish == Finish::Stop || finish == Finish::Length;
+    json choice = {
+        {"index", 0}, {"logprobs", logprobs}, {"finish_reason", done ? json(finish_reason(finish)) : json(nullptr)}};
+    if (chat(endpoint)) {
+        json delta = {{"content", text}};
+        if (first) delta["role"] = "assistant";
+        choice["delta"] = std::move(delta);
+    } else {
+        choice["text"] = text;
+    }
+    json body = envelope(meta, chat(endpoint) ? "chat.completion.chunk" : "text_completion");
+    body["choices"] = json::array({std::move(choice)});
+    return body;
+}
+
+json usage_chunk(Endpoint endpoint, const ResponseMeta& meta, const Usage& usage) {
+    json body = envelope(meta, chat(endpoint) ? "chat.completion.chunk" : "text_completion");
+    body["choices"] = json::array();
+    body["usage"] = usage_json(usage);
+    return body;
+}
+
+json error_body(const ApiError& e) {
+    const auto or_null = [](const std::string& s) { return s.empty() ? json(nullptr) : json(s); };
+    return {
+        {"error", {{"message", e.what()}, {"type", e.type}, {"param", or_null(e.param)}, {"code", or_null(e.code)}}}};
+}
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+std::string sse(const json& j) { return "data: " + dump(j) + "\n\n"; }
+
+}  // namespace tracelm::serve

@@ -1,0 +1,57 @@
+// OpenAI's response shapes: chat.completion, chat.completion.chunk and text_completion bodies, their logprobs,
+// usage, server-sent events and the error body.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/engine.h"
+#include "serve/openai_request.h"
+#include "serve/scheduler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tracelm::serve {
+
+struct ResponseMeta {
+    std::string id;       // "chatcmpl-..." / "cmpl-..."
+    int64_t created = 0;  // Unix seconds
+    std::string model;
+};
+
+struct Usage {
+    int64_t prompt_tokens = 0, completion_tokens = 0;
+};
+
+// "stop" or "length" (Cancelled and Error have no OpenAI reason: "stop" and "error").
+const char* finish_reason(Finish f);
+
+// The logprobs of answer tokens. Chat: {"content": [{"token", "logprob", "bytes", "top_logprobs": [...]}]};
+// completions: {"tokens", "token_logprobs", "top_logprobs": [{token: logprob}], "text_offset"} with each token's
+// offset in characters from `text_offsets`. A token's text is its decoded form (U+FFFD for part of a character);
+// "bytes" are its raw bytes. -inf becomes -9999.0 as in OpenAI's API.
+nlohmann::json logprobs_json(Endpoint endpoint, const Tokenizer& tok, const std::vector<TokenLogprobs>& lps,
+                             const std::vector<size_t>& text_offsets = {});
+
+// The non-streamed answer. `logprobs` null when not asked for.
+nlohmann::json response_body(Endpoint endpoint, const ResponseMeta& meta, const std::string& text, Finish finish,
+                             const Usage& usage, const nlohmann::json& logprobs);
+// One streamed chunk: `text` as the delta (chat: with the assistant role when `first`), finish_reason null until
+// `finish` is Stop or Length.
+nlohmann::json chunk(Endpoint endpoint, const ResponseMeta& meta, const std::string& text, Finish finish,
+                     const nlohmann::json& logprobs, bool first = false);
+// The last chunk of a stream with stream_options.include_usage: no choices, the usage.
+nlohmann::json usage_chunk(Endpoint endpoint, const ResponseMeta& meta, const Usage& usage);
+
+// {"error": {"message", "type", "param", "code"}} (param and code null when empty).
+nlohmann::json error_body(const ApiError& e);
+
+// JSON text (invalid UTF-8, which the builders never produce, would be replaced rather than throw).
+std::string dump(const nlohmann::json& j);
+// A server-sent event: "data: <json>\n\n".
+std::string sse(const nlohmann::json& j);
+inline constexpr std::string_view kSseDone = "data: [DONE]\n\n";
+
+}  // namespace tracelm::serve

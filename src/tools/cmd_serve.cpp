@@ -1,0 +1,145 @@
+// `tracelm serve`: the OpenAI-compatible server. It listens first (/health answers 503 while the model loads), then
+// loads the model and starts the scheduler; SIGINT or SIGTERM stop it cleanly (connections finish, the scheduler
+// cancels what is left and joins its thread).
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <optional>
+#include <thread>
+
+#include "backends/registry.h"
+#include "chat/chat_template.h"
+#include "serve/http_server.h"
+#include "serve/scheduler.h"
+#include "tools/backend_choice.h"
+#include "tools/commands.h"
+#include "tools/model_cache.h"
+#include "tools/model_loading.h"
+
+namespace tracelm::tools {
+
+namespace {
+struct ServeArgs {
+    std::string model;
+    std::string host = "127.0.0.1";
+    int port = 8080;
+    int max_seqs = 16;
+    int max_batched_tokens = 512;
+    int64_t context = 4096;
+    int threads = 0;
+    std::string backend = "cpu";
+    std::string api_key;
+    int64_t kv_blocks = 0;
+    bool no_prefix_cache = false;
+};
+
+// The name clients use: the model file's or folder's name (without .gguf).
+std::string served_model_id(const std::string& path) {
+    std::filesystem::path p = path.empty() ? std::filesystem::path(DefaultModel::kFile) : std::filesystem::path(path);
+    if (!p.has_filename()) p = p.parent_path();  // a folder given with a trailing slash
+    return p.extension() == ".gguf" ? p.stem().string() : p.filename().string();
+}
+
+// Waits for SIGINT / SIGTERM (blocked in every thread, so only this one takes them) and calls on_signal; returns
+// without calling it once `done` is set.
+void wait_for_signal(const sigset_t& signals, const std::atomic<bool>& done, const std::function<void()>& on_signal) {
+    const timespec tick{0, 100 * 1000 * 1000};
+    while (!done.load()) {
+        if (sigtimedwait(&signals, nullptr, &tick) > 0) {
+            on_signal();
+            return;
+        }
+    }
+}
+
+int run_serve(const ServeArgs& a) {
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // before any thread starts: they inherit the mask
+    signal(SIGPIPE, SIG_IGN);                       // a client gone mid-write is an error return, not a signal
+
+    // Declared before the server, so destroyed after it: the server's handlers use them until run() returns.
+    std::unique_ptr<Backend> device;
+    std::optional<LoadedModel> lm;
+    std::unique_ptr<serve::Scheduler> scheduler;
+
+    serve::HttpOptions ho;
+    ho.host = a.host;
+    ho.port = a.port;
+    ho.api_key = a.api_key;
+    ho.model_id = served_model_id(a.model);
+    ho.workers = a.max_seqs + 4;  // every stream, plus health checks and metrics scrapes
+    serve::HttpServer server(ho);
+    const int port = server.bind();
+    std::printf("listening on http://%s:%d\n", a.host.c_str(), port);
+    std::fflush(stdout);
+
+    std::thread http([&] { server.run(); });
+    std::atomic<bool> done{false};
+    std::thread watcher([&] { wait_for_signal(signals, done, [&] { server.stop(); }); });
+    const auto shut_down = [&] {
+        server.stop();
+        http.join();
+        done = true;
+        watcher.join();
+    };
+    try {
+        device = make_backend(a.backend, {a.threads});
+        lm = load_model(a.model, *device);
+        serve::SchedulerOptions so;
+        so.max_seqs = a.max_seqs;
+        so.max_batched_tokens = a.max_batched_tokens;
+        so.context = a.context;
+        so.kv_blocks = a.kv_blocks;
+        so.prefix_cache = !a.no_prefix_cache;
+        scheduler = std::make_unique<serve::Scheduler>(*lm->model, *device, so);
+
+        const Tokenizer& tok = lm->tokenizer;
+        serve::ServedModel m{tok, std::nullopt, std::nullopt, {}, scheduler->context()};
+        if (!tok.chat_template().empty()) m.chat_template = ChatTemplate::detect(tok.chat_template());
+        if (tok.add_bos_token()) m.bos = tok.bos_token_id();
+        m.end_ids = tok.end_of_generation_ids();
+        for (const int32_t id : lm->model->config().eos_token_ids)
+            if (!tok.is_end_of_generation(id)) m.end_ids.push_back(id);
+        serve::Scheduler& s = *scheduler;
+        server.set_ready(std::move(m), {[&s](serve::GenerationRequest r) { return s.submit(std::move(r)); },
+                                        [&s] { return s.stats(); }});
+        std::fprintf(stderr, "ready: %s\n", ho.model_id.c_str());
+    } catch (...) {
+        shut_down();
+        throw;
+    }
+    http.join();  // until a signal stops the server
+    done = true;
+    watcher.join();
+    std::fprintf(stderr, "stopped\n");
+    return 0;
+}
+}  // namespace
+
+Action add_serve(CLI::App& app) {
+    auto a = std::make_shared<ServeArgs>();
+    app.add_option("--model", a->model, "Hugging Face model folder or GGUF file (default: SmolLM2-135M-Instruct)")
+        ->check(CLI::ExistingPath);
+    app.add_option("--host", a->host, "address to listen on (default: loopback only)");
+    app.add_option("--port", a->port, "port to listen on (0: any free port, printed)")->check(CLI::Range(0, 65535));
+    app.add_option("--max-seqs", a->max_seqs, "sequences decoded together")->check(CLI::Range(1, 1024));
+    app.add_option("--max-batched-tokens", a->max_batched_tokens, "prompt tokens per prefill chunk")
+        ->check(CLI::Range(1, 1 << 20));
+    app.add_option("--context", a->context, "tokens per sequence (prompt and answer)")->check(CLI::Range(1, 1 << 24));
+    app.add_option("--threads", a->threads, "worker threads (default: all cores)")->check(CLI::Range(1, 1024));
+    add_backend_option(app, a->backend);
+    app.add_option("--api-key", a->api_key, "require 'Authorization: Bearer KEY' on /v1/*")->envname("TRACELM_API_KEY");
+    app.add_option("--kv-blocks", a->kv_blocks, "KV cache blocks in the pool (default: max-seqs full contexts)")
+        ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+    add_prefix_cache_option(app, a->no_prefix_cache);
+    return [a] { return run_serve(*a); };
+}
+
+}  // namespace tracelm::tools

@@ -1,0 +1,376 @@
+#!/usr/bin/env python3
+"""`tracelm serve` driven over loopback by the official `openai` client (ctest: Serve.OpenAIClient).
+
+Usage: openai_client_test.py TRACELM_BINARY
+
+Starts `tracelm serve --port 0` on the default model (SmolLM2-135M-Instruct Q4_1 in the model cache) and checks chat
+and completions, streamed and not; that streamed text equals the non-streamed text of the same greedy request byte
+for byte; stop strings that span streamed chunks; multi-byte text; usage against `tracelm tokenize`; every error
+status; /health, /v1/models and /metrics. Exits 77 (skipped) without the model or the `openai` package, unless
+TRACELM_REQUIRE_MODELS is set. Every wait is bounded and the server is always killed at the end.
+"""
+import atexit
+import ctypes
+import http.client
+import json
+import os
+import re
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+import unittest
+
+SKIP = 77
+BINARY = None
+MODEL = os.path.join(os.environ.get("TRACELM_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "tracelm"),
+                     "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
+MODEL_ID = "SmolLM2-135M-Instruct.Q4_1"
+API_KEY = "test-key"
+SYSTEM = "You are a terse assistant."
+
+
+def tokenize(text):
+    out = subprocess.run([BINARY, "tokenize", "--model", MODEL, "--text", text], capture_output=True, text=True,
+                         timeout=60, check=True)
+    return json.loads(out.stdout)
+
+
+def chatml(messages):
+    """SmolLM2's ChatML prompt, written out independently of tracelm's template code."""
+    text = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
+    return text + "<|im_start|>assistant\n"
+
+
+def die_with_parent():
+    """In the child: SIGKILL when the test process dies (e.g. killed by ctest's timeout)."""
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+class Server:
+    def __init__(self):
+        threads = os.environ.get("TRACELM_THREADS", "2")
+        self.proc = subprocess.Popen(
+            [BINARY, "serve", "--model", MODEL, "--port", "0", "--max-seqs", "4", "--context", "1024", "--threads",
+             threads, "--api-key", API_KEY], stdout=subprocess.PIPE, stderr=sys.stderr, text=True,
+            preexec_fn=die_with_parent)
+        atexit.register(self.kill)
+        ready, _, _ = select.select([self.proc.stdout], [], [], 30)
+        line = self.proc.stdout.readline() if ready else ""
+        m = re.fullmatch(r"listening on http://127\.0\.0\.1:(\d+)\n", line)
+        if not m:
+            self.kill()
+            raise RuntimeError(f"no 'listening on' line from tracelm serve, got {line!r}")
+        self.port = int(m.group(1))
+        self.health_codes = []
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            status, _, _ = self.request("GET", "/health")
+            self.health_codes.append(status)
+            if status == 200:
+                return
+            time.sleep(0.05)
+        self.kill()
+        raise RuntimeError("the server did not become ready within 120 s")
+
+    def request(self, method, path, body=None, headers=None, timeout=60):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            conn.request(method, path, body=body, headers=headers or {})
+            r = conn.getresponse()
+            return r.status, dict(r.getheaders()), r.read()
+        finally:
+            conn.close()
+
+    def stop(self):
+        """SIGTERM, then the exit status (killed after 30 s)."""
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return None
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+
+
+class OpenAIClientTest(unittest.TestCase):
+    server = None
+    client = None
+
+    @classmethod
+    def setUpClass(cls):
+        import openai
+        cls.openai = openai
+        cls.server = Server()
+        cls.client = openai.OpenAI(base_url=f"http://127.0.0.1:{cls.server.port}/v1", api_key=API_KEY, timeout=120,
+                                   max_retries=0)
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.server:
+            code = cls.server.stop()
+            cls.server.kill()
+            if code != 0:
+                raise AssertionError(f"tracelm serve exited with {code} on SIGTERM, not 0")
+
+    def chat(self, content, **kw):
+        messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": content}]
+        kw.setdefault("temperature", 0)
+        return messages, self.client.chat.completions.create(model=MODEL_ID, messages=messages, **kw)
+
+    def stream_chat(self, content, **kw):
+        _, stream = self.chat(content, stream=True, **kw)
+        return list(stream)
+
+    def completion_chunks(self, prompt, **kw):
+        kw.setdefault("temperature", 0)
+        return list(self.client.completions.create(model=MODEL_ID, prompt=prompt, stream=True, **kw))
+
+    # --- answers --------------------------------------------------------------------------------------------------
+
+    def test_models(self):
+        models = self.client.models.list()
+        self.assertEqual([m.id for m in models.data], [MODEL_ID])
+
+    def test_chat_streamed_equals_non_streamed(self):
+        messages, r = self.chat("Name three colors.", max_tokens=24)
+        text = r.choices[0].message.content
+        self.assertEqual(r.object, "chat.completion")
+        self.assertEqual(r.choices[0].message.role, "assistant")
+        self.assertIn(r.choices[0].finish_reason, ("stop", "length"))
+        self.assertTrue(text)
+        self.assertEqual(r.usage.prompt_tokens, len(tokenize(chatml(messages))))
+        self.assertLessEqual(r.usage.completion_tokens, 24)
+        self.assertEqual(r.usage.total_tokens, r.usage.prompt_tokens + r.usage.completion_tokens)
+
+        chunks = self.stream_chat("Name three colors.", max_tokens=24, stream_options={"include_usage": True})
+        self.assertEqual(chunks[0].choices[0].delta.role, "assistant")
+        streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        self.assertEqual(streamed.encode(), text.encode())
+        finishes = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+        self.assertEqual(finishes, [r.choices[0].finish_reason])
+        self.assertEqual(chunks[-1].choices, [])
+        self.assertEqual(chunks[-1].usage.model_dump(include={"prompt_tokens", "completion_tokens", "total_tokens"}),
+                         r.usage.model_dump(include={"prompt_tokens", "completion_tokens", "total_tokens"}))
+        # No usage chunk unless asked for.
+        self.assertTrue(all(c.usage is None for c in self.stream_chat("Name three colors.", max_tokens=4)))
+
+    def test_chat_logprobs(self):
+        _, r = self.chat("Name three colors.", max_tokens=6, logprobs=True, top_logprobs=3,
+                         extra_body={"ignore_eos": True})
+        content = r.choices[0].logprobs.content
+        self.assertEqual(len(content), r.usage.completion_tokens)
+        # The tokens' bytes make up the text exactly.
+        self.assertEqual(b"".join(bytes(t.bytes) for t in content), r.choices[0].message.content.encode())
+        for t in content:
+            self.assertEqual(len(t.top_logprobs), 3)
+            self.assertAlmostEqual(t.logprob, t.top_logprobs[0].logprob, places=5)  # greedy: the best one
+            self.assertEqual(t.token, t.top_logprobs[0].token)
+
+    def test_completion_streamed_equals_non_streamed_and_usage(self):
+        prompt = "The capital of France is"
+        r = self.client.completions.create(model=MODEL_ID, prompt=prompt, max_tokens=16, temperature=0,
+                                           extra_body={"ignore_eos": True}, logprobs=2)
+        self.assertEqual(r.object, "text_completion")
+        self.assertEqual(r.choices[0].finish_reason, "length")
+        self.assertEqual(r.usage.prompt_tokens, len(tokenize(prompt)))
+        self.assertEqual(r.usage.completion_tokens, 16)
+        lp = r.choices[0].logprobs
+        self.assertEqual(len(lp.tokens), 16)
+        self.assertEqual(len(lp.token_logprobs), 16)
+        self.assertTrue(all(len(t) <= 2 + 1 for t in lp.top_logprobs))
+        # Greedy: the chosen token is the most likely one.
+        for chosen, top in zip(lp.token_logprobs, lp.top_logprobs):
+            self.assertAlmostEqual(chosen, max(top.values()), places=5)
+        chunks = self.completion_chunks(prompt, max_tokens=16, extra_body={"ignore_eos": True})
+        self.assertEqual("".join(c.choices[0].text for c in chunks).encode(), r.choices[0].text.encode())
+        self.assertEqual(chunks[-1].choices[0].finish_reason, "length")
+
+    def test_stop_string_across_chunks(self):
+        prompt = "Here is a list of fruits: apple, banana,"
+        kw = dict(max_tokens=32, extra_body={"ignore_eos": True})
+        chunks = [c.choices[0].text for c in self.completion_chunks(prompt, **kw)]
+        full = "".join(chunks)
+        # A stop string made of the end of one chunk and the start of the next.
+        stop = None
+        for a, b in zip(chunks[4:], chunks[5:]):
+            if len(a) >= 2 and len(b) >= 2:
+                stop = a[-2:] + b[:2]
+                break
+        self.assertIsNotNone(stop, f"no two neighbouring chunks of 2+ characters in {chunks!r}")
+        want = full[:full.find(stop)]
+        r = self.client.completions.create(model=MODEL_ID, prompt=prompt, temperature=0, stop=[stop, "@@never@@"], **kw)
+        self.assertEqual(r.choices[0].text, want)
+        self.assertEqual(r.choices[0].finish_reason, "stop")
+        streamed = self.completion_chunks(prompt, stop=stop, **kw)
+        self.assertEqual("".join(c.choices[0].text for c in streamed), want)
+        self.assertEqual(streamed[-1].choices[0].finish_reason, "stop")
+        self.assertNotIn(stop, "".join(c.choices[0].text for c in streamed))
+
+    def test_multibyte_text_streams_byte_exact(self):
+        prompt = "日本語と中文の文章です。😀🎉 続き:"
+        kw = dict(max_tokens=24, extra_body={"ignore_eos": True})
+        r = self.client.completions.create(model=MODEL_ID, prompt=prompt, temperature=0, **kw)
+        text = r.choices[0].text
+        self.assertTrue(any(ord(ch) > 0x7F for ch in text), f"the answer has no multi-byte character: {text!r}")
+        # (A character cut by max_tokens ends the text as U+FFFD, in both forms alike.)
+        chunks = self.completion_chunks(prompt, **kw)
+        self.assertEqual("".join(c.choices[0].text for c in chunks).encode("utf-8"), text.encode("utf-8"))
+        self.assertEqual(r.usage.prompt_tokens, len(tokenize(prompt)))
+
+    def test_concurrent_streams_equal_answers_alone(self):
+        prompts = ["The sky is", "My favourite food is", "def fibonacci(n):", "In 1492,"]
+        kw = dict(max_tokens=12, temperature=0, extra_body={"ignore_eos": True})
+        alone = [self.client.completions.create(model=MODEL_ID, prompt=p, **kw).choices[0].text for p in prompts]
+        results = [None] * len(prompts)
+
+        def run(i):
+            try:
+                results[i] = "".join(c.choices[0].text for c in self.completion_chunks(prompts[i], **kw))
+            except Exception as e:  # noqa: BLE001 (reported by the comparison below)
+                results[i] = repr(e)
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(len(prompts))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        self.assertFalse(any(t.is_alive() for t in threads), "a concurrent stream did not finish in 120 s")
+        self.assertEqual(results, alone)
+
+    def test_seeded_sampling_reproduces(self):
+        kw = dict(model=MODEL_ID, prompt="Once upon a time", max_tokens=12, temperature=0.9, top_p=0.95, seed=1234)
+        a = self.client.completions.create(**kw).choices[0].text
+        b = self.client.completions.create(**kw).choices[0].text
+        self.assertEqual(a, b)
+
+    def metric(self, name):
+        body = self.server.request("GET", "/metrics")[2].decode()
+        m = re.search(r"^" + re.escape(name) + r"\{[^}]*\} (\S+)$", body, re.M)
+        self.assertIsNotNone(m, name)
+        return float(m.group(1))
+
+    def test_client_gone_mid_stream_is_cancelled(self):
+        before = self.metric("tracelm:generation_tokens_total")
+        conn = http.client.HTTPConnection("127.0.0.1", self.server.port, timeout=60)
+        body = json.dumps({"prompt": "Count to a thousand:", "max_tokens": 500, "ignore_eos": True, "stream": True})
+        conn.request("POST", "/v1/completions", body=body,
+                     headers={"Authorization": f"Bearer {API_KEY}", "Content-Type": "application/json"})
+        r = conn.getresponse()
+        self.assertEqual(r.status, 200)
+        self.assertTrue(r.readline().startswith(b"data: "))
+        conn.sock.shutdown(2)  # hang up after the first chunk
+        conn.close()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and self.metric("tracelm:num_requests_running") != 0:
+            time.sleep(0.05)
+        self.assertEqual(self.metric("tracelm:num_requests_running"), 0)
+        self.assertLess(self.metric("tracelm:generation_tokens_total") - before, 500)
+
+    # --- errors ---------------------------------------------------------------------------------------------------
+
+    def test_invalid_parameters_are_400_and_named(self):
+        cases = [dict(top_p=2), dict(temperature=-1), dict(n=2), dict(max_tokens=0), dict(stop=["a", "b", "c", "d", "e"]),
+                 dict(extra_body={"top_k": -5}), dict(extra_body={"repetition_penalty": 0})]
+        for kw in cases:
+            with self.subTest(kw=kw):
+                with self.assertRaises(self.openai.BadRequestError) as cm:
+                    self.chat("hi", **kw)
+                err = cm.exception.body
+                name = next(iter(kw.get("extra_body", kw)))
+                self.assertEqual(err["param"], name)
+                self.assertEqual(err["type"], "invalid_request_error")
+                self.assertIn(name, err["message"])
+
+    def test_error_statuses(self):
+        with self.assertRaises(self.openai.NotFoundError) as cm:
+            self.client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
+        self.assertEqual(cm.exception.body["param"], "model")
+        bad_key = self.openai.OpenAI(base_url=self.client.base_url, api_key="wrong", max_retries=0, timeout=30)
+        with self.assertRaises(self.openai.AuthenticationError):
+            bad_key.models.list()
+        auth = {"Authorization": f"Bearer {API_KEY}", "Content-Type": "application/json"}
+        status, _, body = self.server.request("POST", "/v1/chat/completions", b"{\"messages\": [", auth)
+        self.assertEqual(status, 400)
+        self.assertEqual(json.loads(body)["error"]["type"], "invalid_request_error")
+        status, _, body = self.server.request("POST", "/v1/completions", b"{}", {"Content-Type": "application/json"})
+        self.assertEqual(status, 401)
+        self.assertIn("error", json.loads(body))
+        status, _, body = self.server.request("POST", "/v1/completions",
+                                              json.dumps({"prompt": "x" * (2 << 20)}).encode(), auth)
+        self.assertEqual(status, 413)
+        self.assertIn("error", json.loads(body))
+        status, _, body = self.server.request("GET", "/v1/nothing", None, auth)
+        self.assertEqual(status, 404)
+        self.assertIn("error", json.loads(body))
+        # Unknown fields are ignored.
+        _, r = self.chat("hi", max_tokens=2, extra_body={"some_future_field": {"x": 1}})
+        self.assertTrue(r.choices)
+
+    # --- monitoring -----------------------------------------------------------------------------------------------
+
+    def test_health_and_metrics(self):
+        self.assertEqual(self.server.request("GET", "/health")[0], 200)  # open without the key
+        self.assertIn(self.server.health_codes[-1], (200,))
+        self.assertTrue(all(c in (200, 503) for c in self.server.health_codes))
+        self.client.completions.create(model=MODEL_ID, prompt="Hello", max_tokens=3, extra_body={"ignore_eos": True})
+        status, headers, body = self.server.request("GET", "/metrics")
+        self.assertEqual(status, 200)
+        self.assertTrue(headers["Content-Type"].startswith("text/plain"))
+        samples = {}
+        for line in body.decode().splitlines():
+            if line.startswith("#"):
+                self.assertRegex(line, r"^# (HELP|TYPE) [a-zA-Z_:][a-zA-Z0-9_:]* .+$")
+                continue
+            m = re.fullmatch(r'([a-zA-Z_:][a-zA-Z0-9_:]*)\{([^}]*)\} (\S+)', line)
+            self.assertIsNotNone(m, line)
+            samples[(m.group(1), m.group(2))] = float(m.group(3))
+        label = f'model_name="{MODEL_ID}"'
+        self.assertGreaterEqual(samples[("tracelm:generation_tokens_total", label)], 3)
+        self.assertGreater(samples[("tracelm:prompt_tokens_total", label)], 0)
+        self.assertGreater(samples[("tracelm:kv_blocks_total", label)], 0)
+        for h in ("tracelm:time_to_first_token_seconds", "tracelm:inter_token_latency_seconds"):
+            buckets = [(k[1], v) for k, v in samples.items() if k[0] == h + "_bucket"]
+            counts = [v for _, v in buckets]
+            self.assertEqual(counts, sorted(counts), f"{h} buckets are not cumulative")
+            self.assertEqual(samples[(h + "_bucket", label + ',le="+Inf"')], samples[(h + "_count", label)])
+        self.assertGreaterEqual(samples[("tracelm:time_to_first_token_seconds_count", label)], 1)
+        # Nothing is left running once the answers are in.
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            body = self.server.request("GET", "/metrics")[2].decode()
+            if f"tracelm:num_requests_running{{{label}}} 0\n" in body:
+                break
+            time.sleep(0.1)
+        self.assertIn(f"tracelm:num_requests_running{{{label}}} 0\n", body)
+
+
+def main():
+    global BINARY
+    if len(sys.argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    BINARY = sys.argv[1]
+    required = bool(os.environ.get("TRACELM_REQUIRE_MODELS"))
+    if not os.path.exists(MODEL):
+        print(f"skipped: {MODEL} is not in the model cache", file=sys.stderr)
+        return 1 if required else SKIP
+    try:
+        import openai  # noqa: F401
+    except ImportError:
+        print("skipped: the Python package 'openai' is not installed (scripts/run_tests.sh installs it)",
+              file=sys.stderr)
+        return 1 if required else SKIP
+    result = unittest.main(argv=[sys.argv[0], "-v"], exit=False).result
+    return 0 if result.wasSuccessful() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

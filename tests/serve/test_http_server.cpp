@@ -1,0 +1,435 @@
+// The HTTP server over loopback against a scripted stand-in for the scheduler (a Generator whose streams replay
+// given updates): request mapping, response bodies and SSE, every error status, keep-alive comments and
+// cancellation of requests whose client went away.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "serve/http_server.h"
+#include "support/qwen3_tokenizer.h"
+
+namespace tracelm::serve {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+const Tokenizer& qwen() { return testing::qwen3_tokenizer(); }
+
+// Replays `script` one update per next(); after it (or with `hang`, from the start) it only times out.
+class ScriptedStream : public Stream {
+   public:
+    explicit ScriptedStream(std::vector<StreamUpdate> script) : script_(std::move(script)) {}
+    StreamUpdate next(std::chrono::milliseconds timeout) override {
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            if (cancelled) return {{}, {}, Finish::Cancelled, ""};
+            if (i_ < script_.size()) return script_[i_++];
+        }
+        std::this_thread::sleep_for(timeout);
+        return {};
+    }
+    void cancel() override { cancelled = true; }
+    std::atomic<bool> cancelled{false};
+
+   private:
+    std::mutex mu_;
+    std::vector<StreamUpdate> script_;
+    size_t i_ = 0;
+};
+
+// One update per token of `text`, then one that ends with `finish`.
+std::vector<StreamUpdate> updates_of(const std::string& text, Finish finish = Finish::Stop) {
+    std::vector<StreamUpdate> u;
+    for (const int32_t id : qwen().encode(text)) u.push_back({{id}, {}, Finish::None, ""});
+    u.push_back({{}, {}, finish, finish == Finish::Error ? "boom" : ""});
+    return u;
+}
+
+constexpr int64_t kContext = 64;
+
+class HttpServerTest : public ::testing::Test {
+   protected:
+    void start(const std::string& api_key = "", bool ready = true) {
+        HttpOptions o;
+        o.host = "127.0.0.1";
+        o.port = 0;
+        o.api_key = api_key;
+        o.model_id = "test-model";
+        o.max_body_bytes = 4096;
+        o.workers = 8;
+        o.poll = 20ms;
+        server_ = std::make_unique<HttpServer>(o);
+        port_ = server_->bind();
+        thread_ = std::thread([this] { server_->run(); });
+        if (ready) make_ready();
+    }
+    void make_ready() {
+        ServedModel m{qwen(), ChatTemplate::detect(qwen().chat_template()), std::nullopt,
+                      qwen().end_of_generation_ids(), kContext};
+        Generator g;
+        g.submit = [this](GenerationRequest r) -> std::shared_ptr<Stream> {
+            if (static_cast<int64_t>(r.prompt.size()) + 1 > kContext)
+                throw RequestError("prompt of " + std::to_string(r.prompt.size()) + " tokens does not fit");
+            std::lock_guard<std::mutex> lock(mu_);
+            submitted_.push_back(r);
+            last_ = std::make_shared<ScriptedStream>(script_);
+            return last_;
+        };
+        g.stats = [] {
+            SchedulerStats s;
+            s.running = 2;
+            return s;
+        };
+        server_->set_ready(std::move(m), std::move(g));
+    }
+    void TearDown() override {
+        if (server_) server_->stop();
+        if (thread_.joinable()) thread_.join();
+    }
+    httplib::Result post(const std::string& path, const std::string& body, const httplib::Headers& headers = {}) {
+        httplib::Client c("127.0.0.1", port_);
+        c.set_read_timeout(10, 0);
+        return c.Post(path.c_str(), headers, body, "application/json");
+    }
+    httplib::Result get(const std::string& path) {
+        httplib::Client c("127.0.0.1", port_);
+        c.set_read_timeout(10, 0);
+        return c.Get(path.c_str());
+    }
+    // The JSON of each `data:` event of an SSE body ([DONE] as the string "[DONE]"); comments are skipped.
+    static std::vector<json> events(const std::string& body) {
+        std::vector<json> out;
+        size_t pos = 0;
+        while (pos < body.size()) {
+            const size_t end = body.find("\n\n", pos);
+            EXPECT_NE(end, std::string::npos) << "unterminated event";
+            if (end == std::string::npos) break;
+            const std::string ev = body.substr(pos, end - pos);
+            pos = end + 2;
+            if (ev.rfind(":", 0) == 0) continue;
+            EXPECT_EQ(ev.rfind("data: ", 0), 0u) << ev;
+            const std::string data = ev.substr(6);
+            out.push_back(data == "[DONE]" ? json("[DONE]") : json::parse(data));
+        }
+        return out;
+    }
+    static void expect_error(const httplib::Result& r, int status, const std::string& param = "") {
+        ASSERT_TRUE(r);
+        EXPECT_EQ(r->status, status) << r->body;
+        const json e = json::parse(r->body).at("error");
+        EXPECT_TRUE(e.at("message").is_string());
+        EXPECT_TRUE(e.at("type").is_string());
+        EXPECT_EQ(e.at("param"), param.empty() ? json(nullptr) : json(param)) << r->body;
+        EXPECT_TRUE(e.contains("code"));
+    }
+
+    // What the server threads recorded, read under the lock.
+    std::vector<GenerationRequest> submitted() {
+        std::lock_guard<std::mutex> lock(mu_);
+        return submitted_;
+    }
+    std::shared_ptr<ScriptedStream> last() {
+        std::lock_guard<std::mutex> lock(mu_);
+        return last_;
+    }
+
+    std::unique_ptr<HttpServer> server_;
+    std::thread thread_;
+    int port_ = 0;
+    std::mutex mu_;
+    std::vector<StreamUpdate> script_ = updates_of("Hello 世界 😀!");
+    std::vector<GenerationRequest> submitted_;
+    std::shared_ptr<ScriptedStream> last_;
+};
+
+TEST_F(HttpServerTest, HealthIs503UntilReady) {
+    start("", false);
+    auto h = get("/health");
+    ASSERT_TRUE(h);
+    EXPECT_EQ(h->status, 503);
+    expect_error(post("/v1/completions", R"({"prompt": "x"})"), 503);
+    make_ready();
+    h = get("/health");
+    ASSERT_TRUE(h);
+    EXPECT_EQ(h->status, 200);
+    const auto m = get("/v1/models");
+    ASSERT_TRUE(m);
+    EXPECT_EQ(m->status, 200);
+    const json models = json::parse(m->body);
+    EXPECT_EQ(models["object"], "list");
+    ASSERT_EQ(models["data"].size(), 1u);
+    EXPECT_EQ(models["data"][0]["id"], "test-model");
+    EXPECT_EQ(models["data"][0]["object"], "model");
+    const auto metrics = get("/metrics");
+    ASSERT_TRUE(metrics);
+    EXPECT_EQ(metrics->status, 200);
+    EXPECT_NE(metrics->body.find("tracelm:num_requests_running{model_name=\"test-model\"} 2\n"), std::string::npos);
+}
+
+TEST_F(HttpServerTest, CompletionMapsTheRequestAndAnswers) {
+    start();
+    const auto r = post("/v1/completions", R"({"model": "test-model", "prompt": "Say hi", "max_tokens": 5,
+                                              "temperature": 0.5, "seed": 9, "stop": ["zzz"]})");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    const json body = json::parse(r->body);
+    EXPECT_EQ(body["object"], "text_completion");
+    EXPECT_EQ(body["model"], "test-model");
+    EXPECT_EQ(body["id"].get<std::string>().rfind("cmpl-", 0), 0u);
+    EXPECT_EQ(body["choices"][0]["text"], "Hello 世界 😀!");
+    EXPECT_EQ(body["choices"][0]["finish_reason"], "stop");
+    const int64_t prompt_tokens = static_cast<int64_t>(qwen().encode("Say hi").size());
+    const int64_t completion_tokens = static_cast<int64_t>(qwen().encode("Hello 世界 😀!").size());
+    EXPECT_EQ(body["usage"]["prompt_tokens"], prompt_tokens);
+    EXPECT_EQ(body["usage"]["completion_tokens"], completion_tokens);
+    EXPECT_EQ(body["usage"]["total_tokens"], prompt_tokens + completion_tokens);
+
+    ASSERT_EQ(submitted().size(), 1u);
+    const GenerationRequest g = submitted().at(0);
+    EXPECT_EQ(g.prompt, qwen().encode("Say hi"));
+    EXPECT_EQ(g.max_new_tokens, 5);
+    EXPECT_EQ(g.stop_ids, qwen().end_of_generation_ids());
+    EXPECT_EQ(g.params.temperature, 0.5f);
+    EXPECT_EQ(g.params.seed_lo, 9u);
+    EXPECT_EQ(g.params.seed_hi, 0u);
+    EXPECT_EQ(g.params.logprobs, -1);
+
+    // Without max_tokens: the rest of the context; ignore_eos: no stop ids; token-id prompts as given.
+    ASSERT_EQ(post("/v1/completions", R"({"prompt": [1, 2, 3], "ignore_eos": true})")->status, 200);
+    EXPECT_EQ(submitted()[1].prompt, (std::vector<int32_t>{1, 2, 3}));
+    EXPECT_EQ(submitted()[1].max_new_tokens, kContext - 3);
+    EXPECT_TRUE(submitted()[1].stop_ids.empty());
+}
+
+TEST_F(HttpServerTest, ChatStreamedEqualsNonStreamed) {
+    start();
+    const std::string req = R"({"messages": [{"role": "system", "content": "Be brief."},
+                                            {"role": "user", "content": "Greet me."}])";
+    const auto plain = post("/v1/chat/completions", req + "}");
+    ASSERT_TRUE(plain);
+    ASSERT_EQ(plain->status, 200) << plain->body;
+    const json body = json::parse(plain->body);
+    EXPECT_EQ(body["object"], "chat.completion");
+    EXPECT_EQ(body["choices"][0]["message"]["role"], "assistant");
+    const std::string text = body["choices"][0]["message"]["content"];
+    EXPECT_EQ(text, "Hello 世界 😀!");
+    const ChatTemplate tmpl = ChatTemplate::detect(qwen().chat_template());
+    EXPECT_EQ(submitted().at(0).prompt, qwen().encode(tmpl.apply({{"system", "Be brief."}, {"user", "Greet me."}})));
+
+    const auto streamed =
+        post("/v1/chat/completions", req + R"(, "stream": true, "stream_options": {"include_usage": true}})");
+    ASSERT_TRUE(streamed);
+    ASSERT_EQ(streamed->status, 200);
+    EXPECT_EQ(streamed->get_header_value("Content-Type"), "text/event-stream");
+    const std::vector<json> ev = events(streamed->body);
+    ASSERT_GE(ev.size(), 4u);
+    EXPECT_EQ(ev.front()["choices"][0]["delta"]["role"], "assistant");
+    EXPECT_EQ(ev.back(), json("[DONE]"));
+    const json& usage = ev[ev.size() - 2];
+    EXPECT_TRUE(usage["choices"].empty());
+    EXPECT_EQ(usage["usage"], body["usage"]);
+    std::string joined;
+    for (size_t i = 0; i + 2 < ev.size(); ++i) {
+        EXPECT_EQ(ev[i]["object"], "chat.completion.chunk");
+        EXPECT_EQ(ev[i]["id"], ev[0]["id"]);
+        joined += ev[i]["choices"][0]["delta"]["content"].get<std::string>();
+        EXPECT_EQ(ev[i]["choices"][0]["finish_reason"], i + 3 == ev.size() ? json("stop") : json(nullptr));
+    }
+    EXPECT_EQ(joined, text);
+
+    // Without include_usage there is no usage chunk.
+    const std::vector<json> ev2 = events(post("/v1/chat/completions", req + R"(, "stream": true})")->body);
+    for (const json& e : ev2)
+        if (e.is_object()) {
+            EXPECT_FALSE(e.contains("usage"));
+        }
+}
+
+TEST_F(HttpServerTest, StopStringEndsTheRequest) {
+    script_ = updates_of("one two STOP three four", Finish::Length);
+    start();
+    const auto r = post("/v1/completions", R"({"prompt": "count", "stop": "STOP"})");
+    ASSERT_TRUE(r);
+    const json body = json::parse(r->body);
+    EXPECT_EQ(body["choices"][0]["text"], "one two ");
+    EXPECT_EQ(body["choices"][0]["finish_reason"], "stop");
+    EXPECT_TRUE(last()->cancelled);  // the scheduler is told to free the sequence
+    // Tokens up to the one that completed the stop string count.
+    const std::vector<int32_t> ids = qwen().encode("one two STOP three four");
+    int64_t n = 0;
+    while (qwen().decode(std::vector<int32_t>(ids.begin(), ids.begin() + n)).find("STOP") == std::string::npos) ++n;
+    EXPECT_EQ(body["usage"]["completion_tokens"], n);
+
+    const auto s = post("/v1/completions", R"({"prompt": "count", "stop": ["STOP"], "stream": true})");
+    std::string joined;
+    const std::vector<json> ev = events(s->body);
+    for (const json& e : ev)
+        if (e.is_object()) {
+            joined += e["choices"][0]["text"].get<std::string>();
+        }
+    EXPECT_EQ(joined, "one two ");
+    EXPECT_EQ(ev[ev.size() - 2]["choices"][0]["finish_reason"], "stop");
+}
+
+TEST_F(HttpServerTest, LengthAndErrorFinishes) {
+    script_ = updates_of("abc", Finish::Length);
+    start();
+    EXPECT_EQ(json::parse(post("/v1/completions", R"({"prompt": "x"})")->body)["choices"][0]["finish_reason"],
+              "length");
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        script_ = updates_of("abc", Finish::Error);
+    }
+    const json e = json::parse(post("/v1/completions", R"({"prompt": "x"})")->body);
+    EXPECT_EQ(e["error"]["message"], "boom");
+    EXPECT_EQ(e["error"]["type"], "server_error");
+}
+
+TEST_F(HttpServerTest, Logprobs) {
+    script_.clear();
+    const int32_t hello = *qwen().token_id("Hello"), hi = *qwen().token_id("Hi");
+    script_.push_back({{hello}, {{hello, -0.5f, {{hello, -0.5f}, {hi, -1.0f}}}}, Finish::None, ""});
+    script_.push_back({{}, {}, Finish::Stop, ""});
+    start();
+    const json body =
+        json::parse(post("/v1/chat/completions",
+                         R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 2})")
+                        ->body);
+    EXPECT_EQ(submitted().at(0).params.logprobs, 2);
+    const json& c = body["choices"][0]["logprobs"]["content"];
+    ASSERT_EQ(c.size(), 1u);
+    EXPECT_EQ(c[0]["token"], "Hello");
+    EXPECT_EQ(c[0]["logprob"], -0.5);
+    EXPECT_EQ(c[0]["top_logprobs"][1]["token"], "Hi");
+    const json comp = json::parse(post("/v1/completions", R"({"prompt": "x", "logprobs": 1})")->body);
+    EXPECT_EQ(comp["choices"][0]["logprobs"]["tokens"], json::array({"Hello"}));
+    EXPECT_EQ(comp["choices"][0]["logprobs"]["text_offset"], json::array({0}));
+}
+
+TEST_F(HttpServerTest, ErrorStatuses) {
+    start();
+    expect_error(post("/v1/chat/completions", "{not json"), 400);
+    expect_error(post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "top_p": 2})"), 400,
+                 "top_p");
+    expect_error(post("/v1/completions", R"({"prompt": "x", "n": 3})"), 400, "n");
+    expect_error(post("/v1/completions", R"({"prompt": [999999999]})"), 400, "prompt");
+    std::string words;
+    for (int i = 0; i < 100; ++i) words += " word";
+    expect_error(post("/v1/completions", R"({"prompt": ")" + words + R"("})"), 400, "prompt");  // RequestError
+    expect_error(post("/v1/completions", R"({"prompt": "x", "model": "gpt-4"})"), 404, "model");
+    expect_error(post("/v1/nothing", "{}"), 404);
+    expect_error(get("/v2/models"), 404);
+    expect_error(post("/v1/completions", R"({"prompt": ")" + std::string(5000, 'a') + R"("})"), 413);
+    EXPECT_EQ(submitted().size(), 0u);  // none of them reached the scheduler
+}
+
+TEST_F(HttpServerTest, ApiKey) {
+    start("sesame");
+    const std::string body = R"({"prompt": "x"})";
+    expect_error(post("/v1/completions", body), 401);
+    expect_error(post("/v1/completions", body, {{"Authorization", "Bearer wrong"}}), 401);
+    expect_error(post("/v1/completions", body, {{"Authorization", "Bearer sesam"}}), 401);
+    expect_error(post("/v1/completions", body, {{"Authorization", "sesame"}}), 401);
+    const auto ok = post("/v1/completions", body, {{"Authorization", "Bearer sesame"}});
+    ASSERT_TRUE(ok);
+    EXPECT_EQ(ok->status, 200);
+    EXPECT_EQ(get("/health")->status, 200);  // monitoring stays open
+    EXPECT_EQ(get("/metrics")->status, 200);
+    expect_error(get("/v1/models"), 401);
+}
+
+// A raw client: sends `request`, reads until `until` has arrived (or 5 s), then closes the connection.
+std::string send_then_hang_up(int port, const std::string& body, const std::string& until) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    const std::string req =
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        "Content-Length: " +
+        std::to_string(body.size()) + "\r\n\r\n" + body;
+    EXPECT_EQ(write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
+    std::string got;
+    const auto deadline = std::chrono::steady_clock::now() + 5s;
+    while (got.find(until) == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+        pollfd p{fd, POLLIN, 0};
+        if (poll(&p, 1, 100) <= 0) continue;
+        char buf[4096];
+        const ssize_t n = read(fd, buf, sizeof buf);
+        if (n <= 0) break;
+        got.append(buf, static_cast<size_t>(n));
+    }
+    close(fd);
+    return got;
+}
+
+bool eventually(const std::atomic<bool>& flag) {
+    const auto deadline = std::chrono::steady_clock::now() + 5s;
+    while (!flag && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
+    return flag;
+}
+
+TEST_F(HttpServerTest, WaitingStreamGetsKeepAlivesAndADisconnectCancels) {
+    script_.clear();  // queued forever: the stream only times out
+    start();
+    const std::string got = send_then_hang_up(port_, R"({"prompt": "x", "stream": true})", ": keep-alive\n\n");
+    EXPECT_NE(got.find("200 OK"), std::string::npos);
+    EXPECT_NE(got.find(": keep-alive\n\n"), std::string::npos);
+    ASSERT_TRUE(last());
+    EXPECT_TRUE(eventually(last()->cancelled));
+}
+
+TEST_F(HttpServerTest, NonStreamedDisconnectCancels) {
+    script_.clear();
+    start();
+    send_then_hang_up(port_, R"({"prompt": "x"})", "HTTP/1.1 200");  // the status line, then nothing until the end
+    ASSERT_TRUE(last());
+    EXPECT_TRUE(eventually(last()->cancelled));
+}
+
+TEST_F(HttpServerTest, StopEndsWaitingRequests) {
+    script_.clear();
+    start();
+    std::thread client([this] { post("/v1/completions", R"({"prompt": "x"})"); });
+    while (!last()) std::this_thread::sleep_for(10ms);
+    server_->stop();
+    thread_.join();  // returns although the request never got a token
+    client.join();
+    EXPECT_TRUE(last()->cancelled);
+}
+
+// stop() ends run() whenever it comes: before run(), while httplib starts listening, or while it serves.
+TEST(HttpServerLifecycle, StopAtAnyMomentEndsRun) {
+    HttpOptions o;
+    o.port = 0;
+    {
+        HttpServer s(o);
+        s.bind();
+        s.stop();
+        s.run();  // returns at once
+    }
+    for (int i = 0; i < 20; ++i) {
+        HttpServer s(o);
+        s.bind();
+        std::thread t([&] { s.run(); });
+        if (i % 2) std::this_thread::sleep_for(std::chrono::milliseconds(i));
+        s.stop();
+        t.join();
+    }
+}
+
+}  // namespace
+}  // namespace tracelm::serve

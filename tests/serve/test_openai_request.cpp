@@ -1,0 +1,199 @@
+// Parsing and validation of OpenAI request bodies: exact field values, and every invalid value answered with a 400
+// that names its parameter.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "serve/openai_request.h"
+
+namespace tracelm::serve {
+namespace {
+
+OpenAIRequest chat(const std::string& extra) {
+    return parse_request(Endpoint::ChatCompletions,
+                         R"({"model": "m", "messages": [{"role": "user", "content": "hi"}])" + extra + "}");
+}
+
+OpenAIRequest completion(const std::string& fields) { return parse_request(Endpoint::Completions, "{" + fields + "}"); }
+
+// The ApiError a body gives (status, param, code), or a failure when it parses.
+ApiError error_of(Endpoint endpoint, const std::string& body) {
+    try {
+        parse_request(endpoint, body);
+    } catch (const ApiError& e) {
+        return e;
+    }
+    ADD_FAILURE() << "no error for " << body;
+    return ApiError(0, "", "");
+}
+
+void expect_param_error(const std::string& extra, const std::string& param, const std::string& in_message = "") {
+    const ApiError e =
+        error_of(Endpoint::ChatCompletions, R"({"messages": [{"role": "user", "content": "hi"}])" + extra + "}");
+    EXPECT_EQ(e.status, 400) << extra;
+    EXPECT_EQ(e.type, "invalid_request_error") << extra;
+    EXPECT_EQ(e.param, param) << extra << ": " << e.what();
+    EXPECT_NE(std::string(e.what()).find(param), std::string::npos)
+        << "message should name the parameter: " << e.what();
+    if (!in_message.empty()) {
+        EXPECT_NE(std::string(e.what()).find(in_message), std::string::npos) << e.what();
+    }
+}
+
+TEST(OpenAIRequest, ChatDefaults) {
+    const OpenAIRequest r = chat("");
+    EXPECT_EQ(r.endpoint, Endpoint::ChatCompletions);
+    EXPECT_EQ(r.model, "m");
+    ASSERT_EQ(r.messages.size(), 1u);
+    EXPECT_EQ(r.messages[0].role, "user");
+    EXPECT_EQ(r.messages[0].content, "hi");
+    EXPECT_FALSE(r.stream);
+    EXPECT_FALSE(r.include_usage);
+    EXPECT_FALSE(r.max_tokens.has_value());
+    EXPECT_TRUE(r.stop.empty());
+    EXPECT_FALSE(r.ignore_eos);
+    EXPECT_EQ(r.sampling.temperature, 0.0);  // tracelm's default: greedy
+    EXPECT_EQ(r.sampling.top_p, 1.0);
+    EXPECT_EQ(r.sampling.top_k, 0);
+    EXPECT_FALSE(r.sampling.seed.has_value());
+    EXPECT_FALSE(r.sampling.logprobs.has_value());
+}
+
+TEST(OpenAIRequest, EveryFieldIsRead) {
+    const OpenAIRequest r = chat(R"(, "stream": true, "stream_options": {"include_usage": true}, "max_tokens": 7,
+        "stop": ["a", "bc"], "temperature": 0.5, "top_p": 0.9, "top_k": 40, "min_p": 0.05, "presence_penalty": 0.25,
+        "frequency_penalty": -0.5, "repetition_penalty": 1.1, "seed": 1234, "logprobs": true, "top_logprobs": 3,
+        "n": 1, "ignore_eos": true, "user": "someone", "tools": [], "unknown_field": {"x": 1})");
+    EXPECT_TRUE(r.stream);
+    EXPECT_TRUE(r.include_usage);
+    EXPECT_EQ(r.max_tokens, 7);
+    EXPECT_EQ(r.stop, (std::vector<std::string>{"a", "bc"}));
+    EXPECT_EQ(r.sampling.temperature, 0.5);
+    EXPECT_EQ(r.sampling.top_p, 0.9);
+    EXPECT_EQ(r.sampling.top_k, 40);
+    EXPECT_EQ(r.sampling.min_p, 0.05);
+    EXPECT_EQ(r.sampling.presence_penalty, 0.25);
+    EXPECT_EQ(r.sampling.frequency_penalty, -0.5);
+    EXPECT_EQ(r.sampling.repeat_penalty, 1.1);
+    EXPECT_EQ(r.sampling.seed, 1234u);
+    EXPECT_EQ(r.sampling.logprobs, 3);
+    EXPECT_TRUE(r.ignore_eos);
+}
+
+TEST(OpenAIRequest, NullMeansNotGiven) {
+    const OpenAIRequest r = chat(R"(, "temperature": null, "max_tokens": null, "stop": null, "seed": null)");
+    EXPECT_EQ(r.sampling.temperature, 0.0);
+    EXPECT_FALSE(r.max_tokens.has_value());
+    EXPECT_TRUE(r.stop.empty());
+    EXPECT_FALSE(r.sampling.seed.has_value());
+}
+
+TEST(OpenAIRequest, MaxCompletionTokensAndStopString) {
+    const OpenAIRequest r = chat(R"(, "max_completion_tokens": 9, "stop": "END")");
+    EXPECT_EQ(r.max_tokens, 9);
+    EXPECT_EQ(r.stop, std::vector<std::string>{"END"});
+    EXPECT_EQ(chat(R"(, "logprobs": true)").sampling.logprobs, 0);  // the chosen token only
+    EXPECT_FALSE(chat(R"(, "logprobs": false)").sampling.logprobs.has_value());
+    EXPECT_EQ(chat(R"(, "top_k": -1)").sampling.top_k, 0);         // vLLM's "off"
+    EXPECT_EQ(chat(R"(, "seed": -1)").sampling.seed, UINT64_MAX);  // the bits of a negative seed
+}
+
+TEST(OpenAIRequest, ContentPartsAndRoles) {
+    const OpenAIRequest r = parse_request(Endpoint::ChatCompletions, R"({"messages": [
+        {"role": "developer", "content": "be brief"},
+        {"role": "user", "content": [{"type": "text", "text": "one"}, {"type": "text", "text": "two"}]},
+        {"role": "assistant", "content": null},
+        {"role": "user", "content": "three"}]})");
+    ASSERT_EQ(r.messages.size(), 4u);
+    EXPECT_EQ(r.messages[0].role, "system");
+    EXPECT_EQ(r.messages[0].content, "be brief");
+    EXPECT_EQ(r.messages[1].content, "one\ntwo");
+    EXPECT_EQ(r.messages[2].role, "assistant");
+    EXPECT_EQ(r.messages[2].content, "");
+    EXPECT_EQ(r.messages[3].content, "three");
+}
+
+TEST(OpenAIRequest, CompletionPrompts) {
+    EXPECT_EQ(completion(R"("prompt": "hello")").prompt, "hello");
+    EXPECT_EQ(completion(R"("prompt": ["hello"])").prompt, "hello");
+    EXPECT_EQ(completion(R"("prompt": [1, 2, 3])").prompt_ids, (std::vector<int32_t>{1, 2, 3}));
+    EXPECT_EQ(completion(R"("prompt": [[4, 5]])").prompt_ids, (std::vector<int32_t>{4, 5}));
+    EXPECT_EQ(completion(R"("prompt": "x", "logprobs": 5)").sampling.logprobs, 5);
+    EXPECT_EQ(completion(R"("prompt": "x", "logprobs": 0)").sampling.logprobs, 0);
+    EXPECT_EQ(completion(R"("prompt": "x", "max_tokens": 3)").max_tokens, 3);
+    // max_completion_tokens is chat's name; completions read max_tokens only.
+    EXPECT_FALSE(completion(R"("prompt": "x", "max_completion_tokens": 3)").max_tokens.has_value());
+}
+
+TEST(OpenAIRequest, MalformedBodies) {
+    for (const char* body : {"", "{", "not json", "{\"messages\": [}", "[1, 2]", "\"text\"", "null"}) {
+        const ApiError e = error_of(Endpoint::ChatCompletions, body);
+        EXPECT_EQ(e.status, 400) << body;
+        EXPECT_EQ(e.type, "invalid_request_error") << body;
+        EXPECT_EQ(e.param, "") << body;
+    }
+    // Deep nesting is refused while parsing, before anything recurses over it.
+    const std::string deep = "{\"x\": " + std::string(10000, '[') + std::string(10000, ']') + "}";
+    EXPECT_EQ(error_of(Endpoint::ChatCompletions, deep).status, 400);
+}
+
+TEST(OpenAIRequest, InvalidValuesNameTheirParameter) {
+    expect_param_error(R"(, "temperature": -1)", "temperature", ">= 0");
+    expect_param_error(R"(, "temperature": "hot")", "temperature", "a number");
+    expect_param_error(R"(, "top_p": 1.5)", "top_p", "(0, 1]");
+    expect_param_error(R"(, "top_p": 0)", "top_p");
+    expect_param_error(R"(, "top_k": -2)", "top_k");
+    expect_param_error(R"(, "top_k": 1.5)", "top_k", "an integer");
+    expect_param_error(R"(, "min_p": 2)", "min_p", "[0, 1]");
+    expect_param_error(R"(, "repetition_penalty": 0)", "repetition_penalty", "> 0");
+    expect_param_error(R"(, "presence_penalty": 1e39)", "presence_penalty", "finite");
+    expect_param_error(R"(, "frequency_penalty": "x")", "frequency_penalty");
+    expect_param_error(R"(, "seed": 0.5)", "seed", "an integer");
+    expect_param_error(R"(, "max_tokens": 0)", "max_tokens", "at least 1");
+    expect_param_error(R"(, "max_tokens": "5")", "max_tokens");
+    expect_param_error(R"(, "max_completion_tokens": -3)", "max_completion_tokens");
+    expect_param_error(R"(, "n": 2)", "n", "must be 1");
+    expect_param_error(R"(, "stream": "yes")", "stream", "a boolean");
+    expect_param_error(R"(, "stream_options": {"include_usage": true})", "stream_options");
+    expect_param_error(R"(, "stream": true, "stream_options": {"include_usage": 1})", "stream_options.include_usage");
+    expect_param_error(R"(, "stop": ["a", "b", "c", "d", "e"])", "stop", "at most 4");
+    expect_param_error(R"(, "stop": [""])", "stop", "empty");
+    expect_param_error(R"(, "stop": 3)", "stop");
+    expect_param_error(R"(, "stop": ["a", 3])", "stop");
+    expect_param_error(R"(, "logprobs": 1)", "logprobs", "a boolean");
+    expect_param_error(R"(, "logprobs": true, "top_logprobs": 21)", "top_logprobs", "[0, 20]");
+    expect_param_error(R"(, "logprobs": true, "top_logprobs": -1)", "top_logprobs");
+    expect_param_error(R"(, "top_logprobs": 2)", "top_logprobs", "logprobs");
+    expect_param_error(R"(, "ignore_eos": 1)", "ignore_eos");
+    expect_param_error(R"(, "model": 5)", "model");
+}
+
+TEST(OpenAIRequest, InvalidMessagesAndPrompts) {
+    const auto param_of = [](Endpoint ep, const std::string& body) { return error_of(ep, body).param; };
+    const Endpoint c = Endpoint::ChatCompletions, p = Endpoint::Completions;
+    EXPECT_EQ(param_of(c, "{}"), "messages");
+    EXPECT_EQ(error_of(c, "{}").code, "missing_required_parameter");
+    EXPECT_EQ(param_of(c, R"({"messages": []})"), "messages");
+    EXPECT_EQ(param_of(c, R"({"messages": "hi"})"), "messages");
+    EXPECT_EQ(param_of(c, R"({"messages": [5]})"), "messages[0]");
+    EXPECT_EQ(param_of(c, R"({"messages": [{"content": "x"}]})"), "messages[0].role");
+    EXPECT_EQ(param_of(c, R"({"messages": [{"role": "tool", "content": "x"}]})"), "messages[0].role");
+    EXPECT_EQ(param_of(c, R"({"messages": [{"role": "user"}]})"), "messages[0].content");
+    EXPECT_EQ(param_of(c, R"({"messages": [{"role": "user", "content": 3}]})"), "messages[0].content");
+    EXPECT_EQ(param_of(c, R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})"),
+              "messages[0].content[0].type");
+    EXPECT_EQ(param_of(c, R"({"messages": [{"role": "user", "content": [{"type": "text"}]}]})"),
+              "messages[0].content[0].text");
+    EXPECT_EQ(param_of(p, "{}"), "prompt");
+    EXPECT_EQ(param_of(p, R"({"prompt": 5})"), "prompt");
+    EXPECT_EQ(param_of(p, R"({"prompt": []})"), "prompt");
+    EXPECT_EQ(param_of(p, R"({"prompt": ["a", "b"]})"), "prompt");
+    EXPECT_EQ(param_of(p, R"({"prompt": [1, -2]})"), "prompt");
+    EXPECT_EQ(param_of(p, R"({"prompt": [1, "x"]})"), "prompt");
+    EXPECT_EQ(param_of(p, R"({"prompt": [[1], [2]]})"), "prompt");
+    EXPECT_EQ(param_of(p, R"({"prompt": "x", "logprobs": 21})"), "logprobs");
+    EXPECT_EQ(param_of(p, R"({"prompt": "x", "logprobs": true})"), "logprobs");
+}
+
+}  // namespace
+}  // namespace tracelm::serve
