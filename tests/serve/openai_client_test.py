@@ -9,25 +9,18 @@ for byte; stop strings that span streamed chunks; multi-byte text; usage against
 status; /health, /v1/models and /metrics. Exits 77 (skipped) without the model or the `openai` package, unless
 TRACELM_REQUIRE_MODELS is set. Every wait is bounded and the server is always killed at the end.
 """
-import atexit
-import ctypes
 import http.client
 import json
 import os
 import re
-import select
-import signal
 import subprocess
 import sys
-import threading
 import time
 import unittest
 
-SKIP = 77
+from server_process import MODEL, MODEL_ID, SKIP, Server, metric, model_or_skip
+
 BINARY = None
-MODEL = os.path.join(os.environ.get("TRACELM_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "tracelm"),
-                     "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
-MODEL_ID = "SmolLM2-135M-Instruct.Q4_1"
 API_KEY = "test-key"
 SYSTEM = "You are a terse assistant."
 
@@ -44,62 +37,6 @@ def chatml(messages):
     return text + "<|im_start|>assistant\n"
 
 
-def die_with_parent():
-    """In the child: SIGKILL when the test process dies (e.g. killed by ctest's timeout)."""
-    PR_SET_PDEATHSIG = 1
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
-class Server:
-    def __init__(self):
-        threads = os.environ.get("TRACELM_THREADS", "2")
-        self.proc = subprocess.Popen(
-            [BINARY, "serve", "--model", MODEL, "--port", "0", "--max-seqs", "4", "--context", "1024", "--threads",
-             threads, "--api-key", API_KEY], stdout=subprocess.PIPE, stderr=sys.stderr, text=True,
-            preexec_fn=die_with_parent)
-        atexit.register(self.kill)
-        ready, _, _ = select.select([self.proc.stdout], [], [], 30)
-        line = self.proc.stdout.readline() if ready else ""
-        m = re.fullmatch(r"listening on http://127\.0\.0\.1:(\d+)\n", line)
-        if not m:
-            self.kill()
-            raise RuntimeError(f"no 'listening on' line from tracelm serve, got {line!r}")
-        self.port = int(m.group(1))
-        self.health_codes = []
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            status, _, _ = self.request("GET", "/health")
-            self.health_codes.append(status)
-            if status == 200:
-                return
-            time.sleep(0.05)
-        self.kill()
-        raise RuntimeError("the server did not become ready within 120 s")
-
-    def request(self, method, path, body=None, headers=None, timeout=60):
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-        try:
-            conn.request(method, path, body=body, headers=headers or {})
-            r = conn.getresponse()
-            return r.status, dict(r.getheaders()), r.read()
-        finally:
-            conn.close()
-
-    def stop(self):
-        """SIGTERM, then the exit status (killed after 30 s)."""
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            return None
-
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(timeout=30)
-
-
 class OpenAIClientTest(unittest.TestCase):
     server = None
     client = None
@@ -108,7 +45,7 @@ class OpenAIClientTest(unittest.TestCase):
     def setUpClass(cls):
         import openai
         cls.openai = openai
-        cls.server = Server()
+        cls.server = Server(BINARY, ["--max-seqs", "4", "--context", "1024", "--api-key", API_KEY])
         cls.client = openai.OpenAI(base_url=f"http://127.0.0.1:{cls.server.port}/v1", api_key=API_KEY, timeout=120,
                                    max_retries=0)
 
@@ -252,10 +189,7 @@ class OpenAIClientTest(unittest.TestCase):
         self.assertEqual(a, b)
 
     def metric(self, name):
-        body = self.server.request("GET", "/metrics")[2].decode()
-        m = re.search(r"^" + re.escape(name) + r"\{[^}]*\} (\S+)$", body, re.M)
-        self.assertIsNotNone(m, name)
-        return float(m.group(1))
+        return metric(self.server.metrics(), name)
 
     def test_client_gone_mid_stream_is_cancelled(self):
         before = self.metric("tracelm:generation_tokens_total")
@@ -359,9 +293,8 @@ def main():
         return 2
     BINARY = sys.argv[1]
     required = bool(os.environ.get("TRACELM_REQUIRE_MODELS"))
-    if not os.path.exists(MODEL):
-        print(f"skipped: {MODEL} is not in the model cache", file=sys.stderr)
-        return 1 if required else SKIP
+    if model_or_skip() is None:
+        return SKIP
     try:
         import openai  # noqa: F401
     except ImportError:

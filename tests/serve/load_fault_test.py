@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""Load and faults against `tracelm serve` over loopback (ctest: Serve.LoadAndFaults).
+
+Usage: load_fault_test.py TRACELM_BINARY
+
+64 concurrent streaming clients with mixed prompt lengths (greedy and seeded), together with malformed bodies,
+oversized bodies, bodies with unknown fields and clients that disconnect mid-stream, on a server whose KV pool is
+too small for the load (so sequences wait and are preempted). Afterwards: every completed answer equals the same
+request run alone, /metrics shows nothing running and no KV block in use, preemptions happened, and the server still
+answers. Bounded: every request has a timeout and the server is killed at the end. Exits 77 (skipped) without the
+model, unless TRACELM_REQUIRE_MODELS is set.
+"""
+import http.client
+import json
+import random
+import socket
+import sys
+import threading
+
+from server_process import MODEL_ID, SKIP, Server, metric, model_or_skip
+
+CLIENTS = 64
+MAX_TOKENS = 10
+
+
+def completion_body(i, stream):
+    rng = random.Random(i)
+    words = "the river ran past a quiet town where people kept bees grew apples and told long stories at night".split()
+    prompt = " ".join(rng.choice(words) for _ in range(rng.randint(3, 40)))
+    body = {"model": MODEL_ID, "prompt": prompt, "max_tokens": MAX_TOKENS, "stream": stream}
+    if i % 4 == 1:
+        body.update(temperature=0.8, top_p=0.9, seed=1000 + i)
+    else:
+        body["temperature"] = 0
+    if i % 8 == 3:
+        body["some_unknown_field"] = {"nested": [1, 2, 3]}  # clients send extras; they are ignored
+    return body
+
+
+def streamed_text(port, body, results, i):
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        conn.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
+        r = conn.getresponse()
+        if r.status != 200:
+            results[i] = ("status", r.status)
+            return
+        text, finish = "", None
+        for raw in r:
+            line = raw.decode("utf-8").rstrip("\n")
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            for c in json.loads(line[6:]).get("choices", []):
+                text += c.get("text") or ""
+                finish = c.get("finish_reason") or finish
+        results[i] = ("ok", text, finish)
+    except Exception as e:  # noqa: BLE001 - reported as the test's failure
+        results[i] = ("error", repr(e))
+
+
+def disconnect_mid_stream(port, body, results, i):
+    """Reads the first streamed chunk, then drops the connection."""
+    try:
+        s = socket.create_connection(("127.0.0.1", port), timeout=120)
+        data = json.dumps(body).encode()
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: " + str(len(data)).encode() + b"\r\n\r\n" + data)
+        got = b""
+        while b"data: {" not in got:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            got += chunk
+        s.close()
+        results[i] = ("left", b"data: {" in got)
+    except Exception as e:  # noqa: BLE001
+        results[i] = ("error", repr(e))
+
+
+def bad_request(port, payload, want, results, i):
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        conn.request("POST", "/v1/completions", payload, {"Content-Type": "application/json"})
+        r = conn.getresponse()
+        err = json.loads(r.read()).get("error", {})
+        results[i] = ("bad", r.status == want and bool(err.get("message")), r.status)
+    except Exception as e:  # noqa: BLE001
+        results[i] = ("error", repr(e))
+
+
+def main():
+    binary = sys.argv[1]
+    if model_or_skip() is None:
+        return SKIP
+    server = Server(binary, ["--max-seqs", "16", "--context", "256", "--kv-blocks", "24",
+                                    "--max-batched-tokens", "64"])
+    failures = []
+    try:
+        threads, results = [], {}
+        for i in range(CLIENTS):
+            threads.append(threading.Thread(target=streamed_text, args=(server.port, completion_body(i, True), results, i)))
+        for j in range(8):
+            i = CLIENTS + j
+            threads.append(threading.Thread(target=disconnect_mid_stream,
+                                            args=(server.port, completion_body(i, True) | {"max_tokens": 150}, results, i)))
+        malformed = ['{"prompt": "x", "max_tokens": ', "[1, 2", '{"prompt": 5}', '{"prompt": "x", "max_tokens": -3}',
+                     '{"prompt": "x", "temperature": "hot"}', "\xff\xfe"]
+        for j, payload in enumerate(malformed):
+            i = CLIENTS + 8 + j
+            threads.append(threading.Thread(target=bad_request, args=(server.port, payload, 400, results, i)))
+        for j in range(2):
+            i = CLIENTS + 8 + len(malformed) + j
+            huge = json.dumps({"prompt": "a" * (2 << 20)})
+            threads.append(threading.Thread(target=bad_request, args=(server.port, huge, 413, results, i)))
+        random.Random(7).shuffle(threads)
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=300)
+        if any(t.is_alive() for t in threads):
+            failures.append("a client did not finish within 300 s")
+
+        for i, r in sorted(results.items()):
+            if r[0] == "error":
+                failures.append(f"client {i}: {r[1]}")
+            elif r[0] == "status":
+                failures.append(f"client {i}: status {r[1]}")
+            elif r[0] == "bad" and not r[1]:
+                failures.append(f"bad request {i}: status {r[2]}")
+        # Every completed answer equals the same request alone (nothing else running), non-streamed.
+        for i in range(CLIENTS):
+            r = results.get(i)
+            if not r or r[0] != "ok":
+                continue
+            status, body = server.post_json("/v1/completions", completion_body(i, False))
+            if status != 200:
+                failures.append(f"request {i} alone: status {status}")
+                continue
+            alone = body["choices"][0]
+            if (r[1], r[2]) != (alone["text"], alone["finish_reason"]):
+                failures.append(f"request {i}: under load {r[1:]!r}, alone {(alone['text'], alone['finish_reason'])!r}")
+
+        text = server.metrics_when_idle()
+        for name in ("tracelm:num_requests_running", "tracelm:num_requests_waiting", "tracelm:kv_blocks_used"):
+            if metric(text, name) != 0:
+                failures.append(f"/metrics {name} = {metric(text, name)} after the load, want 0")
+        if not metric(text, "tracelm:num_preemptions_total") > 0:
+            failures.append("the small KV pool forced no preemption")
+        if not metric(text, "tracelm:steady_decode_steps_total") > 0:
+            failures.append("no decode step ran without host writes")
+        if server.request("GET", "/health")[0] != 200:
+            failures.append("/health does not answer 200 after the load")
+    finally:
+        server.kill()
+    for f in failures:
+        print("FAIL:", f)
+    print(f"{CLIENTS} streams, 8 disconnects, {len(malformed) + 2} bad requests: {len(failures)} failures")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
