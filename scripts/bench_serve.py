@@ -10,16 +10,15 @@ requests, requests/s, output tok/s, TTFT, TPOT, ITL and end-to-end latency (mean
   scripts/bench_serve.py --model FILE --tracelm build/tracelm [--llama-server PATH] [--concurrency 1,2,4,8,16,32]
 """
 import argparse
-import asyncio
+import http.client
 import json
 import random
 import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
-
-import httpx
 
 
 def free_port():
@@ -35,9 +34,11 @@ def start_server(name, cmd, port, timeout_s=300):
         if proc.poll() is not None:
             sys.exit(f"{name} exited with {proc.returncode}: {' '.join(cmd)}")
         try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            conn.request("GET", "/health")
+            if conn.getresponse().status == 200:
                 return proc
-        except httpx.HTTPError:
+        except OSError:
             pass
         time.sleep(0.5)
     proc.kill()
@@ -51,50 +52,62 @@ def prompts(n, words, seed):
     return [" ".join(rng.choice(vocab) for _ in range(words)) for _ in range(n)]
 
 
-async def one_request(client, url, prompt, max_tokens):
-    body = {"model": "bench", "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
+def one_request(port, prompt, max_tokens):
+    body = {"messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
             "temperature": 0, "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
     t0 = time.perf_counter()
     stamps, usage = [], None
-    async with client.stream("POST", url + "/v1/chat/completions", json=body) as r:
-        if r.status_code != 200:
-            await r.aread()
-            return None
-        async for line in r.aiter_lines():
-            if not line.startswith("data: ") or line == "data: [DONE]":
-                continue
-            chunk = json.loads(line[6:])
-            if chunk.get("usage"):
-                usage = chunk["usage"]
-            for c in chunk.get("choices", []):
-                if (c.get("delta") or {}).get("content"):
-                    stamps.append(time.perf_counter())
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    conn.request("POST", "/v1/chat/completions", json.dumps(body), {"Content-Type": "application/json"})
+    r = conn.getresponse()
+    if r.status != 200:
+        r.read()
+        return None
+    for raw in r:
+        line = raw.decode("utf-8").strip()
+        if not line.startswith("data: ") or line == "data: [DONE]":
+            continue
+        chunk = json.loads(line[6:])
+        if chunk.get("usage"):
+            usage = chunk["usage"]
+        for c in chunk.get("choices", []):
+            if (c.get("delta") or {}).get("content"):
+                stamps.append(time.perf_counter())
     end = time.perf_counter()
+    conn.close()
     if not stamps:
         return None
     out = usage["completion_tokens"] if usage else len(stamps)
     return {"ttft": stamps[0] - t0, "e2e": end - t0, "out": out,
             "itl": [b - a for a, b in zip(stamps, stamps[1:])],
-            "tpot": (end - t0 - (stamps[0] - t0)) / max(out - 1, 1)}
+            "tpot": (end - stamps[0]) / max(out - 1, 1)}
 
 
-async def level(url, texts, concurrency, max_tokens):
-    queue = list(texts)
-    results, failed = [], 0
-    limits = httpx.Limits(max_connections=concurrency + 2)
-    async with httpx.AsyncClient(timeout=httpx.Timeout(600.0), limits=limits) as client:
-        async def worker():
-            nonlocal failed
-            while queue:
-                r = await one_request(client, url, queue.pop(0), max_tokens)
-                if r is None:
-                    failed += 1
-                else:
-                    results.append(r)
-        t0 = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-        wall = time.perf_counter() - t0
-    return results, failed, wall
+def level(port, texts, concurrency, max_tokens):
+    """Closed loop: `concurrency` clients, each sending its next request when the last one ends."""
+    queue, lock = list(texts), threading.Lock()
+    results, failed = [], []
+
+    def client():
+        while True:
+            with lock:
+                if not queue:
+                    return
+                prompt = queue.pop(0)
+            try:
+                r = one_request(port, prompt, max_tokens)
+            except OSError:
+                r = None
+            with lock:
+                (results.append(r) if r else failed.append(prompt))
+
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=client) for _ in range(concurrency)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results, len(failed), time.perf_counter() - t0
 
 
 def stats(values):
@@ -144,7 +157,7 @@ def main():
             n = a.requests or max(8, 2 * c)
             texts = prompts(n, a.prompt_words, seed=c)
             for name, (port, _) in servers.items():
-                results, failed, wall = asyncio.run(level(f"http://127.0.0.1:{port}", texts, c, a.output_tokens))
+                results, failed, wall = level(port, texts, c, a.output_tokens)
                 rows.append(summarize(name, c, results, failed, wall))
                 print(f"# {name} c={c}: {rows[-1]['output_tok_per_s']:.1f} output tok/s", file=sys.stderr)
     finally:
