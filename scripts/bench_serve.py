@@ -45,6 +45,18 @@ def start_server(name, cmd, port, timeout_s=300):
     sys.exit(f"{name} did not become healthy in {timeout_s} s")
 
 
+def counters(port):
+    """tracelm's decode-step counters from /metrics (empty for a server without them)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request("GET", "/metrics")
+    out = {}
+    for line in conn.getresponse().read().decode().splitlines():
+        for name in ("decode_steps_total", "decode_replays_total", "host_row_writes_total", "steady_decode_steps_total"):
+            if line.startswith(f"tracelm:{name}{{"):
+                out[name] = float(line.rsplit(" ", 1)[1])
+    return out
+
+
 def prompts(n, words, seed):
     rng = random.Random(seed)
     vocab = "time person year way day thing man world life hand part child eye woman place work week case point " \
@@ -157,8 +169,17 @@ def main():
             n = a.requests or max(8, 2 * c)
             texts = prompts(n, a.prompt_words, seed=c)
             for name, (port, _) in servers.items():
+                before = counters(port)
                 results, failed, wall = level(port, texts, c, a.output_tokens)
                 rows.append(summarize(name, c, results, failed, wall))
+                after = counters(port)
+                steps = after.get("decode_steps_total", 0) - before.get("decode_steps_total", 0)
+                if steps > 0:
+                    delta = {k: after[k] - before[k] for k in after}
+                    rows[-1]["decode_steps"] = steps
+                    rows[-1]["replayed_fraction"] = delta["decode_replays_total"] / steps
+                    rows[-1]["steady_fraction"] = delta["steady_decode_steps_total"] / steps
+                    rows[-1]["host_row_writes_per_step"] = delta["host_row_writes_total"] / steps
                 print(f"# {name} c={c}: {rows[-1]['output_tok_per_s']:.1f} output tok/s", file=sys.stderr)
     finally:
         for _, proc in servers.values():
@@ -171,12 +192,16 @@ def main():
     def f(x):
         return "-" if x is None else f"{x:.1f}"
     print("| server | concurrency | done/failed | req/s | output tok/s | TTFT p50 / p99 ms | TPOT p50 ms | "
-          "ITL p50 / p99 ms | E2E p50 ms |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "ITL p50 / p99 ms | E2E p50 ms | steps replayed / with no host write | host row writes per step |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
+        steps = (f"{100 * r['replayed_fraction']:.0f}% / {100 * r['steady_fraction']:.0f}%"
+                 if "decode_steps" in r else "-")
+        writes = f"{r['host_row_writes_per_step']:.2f}" if "decode_steps" in r else "-"
         print(f"| {r['server']} | {r['concurrency']} | {r['completed']}/{r['failed']} | {r['req_per_s']:.2f} | "
               f"{r['output_tok_per_s']:.1f} | {f(r['ttft_ms']['p50'])} / {f(r['ttft_ms']['p99'])} | "
-              f"{f(r['tpot_ms']['p50'])} | {f(r['itl_ms']['p50'])} / {f(r['itl_ms']['p99'])} | {f(r['e2e_ms']['p50'])} |")
+              f"{f(r['tpot_ms']['p50'])} | {f(r['itl_ms']['p50'])} / {f(r['itl_ms']['p99'])} | {f(r['e2e_ms']['p50'])} | "
+              f"{steps} | {writes} |")
     if "llama-server" in servers:
         print()
         print("| concurrency | output tok/s ratio tracelm / llama-server | TTFT p50 ratio |")
