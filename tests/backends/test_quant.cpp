@@ -357,7 +357,7 @@ TEST(GgmlDot, ActivationQuantizationEqualsGgml) {
 }
 
 // Every output equals ggml's vec_dot bit for bit, in one call over all tokens, over the first T tokens for every
-// T (so every tile of the SIMD kernels, of 1 to 4 tokens, runs) and one token at a time (the decode tiles).
+// T (so the SIMD kernels' tiles of 1 to 8 tokens run) and one token at a time (the decode tiles).
 TEST(GgmlDot, MatmulEqualsGgmlVecDot) {
     for (DType dt : kQuantTypes) {
         const GgmlDot g = load_ggml_dot(dt);
