@@ -219,13 +219,14 @@ TEST(QuantMatmul, WithinTheActivationQuantizationBoundOfExactMath) {
     }
 }
 
-// Every Isa the CPU has (AVX2; AVX-512 with VNNI) against the portable kernel, with token counts that reach every
-// tile of the SIMD kernels (1, 2, 3 and 4 tokens; 4 + 1; 4 + 4 + 1).
+// Every Isa the CPU has (AVX2; AVX-512 with VNNI) against the portable kernel, for every token count from 1 to 33
+// (every tile of the SIMD kernels, and every remainder after tiles of 8 and 4 tokens) and 19 rows (no multiple of
+// a tile of rows or of a group of them).
 TEST(QuantMatmul, EveryIsaAgreesWithPortableBitForBit) {
     if (static_cast<int>(cpu::best_isa()) < static_cast<int>(Isa::Avx2)) GTEST_SKIP() << "no AVX2";
     for (const Isa isa : {Isa::Avx2, Isa::Avx512}) {
         if (static_cast<int>(isa) > static_cast<int>(cpu::best_isa())) continue;
-        for (int64_t T : {1, 2, 3, 4, 5, 9}) {
+        for (int64_t T = 1; T <= 33; ++T) {
             for (DType dt : kQuantTypes) {
                 SCOPED_TRACE(type_name(dt) + " T " + std::to_string(T) + " " + cpu::isa_name(isa));
                 const Weights w = make_weights(load_fixture(dt), 19);
@@ -243,7 +244,7 @@ TEST(QuantMatmul, EveryIsaAgreesWithPortableBitForBit) {
 // Every output must be the same whether computed in one call, in ranges split at odd rows, or one token at a
 // time: what makes a replayed step (T = 1) and a batched one agree, and any thread split give the same bits.
 TEST(QuantMatmul, IndependentOfRowRangeAndBatchSize) {
-    constexpr int64_t T = 7, N = 29;
+    constexpr int64_t T = 15, N = 29;  // tiles of 8, 4 and 3 tokens
     for (DType dt : kQuantTypes) {
         const Weights w = make_weights(load_fixture(dt), N);
         const auto x = make_activations(T, w.K, 3);
@@ -356,7 +357,7 @@ TEST(GgmlDot, ActivationQuantizationEqualsGgml) {
 }
 
 // Every output equals ggml's vec_dot bit for bit, in one call over all tokens, over the first T tokens for every
-// T (so every tile of the SIMD kernels, of 1 to 4 tokens, runs) and one token at a time (the decode tiles).
+// T (so the SIMD kernels' tiles of 1 to 8 tokens run) and one token at a time (the decode tiles).
 TEST(GgmlDot, MatmulEqualsGgmlVecDot) {
     for (DType dt : kQuantTypes) {
         const GgmlDot g = load_ggml_dot(dt);
@@ -380,6 +381,37 @@ TEST(GgmlDot, MatmulEqualsGgmlVecDot) {
                                                     y1.data(), g.R, 0, g.R, act.data());
                 EXPECT_EQ(std::memcmp(y1.data(), g.dots.data() + a * g.R, 4 * y1.size()), 0) << "act " << a << ", T = 1";
             }
+        }
+    }
+}
+
+// ggml's vec_dot in tiles of every shape: 33 tokens cycling through the fixture's activation rows against 19
+// weight rows cycling through its weight rows, so that tiles of 8 tokens, of 4 and of 1, and row counts that are
+// no multiple of a tile of rows, all meet ggml's own dot products.
+TEST(GgmlDot, TiledMatmulEqualsGgmlVecDot) {
+    constexpr int64_t T = 33, N = 19;
+    for (DType dt : kQuantTypes) {
+        const GgmlDot g = load_ggml_dot(dt);
+        const size_t row = dtype_row_bytes(dt, g.K);
+        std::vector<uint8_t> w;
+        for (int64_t n = 0; n < N; ++n) {
+            const auto* src = g.weights.data() + static_cast<size_t>(n % g.R) * row;
+            w.insert(w.end(), src, src + row);
+        }
+        std::vector<float> x;
+        for (int64_t t = 0; t < T; ++t) {
+            const auto src = g.x.begin() + (t % g.A) * g.K;
+            x.insert(x.end(), src, src + g.K);
+        }
+        for (Isa isa : tested_isas()) {
+            SCOPED_TRACE(type_name(dt) + " " + cpu::isa_name(isa));
+            std::vector<float> y(static_cast<size_t>(T * N));
+            std::vector<uint8_t> act(cpu::matmul_quant_act_bytes(dt, T, g.K));
+            cpu::kernels_for(isa).quant->matmul(x.data(), T, g.K, w.data(), dt, nullptr, y.data(), N, 0, N, act.data());
+            for (int64_t t = 0; t < T; ++t)
+                for (int64_t n = 0; n < N; ++n)
+                    EXPECT_EQ(std::memcmp(&y[t * N + n], &g.dots[(t % g.A) * g.R + n % g.R], 4), 0)
+                        << "token " << t << " row " << n;
         }
     }
 }
