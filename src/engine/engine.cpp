@@ -228,6 +228,10 @@ int Engine::admit(const std::vector<int32_t>& prompt, const std::vector<int32_t>
     if (it == rows_.end()) return -1;
     const int64_t n = static_cast<int64_t>(prompt.size()), total = n + static_cast<int64_t>(generated.size());
     const int need = kv_->blocks_for(std::min(std::max(reserve, total + 1), context_));
+    // Not even with every shareable block matched: refuse before matching, so a request that waits is not counted
+    // as a prefix hit again at every retry.
+    const int available = cache_->free_count() + cache_->lru_count();
+    if (need - (opt_.prefix_cache ? shareable_blocks(n) : 0) > available) return -1;
     // A prompt's leading cached blocks are shared, the rest are fresh.
     std::vector<int32_t> blocks =
         opt_.prefix_cache ? cache_->match(prompt.data(), shareable_blocks(n)) : std::vector<int32_t>{};
