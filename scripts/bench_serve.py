@@ -149,6 +149,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--slots", type=int, default=0, help="sequences decoded together (default: the largest level)")
     ap.add_argument("--context", type=int, default=1024, help="tokens per sequence")
+    ap.add_argument("--max-batched-tokens", type=int, default=512, help="tracelm serve's tokens per scheduler step")
     ap.add_argument("--json", help="also write the results here")
     a = ap.parse_args()
     levels = [int(x) for x in a.concurrency.split(",")]
@@ -157,7 +158,8 @@ def main():
     port = free_port()
     servers["tracelm"] = (port, start_server("tracelm", [a.tracelm, "serve", "--model", a.model, "--port", str(port),
                                                            "--threads", str(a.threads), "--max-seqs", str(slots),
-                                                           "--context", str(a.context)], port))
+                                                           "--context", str(a.context),
+                                                           "--max-batched-tokens", str(a.max_batched_tokens)], port))
     if a.llama_server:
         port = free_port()
         servers["llama-server"] = (port, start_server("llama-server", [
@@ -212,7 +214,8 @@ def main():
             if l["output_tok_per_s"] and t["ttft_ms"]["p50"] and l["ttft_ms"]["p50"]:
                 print(f"| {c} | {t['output_tok_per_s'] / l['output_tok_per_s']:.2f} | "
                       f"{t['ttft_ms']['p50'] / l['ttft_ms']['p50']:.2f} |")
-    doc = {"model": a.model, "threads": a.threads, "slots": slots, "prompt_words": a.prompt_words,
+    doc = {"model": a.model, "threads": a.threads, "slots": slots, "max_batched_tokens": a.max_batched_tokens,
+           "prompt_words": a.prompt_words,
            "output_tokens": a.output_tokens, "results": rows}
     print(json.dumps(doc))
     if a.json:

@@ -285,13 +285,16 @@ void Engine::prefill_forward(int row, int64_t c0, int64_t c1, const int32_t* ids
     decoder_->forward(in, T);
 }
 
-int64_t Engine::next_prefill_tokens(int row) const {
+int64_t Engine::next_prefill_tokens(int row, int64_t budget) const {
     const Row& r = rows_.at(static_cast<size_t>(row));
     const int64_t n = static_cast<int64_t>(r.prompt.size()), C = opt_.prefill_chunk;
-    return r.computed < n ? std::min(n, (r.computed / C + 1) * C) - r.computed : 1;
+    const int64_t rest = r.computed < n ? std::min(n, (r.computed / C + 1) * C) - r.computed : 1;
+    if (budget >= rest) return rest;
+    const int64_t piece = std::min(budget, rest - 2);
+    return piece >= 2 ? piece : 0;
 }
 
-bool Engine::prefill(int row, int32_t* first) {
+bool Engine::prefill(int row, int32_t* first, int64_t budget) {
     Row& r = rows_.at(static_cast<size_t>(row));
     if (!r.admitted || r.decoding) throw std::logic_error("prefill of a row that is not being admitted");
     const int64_t n = static_cast<int64_t>(r.prompt.size());
@@ -299,10 +302,12 @@ bool Engine::prefill(int row, int32_t* first) {
     const int64_t C = opt_.prefill_chunk;
     const int bs = opt_.block_size;
     if (r.computed < n) {
-        // Chunks end at the multiples of prefill_chunk, where a run without shared blocks cuts them too.
+        // Chunks end at the multiples of prefill_chunk, where a run without shared blocks cuts them too (a budget
+        // may cut a chunk into pieces of several rows each, which computes the same bits).
         // `canonical_end`: positions before it were computed in a forward of as many rows (one, or several) as any
         // prompt's non-final position is, so their blocks may be shared with later prompts.
-        const int64_t c0 = r.computed, c1 = c0 + next_prefill_tokens(row);
+        const int64_t c0 = r.computed, c1 = c0 + next_prefill_tokens(row, budget);
+        if (c1 == c0) throw std::logic_error("prefill budget too small for the next piece");
         if ((c1 - c0 >= 2) != (C >= 2)) r.canonical_end = std::min(r.canonical_end, c0);
         prefill_forward(row, c0, c1, r.prompt.data() + c0);
         r.computed = c1;

@@ -93,18 +93,23 @@ class Engine {
     // no row or too few KV blocks are free (nothing is held then). The caller has checked the prompt.
     int admit(const std::vector<int32_t>& prompt, const std::vector<int32_t>& generated,
               const sampling::RowParams& params, int64_t reserve);
-    // Runs the next prefill forward of an admitted row (a chunk of the prompt, or one generated token). Returns
-    // true once the row has joined the decode batch; a sequence admitted without generated tokens has then sampled
-    // its first token, returned in *first.
-    bool prefill(int row, int32_t* first);
+    // Runs the next prefill forward of an admitted row (a chunk of the prompt, or one generated token), of
+    // next_prefill_tokens(row, budget) tokens, which must be at least 1. Returns true once the row has joined the
+    // decode batch; a sequence admitted without generated tokens has then sampled its first token, returned in *first.
+    bool prefill(int row, int32_t* first, int64_t budget = kWholeChunk);
     // Gives every decoding row the KV block its next step writes into; returns the rows that could not get one.
     std::vector<int> grow();
     // Returns a row's blocks to the cache and makes the row inert.
     void release(int row);
     int free_rows() const;
-    // Tokens the next prefill(row) forward computes: the rest of the prompt up to the next multiple of
-    // prefill_chunk (the cut points never depend on other traffic), or 1.
-    int64_t next_prefill_tokens(int row) const;
+    // Tokens the next prefill(row, budget) forward computes: the rest of the prompt up to the next multiple of
+    // prefill_chunk (llama.cpp's cut), or 1 for a generated token. A smaller budget cuts that chunk into pieces of at
+    // least two rows on both sides of the cut, so every position is still computed in a forward of several rows,
+    // which gives the same bits (the dot orders depend on one row vs several, not on the rows' number: see
+    // docs/ggml-numerics.md and tests/engine/test_prefill_chunks.cpp). 0 when the budget fits no such piece; a
+    // budget of 3 or more always fits one.
+    static constexpr int64_t kWholeChunk = INT64_MAX;
+    int64_t next_prefill_tokens(int row, int64_t budget = kWholeChunk) const;
     // Position of the token a decoding row feeds next (the sequence then holds position + 1 tokens).
     int64_t position(int row) const { return rows_.at(static_cast<size_t>(row)).pos; }
     int kv_blocks_total() const { return cache_->num_blocks(); }

@@ -89,7 +89,6 @@ EngineOptions engine_options(const SchedulerOptions& o) {
     e.block_size = o.block_size;
     e.max_seqs = o.max_seqs;
     e.context = o.context;
-    e.prefill_chunk = o.max_batched_tokens;
     e.prefix_cache = o.prefix_cache;
     e.kv_blocks = o.kv_blocks;
     return e;
@@ -241,14 +240,19 @@ void Scheduler::Impl::admit() {
 }
 
 void Scheduler::Impl::prefill() {
-    // At most max_batched_tokens prefill tokens per step (whole chunks; a recompute's generated tokens count one
-    // each), oldest sequence first, so a long prompt never holds up the running batch for more than one chunk.
-    int64_t budget = options.max_batched_tokens;
+    // A step computes at most max_batched_tokens tokens: one per decoding sequence, the rest prompt pieces (a
+    // recompute's generated tokens count one each), oldest sequence first. So arriving prompts lengthen a step by a
+    // bounded amount and never stall the running streams. Prompt pieces give the same bits wherever the budget cuts
+    // them (Engine::next_prefill_tokens); a floor of 3 always makes progress.
+    const auto decoding = std::count_if(running.begin(), running.end(), [](const auto& s) { return s->joined; });
+    int64_t budget = std::max<int64_t>(options.max_batched_tokens - decoding, 3);
     for (const auto& s : std::vector<std::shared_ptr<Sequence>>(running)) {
-        while (!s->joined && engine.next_prefill_tokens(s->row) <= budget) {
-            budget -= engine.next_prefill_tokens(s->row);
+        while (!s->joined) {
+            const int64_t n = engine.next_prefill_tokens(s->row, budget);
+            if (n == 0) break;
+            budget -= n;
             int32_t first = 0;
-            s->joined = engine.prefill(s->row, &first);
+            s->joined = engine.prefill(s->row, &first, n);
             if (s->joined && s->tokens.empty()) {
                 const bool lp = s->req.params.logprobs >= 0;
                 const TokenLogprobs t = lp ? engine.logprobs()[static_cast<size_t>(s->row)] : TokenLogprobs{};

@@ -130,7 +130,9 @@ Action add_serve(CLI::App& app) {
     app.add_option("--host", a->host, "address to listen on (default: loopback only)");
     app.add_option("--port", a->port, "port to listen on (0: any free port, printed)")->check(CLI::Range(0, 65535));
     app.add_option("--max-seqs", a->max_seqs, "sequences decoded together")->check(CLI::Range(1, 1024));
-    app.add_option("--max-batched-tokens", a->max_batched_tokens, "prompt tokens per prefill chunk")
+    app.add_option("--max-batched-tokens", a->max_batched_tokens,
+                   "tokens computed per scheduler step, one per decoding stream and the rest prompt pieces (lower: "
+                   "steadier inter-token latency while prompts arrive; higher: shorter time to first token)")
         ->check(CLI::Range(1, 1 << 20));
     app.add_option("--context", a->context, "tokens per sequence (prompt and answer)")->check(CLI::Range(1, 1 << 24));
     app.add_option("--threads", a->threads, "worker threads (default: all cores)")->check(CLI::Range(1, 1024));

@@ -1,0 +1,110 @@
+// Prefill chunking: where a prompt is cut into forwards changes no bit, as long as no piece is a single row where the
+// whole prompt in one forward has several (attention picks its dot order by one row vs several, docs/ggml-numerics.md).
+// The server relies on this to cut prompts by the step's token budget (serve/scheduler.h).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <random>
+
+#include "engine/engine.h"
+#include "support/test_support.h"
+
+namespace tracelm {
+namespace {
+
+struct Trace {
+    std::vector<int32_t> tokens;
+    std::vector<std::vector<float>> logits;  // after the prefill, then after every step
+};
+
+void expect_same(const Trace& a, const Trace& b, const std::string& what) {
+    ASSERT_EQ(a.tokens, b.tokens) << what;
+    ASSERT_EQ(a.logits.size(), b.logits.size()) << what;
+    for (size_t i = 0; i < a.logits.size(); ++i) {
+        ASSERT_EQ(a.logits[i].size(), b.logits[i].size());
+        ASSERT_EQ(0, std::memcmp(a.logits[i].data(), b.logits[i].data(), a.logits[i].size() * sizeof(float)))
+            << what << ": logits differ at forward " << i;
+    }
+}
+
+std::vector<int32_t> random_tokens(int n, int64_t vocab, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::uniform_int_distribution<int32_t> d(0, static_cast<int32_t>(vocab - 1));
+    std::vector<int32_t> t(static_cast<size_t>(n));
+    for (auto& x : t) x = d(rng);
+    return t;
+}
+
+// Prefills `prompt` through the row API, each forward at most `budget` tokens, then decodes `steps` tokens.
+Trace run_budgeted(Engine& e, const std::vector<int32_t>& prompt, int64_t budget, int steps,
+                   std::vector<int64_t>* pieces) {
+    Trace t;
+    const int row = e.admit(prompt, {}, sampling::RowParams{}, static_cast<int64_t>(prompt.size()) + steps + 1);
+    EXPECT_EQ(row, 0);
+    int32_t first = -1;
+    for (bool joined = false; !joined;) {
+        const int64_t n = e.next_prefill_tokens(row, budget);
+        EXPECT_GE(n, 1) << "a budget of " << budget << " tokens always makes progress on a lone prompt";
+        if (n < 1) return t;
+        if (pieces) pieces->push_back(n);
+        joined = e.prefill(row, &first, budget);
+    }
+    t.tokens.push_back(first);
+    t.logits.push_back(e.logits());
+    for (int i = 0; i < steps; ++i) {
+        EXPECT_TRUE(e.grow().empty());
+        e.step();
+        t.tokens.push_back(e.sampled()[0]);
+        t.logits.push_back(e.logits());
+    }
+    e.release(row);
+    return t;
+}
+
+struct Case {
+    const char* name;
+    bool smollm2;
+    DType kv;
+};
+
+class PrefillChunks : public ::testing::TestWithParam<Case> {};
+
+TEST_P(PrefillChunks, BudgetCutsChangeNoBitOfTokensOrLogits) {
+    if (GetParam().smollm2) TRACELM_NEED_SMOLLM2();
+    cpu::CpuBackend be(2);
+    const auto model = Model::load(GetParam().smollm2 ? testing::smollm2_gguf_path()
+                                                      : testing::generated_checkpoint("tiny", 11, DType::F32),
+                                   be);
+    EngineOptions o;
+    o.kv_dtype = GetParam().kv;
+    o.context = 512;
+    o.prefix_cache = false;
+    Engine e(*model, be, o);
+    const int64_t V = model->config().vocab_size;
+    // 150 tokens: one forward of 150 rows unbudgeted; 161 = 3 * 53 + 2 ends on a two-row piece at budget 53.
+    for (const int n : {150, 161}) {
+        const auto prompt = random_tokens(n, V, static_cast<uint32_t>(n));
+        const Trace whole = run_budgeted(e, prompt, 512, 4, nullptr);
+        for (const int64_t budget : {53, 5}) {
+            std::vector<int64_t> pieces;
+            const Trace cut = run_budgeted(e, prompt, budget, 4, &pieces);
+            for (const int64_t p : pieces) EXPECT_GE(p, 2) << "no single-row piece of a multi-row chunk";
+            EXPECT_GT(pieces.size(), 1u);
+            expect_same(whole, cut, std::to_string(n) + " tokens at a budget of " + std::to_string(budget));
+        }
+    }
+    // A three-row chunk cannot be cut into pieces of two rows: a budget of 2 waits for a larger one.
+    const int row = e.admit(random_tokens(3, V, 3), {}, sampling::RowParams{}, 8);
+    EXPECT_EQ(e.next_prefill_tokens(row, 2), 0);
+    EXPECT_EQ(e.next_prefill_tokens(row, 3), 3);
+    e.release(row);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, PrefillChunks,
+                         ::testing::Values(Case{"TinyF32", false, DType::F32}, Case{"TinyF16", false, DType::F16},
+                                           Case{"SmolLM2F16", true, DType::F16}),
+                         [](const auto& p) { return std::string(p.param.name); });
+
+}  // namespace
+}  // namespace tracelm
