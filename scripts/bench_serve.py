@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Serving benchmark: closed-loop streamed chat requests against OpenAI-compatible servers, at several concurrencies.
+"""Serving benchmark: closed-loop streamed completion requests against OpenAI-compatible servers, at several concurrencies.
 
 Each server is started here on loopback (tracelm serve and, optionally, llama.cpp's llama-server on the same GGUF file
 with the same slots and threads), and the levels run alternately on the servers so that drift of a shared machine
@@ -65,12 +65,14 @@ def prompts(n, words, seed):
 
 
 def one_request(port, prompt, max_tokens):
-    body = {"messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
+    # Plain completions: both servers tokenize the same text with the same tokenizer (no chat template or reasoning
+    # parser of either side in the way).
+    body = {"prompt": prompt, "max_tokens": max_tokens,
             "temperature": 0, "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
     t0 = time.perf_counter()
     stamps, usage = [], None
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
-    conn.request("POST", "/v1/chat/completions", json.dumps(body), {"Content-Type": "application/json"})
+    conn.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
     r = conn.getresponse()
     if r.status != 200:
         r.read()
@@ -83,7 +85,7 @@ def one_request(port, prompt, max_tokens):
         if chunk.get("usage"):
             usage = chunk["usage"]
         for c in chunk.get("choices", []):
-            if (c.get("delta") or {}).get("content"):
+            if c.get("text"):
                 stamps.append(time.perf_counter())
     end = time.perf_counter()
     conn.close()
