@@ -210,7 +210,8 @@ void BM_QuantMatmulStream(benchmark::State& state) {
                                                 benchmark::Counter::kIsRate);
 }
 
-// Args: isa, threads, T, dtype. One cache-resident quantized [3072, 1024] matrix (prefill-sized T).
+// Args: isa, threads, T, dtype. One cache-resident quantized [3072, 1024] matrix (T: a batched decode step of 16
+// sequences, or a prefill).
 void BM_QuantMatmulCompute(benchmark::State& state) {
     const KernelTable* kt = table_or_skip(state);
     if (kt == nullptr) return;
@@ -358,8 +359,9 @@ BENCHMARK(BM_QuantMatmulCompute)
     ->Apply([](benchmark::internal::Benchmark* b) {
         for (int isa : {0, 1, 2})
             for (int threads : {1, 2})
-                for (DType dt : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q4_K, DType::Q6_K})
-                    b->Args({isa, threads, 64, static_cast<int64_t>(dt)});
+                for (int64_t T : {16, 64, 256})
+                    for (DType dt : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q4_K, DType::Q6_K})
+                        b->Args({isa, threads, T, static_cast<int64_t>(dt)});
     })
     ->ArgNames({"isa", "threads", "T", "dtype"})
     ->UseRealTime()

@@ -54,8 +54,9 @@ struct ActBlock32 {
     int8_t q[32];
 };
 // The activation scratch of the 32-element types holds T rows of ActBlock32, then (for the SIMD kernels) the
-// d, the s and the 32 q of every block again, token-major ([block][token]), so that a tile of tokens loads its
-// scales as one vector and finds its values at fixed offsets from one pointer.
+// d, the s and the 32 q of every block again, token-major within chunks of 8 tokens ([chunk][block][token]),
+// so that a tile of tokens loads its scales as one vector and finds its values at fixed offsets from one
+// pointer, in one contiguous stretch per tile.
 // ggml's block_q8_K (quantize_row_q8_K_ref): with max = the first x of the largest |x|, iscale = -127 / max,
 // q = min(127, round-to-nearest-even(iscale * x)) and d = 1 / iscale (so q and d have max's opposite sign);
 // an all-zero block has d = 0, q = 0 and, here, bsums = 0.
