@@ -21,6 +21,10 @@ std::vector<int32_t> iota_tokens(int n, int32_t from) {
     return t;
 }
 
+// Kinds of positions all computed in forwards of several rows (as a prompt's are).
+const std::vector<uint8_t> kSeveralRows(64, 0);
+const uint8_t* const kSeveral = kSeveralRows.data();
+
 // Every block is in exactly one state: referenced, free, or unreferenced and cached (LRU); the counts add up.
 void expect_consistent(const PrefixCache& c, int expected_refs) {
     int refs = 0, free = 0, lru = 0;
@@ -42,19 +46,19 @@ void expect_consistent(const PrefixCache& c, int expected_refs) {
 TEST(PrefixCacheAllocator, SharesPublishedLeadingBlocksAndCountsReferences) {
     PrefixCache c(8, 4, 1);
     const auto t = iota_tokens(12, 100);
-    EXPECT_TRUE(c.match(t.data(), 3).empty());
+    EXPECT_TRUE(c.match(t.data(), kSeveral, 3).empty());
     const auto a = c.allocate(3);
     EXPECT_EQ(a, (std::vector<int32_t>{0, 1, 2}));
-    c.publish(a, t.data(), 2);  // the third block is not full yet
+    c.publish(a, t.data(), kSeveral, 2);  // the third block is not full yet
     expect_consistent(c, 3);
 
     auto u = t;
     u[9] = 7;  // diverges inside the third block
-    EXPECT_EQ(c.match(u.data(), 3), (std::vector<int32_t>{0, 1}));
+    EXPECT_EQ(c.match(u.data(), kSeveral, 3), (std::vector<int32_t>{0, 1}));
     EXPECT_EQ(c.state(0).refs, 2);
     EXPECT_EQ(c.state(2).refs, 1);
     u[5] = 7;  // diverges inside the second block: only the first is shared
-    EXPECT_EQ(c.match(u.data(), 3), (std::vector<int32_t>{0}));
+    EXPECT_EQ(c.match(u.data(), kSeveral, 3), (std::vector<int32_t>{0}));
     EXPECT_EQ(c.stats().hit_blocks, 3);
     EXPECT_EQ(c.stats().hit_tokens, 12);
     expect_consistent(c, 6);
@@ -68,14 +72,36 @@ TEST(PrefixCacheAllocator, SharesPublishedLeadingBlocksAndCountsReferences) {
     EXPECT_THROW(c.release({0}), std::invalid_argument);  // not held any more
 }
 
+TEST(PrefixCacheAllocator, SameTokensComputedAnotherWayAreAnotherBlock) {
+    // Blocks of 4: the first computed by forwards of several rows, the second with its last two positions computed
+    // one row per forward (decode). A lookup with other kinds does not match either, and the other computation of
+    // the same tokens is published beside it.
+    PrefixCache c(6, 4, 3);
+    const auto t = iota_tokens(8, 20);
+    const std::vector<uint8_t> decoded = {0, 0, 0, 0, 0, 0, 1, 1}, prefilled(8, 0);
+    std::vector<uint8_t> one_row_first = prefilled;
+    one_row_first[3] = 1;
+    const auto a = c.allocate(2);
+    c.publish(a, t.data(), decoded.data(), 2);
+    EXPECT_EQ(c.match(t.data(), decoded.data(), 2), a);
+    EXPECT_EQ(c.match(t.data(), prefilled.data(), 2), (std::vector<int32_t>{a[0]}));
+    EXPECT_TRUE(c.match(t.data(), one_row_first.data(), 2).empty());
+    const auto b = c.allocate(1);
+    c.publish({a[0], b[0]}, t.data(), prefilled.data(), 2);
+    EXPECT_TRUE(c.state(b[0]).cached);
+    EXPECT_EQ(c.match(t.data(), prefilled.data(), 2), (std::vector<int32_t>{a[0], b[0]}));
+    EXPECT_EQ(c.match(t.data(), decoded.data(), 2), a);
+    expect_consistent(c, 2 + 2 + 1 + 1 + 2 + 2);
+}
+
 TEST(PrefixCacheAllocator, EvictsLeastRecentlyReleasedTailFirstAndNeverHeldBlocks) {
     PrefixCache c(4, 2, 9);
     const auto t = iota_tokens(8, 1);
     const auto a = c.allocate(4);
-    c.publish(a, t.data(), 4);
+    c.publish(a, t.data(), kSeveral, 4);
     c.release(a);  // tail first into the LRU list: 3, 2, 1, 0
     EXPECT_EQ(c.lru_count(), 4);
-    const auto held = c.match(t.data(), 1);  // block 0 is in use again
+    const auto held = c.match(t.data(), kSeveral, 1);  // block 0 is in use again
     EXPECT_EQ(held, (std::vector<int32_t>{0}));
     EXPECT_EQ(c.allocate(2), (std::vector<int32_t>{3, 2}));
     EXPECT_EQ(c.stats().evictions, 2);
@@ -88,7 +114,7 @@ TEST(PrefixCacheAllocator, EvictsLeastRecentlyReleasedTailFirstAndNeverHeldBlock
     }
     EXPECT_EQ(c.state(0).refs, 1);
     // Blocks 2 and 3 were evicted: the chain is found up to block 1 only.
-    EXPECT_EQ(c.match(t.data(), 4), (std::vector<int32_t>{0, 1}));
+    EXPECT_EQ(c.match(t.data(), kSeveral, 4), (std::vector<int32_t>{0, 1}));
     expect_consistent(c, 5);  // block 0 twice, 1 once, the two fresh blocks once
 }
 
@@ -99,16 +125,16 @@ TEST(PrefixCacheAllocator, ChainOfAReusedParentIsNotMatched) {
     PrefixCache c(3, 2, 5);
     const auto t = iota_tokens(4, 10);
     auto a = c.allocate(2);
-    c.publish(a, t.data(), 2);
+    c.publish(a, t.data(), kSeveral, 2);
     c.release({a[0]});  // the head released first, so it is evicted first
     c.release({a[1]});
     const auto b = c.allocate(2);  // the free block 2, then the LRU head: block 0
     EXPECT_EQ(b, (std::vector<int32_t>{2, 0}));
     std::vector<int32_t> u = {50, 51, 12, 13};
     const std::vector<int32_t> rewritten = {0};
-    c.publish(rewritten, u.data(), 1);  // block 0 now holds 50, 51
-    EXPECT_EQ(c.match(u.data(), 2), (std::vector<int32_t>{0}));
-    EXPECT_TRUE(c.match(t.data(), 2).empty());
+    c.publish(rewritten, u.data(), kSeveral, 1);  // block 0 now holds 50, 51
+    EXPECT_EQ(c.match(u.data(), kSeveral, 2), (std::vector<int32_t>{0}));
+    EXPECT_TRUE(c.match(t.data(), kSeveral, 2).empty());
 }
 
 TEST(PrefixCacheAllocator, RepublishedChainReplacesAnEntryWithAStaleParent) {
@@ -117,16 +143,16 @@ TEST(PrefixCacheAllocator, RepublishedChainReplacesAnEntryWithAStaleParent) {
     PrefixCache c(4, 2, 5);
     const auto t = iota_tokens(4, 10);
     const auto a = c.allocate(2);
-    c.publish(a, t.data(), 2);
+    c.publish(a, t.data(), kSeveral, 2);
     c.release({a[0]});
     c.release({a[1]});
     const auto b = c.allocate(3);  // the free blocks 2 and 3, then the LRU head: block 0
     EXPECT_EQ(b, (std::vector<int32_t>{2, 3, 0}));
-    c.publish({2, 3}, t.data(), 2);
+    c.publish({2, 3}, t.data(), kSeveral, 2);
     EXPECT_EQ(c.stats().evictions, 2);  // block 0 for the allocation, block 1's stale entry for the publication
     EXPECT_TRUE(c.state(1).free);
     EXPECT_FALSE(c.state(1).cached);
-    EXPECT_EQ(c.match(t.data(), 2), (std::vector<int32_t>{2, 3}));
+    EXPECT_EQ(c.match(t.data(), kSeveral, 2), (std::vector<int32_t>{2, 3}));
     expect_consistent(c, 5);
     c.release({2, 3});
     c.release(b);
