@@ -263,11 +263,14 @@ int Engine::admit(const std::vector<int32_t>& prompt, const std::vector<int32_t>
     // Not even with every shareable block matched: refuse before matching, so a request that waits is not counted
     // as a prefix hit again at every retry.
     const int available = cache_->free_count() + cache_->lru_count();
-    const int shareable = opt_.prefix_cache ? shareable_blocks(one_row, n) : 0;
+    const int shareable = opt_.prefix_cache ? shareable_blocks(one_row, n, max_blocks_) : 0;
     if (need - shareable > available) return -1;
-    // A prompt's leading cached blocks (computed as this sequence computes them) are shared, the rest are fresh.
+    // A prompt's leading cached blocks (computed as this sequence computes them) are shared, as many as leave a
+    // canonical start for the rest, which gets fresh blocks.
+    const int shared =
+        shareable > 0 ? shareable_blocks(one_row, n, cache_->cached(prompt.data(), one_row.data(), shareable)) : 0;
     std::vector<int32_t> blocks =
-        shareable > 0 ? cache_->match(prompt.data(), one_row.data(), shareable) : std::vector<int32_t>{};
+        shared > 0 ? cache_->match(prompt.data(), one_row.data(), shared) : std::vector<int32_t>{};
     const int fresh = need - static_cast<int>(blocks.size());
     if (fresh > cache_->free_count() + cache_->lru_count()) {
         cache_->release(blocks);
@@ -559,9 +562,9 @@ std::vector<float> Engine::logits() {
     return out;
 }
 
-int Engine::shareable_blocks(const std::vector<uint8_t>& one_row, int64_t n) const {
+int Engine::shareable_blocks(const std::vector<uint8_t>& one_row, int64_t n, int at_most) const {
     const int bs = opt_.block_size;
-    int k = static_cast<int>((n - 1) / bs);
+    int k = static_cast<int>(std::min<int64_t>(at_most, (n - 1) / bs));
     for (; k > 0; --k) {
         const int64_t p = static_cast<int64_t>(k) * bs;
         if (one_row[static_cast<size_t>(p)] != 0 || forward_end(one_row, n, p) - p >= 2) break;

@@ -176,10 +176,11 @@ class Engine {
     SamplingIo sampling_rows(int64_t r0, int64_t n, int step_offset) const;
     // End of the forward that computes position c0 < n of a row whose positions are computed as `one_row` says.
     int64_t forward_end(const std::vector<uint8_t>& one_row, int64_t n, int64_t c0) const;
-    // Leading blocks of an n-token prompt that may be shared: at least one prompt token is computed (the first
-    // sampled token comes from a real forward), and the first recomputed forward is not cut down to a single row
-    // where a run without sharing has several (attention sums one row in another order, docs/ggml-numerics.md).
-    int shareable_blocks(const std::vector<uint8_t>& one_row, int64_t n) const;
+    // Leading blocks of an n-token prompt that may be shared, at most `at_most`: at least one prompt token is
+    // computed (the first sampled token comes from a real forward), and the first recomputed forward is not cut down
+    // to a single row where a run without sharing has several (attention sums one row in another order,
+    // docs/ggml-numerics.md).
+    int shareable_blocks(const std::vector<uint8_t>& one_row, int64_t n, int at_most) const;
     // Publishes the row's full blocks among its first `written` positions.
     void publish(const Row& r, int64_t written);
     // llama.cpp ropes the llama architecture in "normal" mode, over interleaved q/k pairs (AttentionMeta).

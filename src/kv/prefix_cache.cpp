@@ -53,7 +53,7 @@ void PrefixCache::take(int32_t b) {
     ++blk.refs;
 }
 
-std::vector<int32_t> PrefixCache::match(const int32_t* tokens, const uint8_t* kinds, int max_blocks) {
+std::vector<int32_t> PrefixCache::lookup(const int32_t* tokens, const uint8_t* kinds, int max_blocks) const {
     std::vector<int32_t> out;
     uint64_t h = 0;
     int32_t parent = -1;
@@ -62,10 +62,19 @@ std::vector<int32_t> PrefixCache::match(const int32_t* tokens, const uint8_t* ki
         h = chain(h, tokens + at, kinds + at);
         const int32_t b = find(h, tokens + at, kinds + at, parent);
         if (b < 0) break;
-        take(b);
         out.push_back(b);
         parent = b;
     }
+    return out;
+}
+
+int PrefixCache::cached(const int32_t* tokens, const uint8_t* kinds, int max_blocks) const {
+    return static_cast<int>(lookup(tokens, kinds, max_blocks).size());
+}
+
+std::vector<int32_t> PrefixCache::match(const int32_t* tokens, const uint8_t* kinds, int max_blocks) {
+    std::vector<int32_t> out = lookup(tokens, kinds, max_blocks);
+    for (const int32_t b : out) take(b);
     stats_.hit_blocks += static_cast<int64_t>(out.size());
     stats_.hit_tokens += static_cast<int64_t>(out.size()) * block_size_;
     return out;

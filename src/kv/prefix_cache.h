@@ -37,6 +37,8 @@ class PrefixCache {
     // Shares the longest run of cached blocks that hold tokens[0, k * block_size) computed as kinds[0, k *
     // block_size) say, for k <= max_blocks, taking a reference on each; the stats count them.
     std::vector<int32_t> match(const int32_t* tokens, const uint8_t* kinds, int max_blocks);
+    // How many blocks match() would share, without taking them or counting them.
+    int cached(const int32_t* tokens, const uint8_t* kinds, int max_blocks) const;
     // n blocks for private use (one reference each), evicting unreferenced cached blocks in LRU order when the
     // free list runs short. Throws a clear "KV cache full" error when fewer than n can be had.
     std::vector<int32_t> allocate(int n);
@@ -79,6 +81,8 @@ class PrefixCache {
     uint64_t chain(uint64_t prev, const int32_t* tokens, const uint8_t* kinds) const;
     // The cached block with chain hash h holding `tokens` computed as `kinds` after `parent`, or -1.
     int32_t find(uint64_t h, const int32_t* tokens, const uint8_t* kinds, int32_t parent) const;
+    // The longest run of cached blocks that holds the leading positions, up to max_blocks.
+    std::vector<int32_t> lookup(const int32_t* tokens, const uint8_t* kinds, int max_blocks) const;
     void take(int32_t b);   // one more reference
     void evict(int32_t b);  // unpublish an unreferenced cached block
 

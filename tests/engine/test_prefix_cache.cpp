@@ -310,6 +310,128 @@ TEST_P(PrefixCacheEngine, TenTurnChat) {
     expect_all_returned(on);
 }
 
+// A conversation as `tracelm chat` runs it (tools/chat_session.h): each turn's prompt is every earlier prompt and
+// reply as computed, then the user's new tokens; the replies are decoded spans.
+struct Conversation {
+    std::vector<int32_t> ids;
+    std::vector<TokenSpan> decoded;
+    int64_t prompt_len = 0;  // of the last turn
+
+    // The user's tokens, then a greedy reply of `reply` tokens (logits after the prefill and after every step). The
+    // whole reply joins the history, as chat keeps a reply's end-of-turn token.
+    Trace turn(Engine& e, const std::vector<int32_t>& user, int reply) {
+        ids.insert(ids.end(), user.begin(), user.end());
+        prompt_len = static_cast<int64_t>(ids.size());
+        Trace t;
+        t.tokens = e.start({ids}, reply, {}, {decoded});
+        t.logits.push_back(e.logits());
+        for (int i = 1; i < reply; ++i) {
+            e.step();
+            t.tokens.push_back(e.sampled().at(0));
+            t.logits.push_back(e.logits());
+        }
+        e.finish();
+        decoded.push_back({prompt_len, prompt_len + reply});
+        ids.insert(ids.end(), t.tokens.begin(), t.tokens.end());
+        return t;
+    }
+};
+
+// Prompt tokens a turn shares with a cache that holds the whole conversation before it (`history` tokens, the
+// previous prompt `prev_prompt` long): every full block the previous turn wrote (all but its last sampled token),
+// one block fewer when that leaves the previous prompt's last token to be recomputed alone (it was computed in a
+// forward of several rows: segments here are at least 2 tokens, so only a chunk boundary makes it a forward of one).
+int64_t expected_shared(int64_t history, int64_t prev_prompt, int bs, int chunk) {
+    if (history == 0) return 0;
+    int64_t b = (history - 1) / bs * bs;
+    if (b > 0 && b == prev_prompt - 1 && (prev_prompt - 1) % chunk != 0) b -= bs;
+    return b;
+}
+
+// The smallest reply (at least 1 token) after an n-token prompt that leaves the conversation at `residue` modulo bs.
+int reply_to(int64_t n, int residue, int bs) {
+    const int r = static_cast<int>(((residue - n) % bs + bs) % bs);
+    return r == 0 ? bs : r;
+}
+
+// Ten turns, caching on and off: tokens and logits bit for bit at every turn, and every turn after the first
+// prefills only its new tokens plus the tail of the history's last block (exactly expected_shared() is shared).
+// Replies end exactly at a block boundary, one token before one, and right after a prompt that ends one token into
+// a block (so its last token, computed with others, would be alone in the recomputed tail: one block fewer).
+TEST_P(PrefixCacheEngine, TenTurnChatSharesItsReplies) {
+    const EngineOptions o_on = options(true), o_off = options(false);
+    const int bs = o_on.block_size, C = o_on.prefill_chunk;
+    Engine on(*model_, be_, o_on), off(*model_, be_, o_off);
+    Conversation c_on, c_off;
+    // (user tokens, reply tokens); -1 user: to one token past a block boundary; reply -100 - r: to residue r.
+    const std::vector<std::pair<int, int>> turns = {{37, 5},  {9, -100}, {20, -115}, {-1, 4}, {12, 18},
+                                                    {3, -100}, {-1, 2},   {20, -115}, {5, 14}, {6, 2}};
+    int fewer = 0, at_boundary = 0, one_before = 0, replies_shared = 0;
+    for (size_t i = 0; i < turns.size(); ++i) {
+        const int64_t history = static_cast<int64_t>(c_on.ids.size()), prev_prompt = c_on.prompt_len;
+        int user = turns[i].first;
+        if (user < 0) {  // one token past a block boundary that is not a chunk boundary
+            user = reply_to(history, 1, bs);
+            while (user < 2 || (history + user - 1) % C == 0) user += bs;
+        }
+        const int64_t n = history + user;
+        const int reply = turns[i].second >= 0 ? turns[i].second : reply_to(n, -100 - turns[i].second, bs);
+        at_boundary += (n + reply) % bs == 0;
+        one_before += (n + reply) % bs == bs - 1;
+        const auto tokens = random_tokens(user);
+        const int64_t hits = on.prefix_stats().hit_tokens;
+        const Trace t_on = c_on.turn(on, tokens, reply);
+        const Trace t_off = c_off.turn(off, tokens, reply);
+        expect_same(t_on, t_off, "turn " + std::to_string(i));
+        const int64_t shared = on.prefix_stats().hit_tokens - hits;
+        EXPECT_EQ(shared, expected_shared(history, prev_prompt, bs, C)) << "turn " << i;
+        // Only the new turn and at most the history's last block are computed (two blocks in the `fewer` case).
+        const int64_t tail = history - shared;
+        fewer += tail > bs;
+        EXPECT_LE(tail, i == 0 ? 0 : 2 * bs) << "turn " << i;
+        replies_shared += shared > prev_prompt;  // blocks that decode wrote were shared
+    }
+    EXPECT_GE(fewer, 2);
+    EXPECT_GE(replies_shared, 2);
+    EXPECT_GE(at_boundary, 2);
+    EXPECT_GE(one_before, 2);
+    EXPECT_EQ(off.prefix_stats().hit_tokens, 0);
+    expect_all_returned(on);
+}
+
+// Two conversations take turns in a pool of just one context's blocks: each evicts the other's history, which is
+// then shared up to what is left and recomputed the canonical way from there. Outputs stay those of caching off.
+TEST_P(PrefixCacheEngine, ChatHistoryEvictedUnderASmallPoolKeepsOutputs) {
+    EngineOptions o_on = options(true), o_off = options(false);
+    o_on.context = o_off.context = 160;  // 10 blocks
+    o_on.kv_blocks = 10;
+    Engine on(*model_, be_, o_on), off(*model_, be_, o_off);
+    Conversation a_on, a_off, b_on, b_off;
+    for (int turn = 0; turn < 5; ++turn) {
+        for (auto [c_on, c_off] : {std::pair{&a_on, &a_off}, std::pair{&b_on, &b_off}}) {
+            const auto user = random_tokens(turn == 0 ? 30 : 8 + 3 * turn);
+            const int reply = 4 + turn;
+            expect_same(c_on->turn(on, user, reply), c_off->turn(off, user, reply),
+                        "turn " + std::to_string(turn) + (c_on == &a_on ? " of a" : " of b"));
+            expect_all_returned(on);
+        }
+    }
+    EXPECT_GT(on.prefix_stats().evictions, 0);
+    EXPECT_GT(on.prefix_stats().hit_blocks, 0);
+}
+
+// Spans that decode did not generate are refused before anything is held.
+TEST_P(PrefixCacheEngine, DecodedSpansMustBeOrderedAndBeforeTheLastToken) {
+    Engine e(*model_, be_, options(true));
+    const auto p = random_tokens(20);
+    for (const std::vector<TokenSpan>& bad : std::vector<std::vector<TokenSpan>>{
+             {{5, 5}}, {{3, 8}, {7, 9}}, {{10, 20}}, {{8, 9}, {2, 4}}, {{-1, 3}}}) {
+        EXPECT_THROW(e.admit(p, {}, sampling::RowParams{}, 30, bad), std::invalid_argument);
+    }
+    EXPECT_EQ(e.free_rows(), 1);
+    EXPECT_EQ(e.prefix_cache().free_count(), e.prefix_cache().num_blocks());
+}
+
 TEST_P(PrefixCacheEngine, EvictionUnderASmallPoolKeepsOutputsAndHeldBlocks) {
     EngineOptions o_on = options(true), o_off = options(false);
     o_on.context = o_off.context = 96;  // 6 blocks in all: a 70-token prompt and 10 new tokens take 5
