@@ -399,6 +399,45 @@ TEST_P(PrefixCacheEngine, TenTurnChatSharesItsReplies) {
     expect_all_returned(on);
 }
 
+// The same on the real SmolLM2 GGUF with its f16 cache and the default chunks of 512: ten turns of short random
+// messages and replies (1 to 20 tokens; the conversation ends at a block boundary or one before in some turns), tokens
+// and logits bit for bit.
+TEST(PrefixCacheSmolLM2, TenTurnChatSharesItsReplies) {
+    TRACELM_NEED_SMOLLM2();
+    cpu::CpuBackend be(2);
+    const auto model = Model::load(testing::smollm2_gguf_path(), be);
+    EngineOptions o;
+    o.context = 256;
+    ASSERT_EQ(kv_dtype_for(*model, o), DType::F16);
+    Engine on(*model, be, o);
+    o.prefix_cache = false;
+    Engine off(*model, be, o);
+    std::mt19937 rng(5);
+    std::uniform_int_distribution<int32_t> id(0, model->config().vocab_size - 1);
+    Conversation c_on, c_off;
+    const std::vector<std::pair<int, int>> turns = {{13, 2}, {3, 2}, {4, 8},  {3, 1}, {4, 2},
+                                                    {3, 1},  {4, 1}, {3, 20}, {3, 1}, {3, 1}};
+    int64_t ends_at_boundary = 0, ends_one_before = 0, replies_shared = 0;
+    for (size_t i = 0; i < turns.size(); ++i) {
+        const int64_t history = static_cast<int64_t>(c_on.ids.size()), prev_prompt = c_on.prompt_len;
+        replies_shared += expected_shared(history, prev_prompt, 16, 512) > prev_prompt;
+        std::vector<int32_t> user(static_cast<size_t>(turns[i].first));
+        for (auto& t : user) t = id(rng);
+        const int64_t hits = on.prefix_stats().hit_tokens;
+        expect_same(c_on.turn(on, user, turns[i].second), c_off.turn(off, user, turns[i].second),
+                    "turn " + std::to_string(i));
+        EXPECT_EQ(on.prefix_stats().hit_tokens - hits, expected_shared(history, prev_prompt, 16, 512)) << "turn " << i;
+        ends_at_boundary += c_on.ids.size() % 16 == 0;
+        ends_one_before += c_on.ids.size() % 16 == 15;
+    }
+    EXPECT_GE(ends_at_boundary, 1);
+    EXPECT_GE(ends_one_before, 1);
+    EXPECT_GE(replies_shared, 1);
+    const PrefixCache& c = on.prefix_cache();
+    for (int b = 0; b < c.num_blocks(); ++b) EXPECT_EQ(c.state(b).refs, 0) << "block " << b;
+    EXPECT_EQ(c.free_count() + c.lru_count(), c.num_blocks());
+}
+
 // Two conversations take turns in a pool of just one context's blocks: each evicts the other's history, which is
 // then shared up to what is left and recomputed the canonical way from there. Outputs stay those of caching off.
 TEST_P(PrefixCacheEngine, ChatHistoryEvictedUnderASmallPoolKeepsOutputs) {
@@ -506,6 +545,26 @@ TEST(PrefixCacheCli, ChatRepliesAreTheSameWithAndWithoutTheCache) {
     ASSERT_EQ(off.code, 0) << off.out;
     EXPECT_EQ(on.out, off.out);
     EXPECT_GE(std::count(on.out.begin(), on.out.end(), '\n'), 3);  // three replies (one line or more each)
+}
+
+// Each turn reports its prompt tokens and those shared; the second turn shares the first turn's reply too (20
+// tokens: at least one more full block than the first prompt), and the tiny checkpoint's ChatML template keeps the
+// earlier turns' text, so nothing is encoded afresh.
+TEST(PrefixCacheCli, ChatSharesThePreviousReply) {
+    const auto r = testing::run_tracelm_env("printf 'Hello\\nTell me more\\n' |",
+                                            "chat " + tiny_model_arg() + " --max-tokens 20 --threads 2");
+    ASSERT_EQ(r.code, 0) << r.out;
+    std::vector<std::pair<long, long>> turns;  // (prompt tokens, from the cache)
+    const std::string key = " prompt tokens, ";
+    for (size_t at = r.out.find(key); at != std::string::npos; at = r.out.find(key, at + 1)) {
+        const size_t open = r.out.rfind('[', at);
+        turns.emplace_back(std::stol(r.out.substr(open + 1)), std::stol(r.out.substr(at + key.size())));
+    }
+    ASSERT_EQ(turns.size(), 2u) << r.out;
+    EXPECT_EQ(turns[0].second, 0);
+    EXPECT_GE(turns[1].second, turns[0].first) << r.out;
+    EXPECT_EQ(turns[1].second % 16, 0);
+    EXPECT_EQ(r.out.find("afresh"), std::string::npos) << r.out;
 }
 
 // The mode's report, not its speed: every request after the first shares the system prompt's 4 blocks.
