@@ -282,9 +282,12 @@ int Engine::admit(const std::vector<int32_t>& prompt, const std::vector<int32_t>
     r.admitted = true;
     r.n = n;
     r.k = k;
+    // Room for every position its blocks hold, so recording the decoded ids never reallocates.
+    r.tokens.reserve(static_cast<size_t>(need) * opt_.block_size);
     r.tokens = prompt;
     r.tokens.insert(r.tokens.end(), generated.begin(), generated.end());
     r.one_row = std::move(one_row);
+    r.one_row.reserve(r.tokens.capacity());
     r.params = params;
     r.computed = static_cast<int64_t>(blocks.size()) * opt_.block_size;
     r.blocks = std::move(blocks);

@@ -177,6 +177,17 @@ void expect_same(const Trace& a, const Trace& b, const std::string& what) {
     }
 }
 
+// Nothing is held after finish(): reference counts are zero and every block is free or cached (evictable).
+void expect_all_returned(const Engine& e) {
+    const PrefixCache& c = e.prefix_cache();
+    for (int b = 0; b < c.num_blocks(); ++b) {
+        const auto s = c.state(b);
+        EXPECT_EQ(s.refs, 0) << "block " << b;
+        EXPECT_TRUE(s.free != s.in_lru) << "block " << b;
+    }
+    EXPECT_EQ(c.free_count() + c.lru_count(), c.num_blocks());
+}
+
 class PrefixCacheEngine : public ::testing::TestWithParam<DType> {
    protected:
     PrefixCacheEngine() : model_(Model::load(testing::generated_checkpoint("tiny", 7, DType::F32), be_)) {}
@@ -224,17 +235,6 @@ class PrefixCacheEngine : public ::testing::TestWithParam<DType> {
                         "prompt " + std::to_string(i) + " of " + std::to_string(prompts[i].size()) + " tokens");
         }
         expect_all_returned(on);
-    }
-
-    // Nothing is held after finish(): reference counts are zero and every block is free or cached (evictable).
-    static void expect_all_returned(const Engine& e) {
-        const PrefixCache& c = e.prefix_cache();
-        for (int b = 0; b < c.num_blocks(); ++b) {
-            const auto s = c.state(b);
-            EXPECT_EQ(s.refs, 0) << "block " << b;
-            EXPECT_TRUE(s.free != s.in_lru) << "block " << b;
-        }
-        EXPECT_EQ(c.free_count() + c.lru_count(), c.num_blocks());
     }
 
     cpu::CpuBackend be_{2};
@@ -433,9 +433,7 @@ TEST(PrefixCacheSmolLM2, TenTurnChatSharesItsReplies) {
     EXPECT_GE(ends_at_boundary, 1);
     EXPECT_GE(ends_one_before, 1);
     EXPECT_GE(replies_shared, 1);
-    const PrefixCache& c = on.prefix_cache();
-    for (int b = 0; b < c.num_blocks(); ++b) EXPECT_EQ(c.state(b).refs, 0) << "block " << b;
-    EXPECT_EQ(c.free_count() + c.lru_count(), c.num_blocks());
+    expect_all_returned(on);
 }
 
 // Two conversations take turns in a pool of just one context's blocks: each evicts the other's history, which is
