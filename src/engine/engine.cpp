@@ -49,6 +49,33 @@ uint64_t prefix_seed(const Model& model, DType kv_dtype, int block_size) {
     add(&model);  // the weights themselves: two loads of one file are different models to the cache
     return h;
 }
+
+// How a sequence of an n-token prompt (with its `decoded` spans) and k generated tokens is computed, per position:
+// 1 for a forward of one row, 0 for one of several. The prompt's runs outside the decoded spans are prefilled in
+// chunks cut at the run's start and end and at the multiples of C (so a prompt without decoded spans is cut where
+// llama.cpp cuts it); decoded spans and generated tokens take one forward each. Throws std::invalid_argument on
+// spans that are not ascending, disjoint, non-empty and before the prompt's last token.
+std::vector<uint8_t> plan_one_row(int64_t n, int64_t k, const std::vector<TokenSpan>& decoded, int64_t C) {
+    std::vector<uint8_t> one_row(static_cast<size_t>(n + k), 1);
+    const auto prefill_run = [&](int64_t b, int64_t e) {
+        for (int64_t c0 = b; c0 < e;) {
+            const int64_t c1 = std::min(e, (c0 / C + 1) * C);
+            if (c1 - c0 >= 2) std::fill(one_row.begin() + c0, one_row.begin() + c1, 0);
+            c0 = c1;
+        }
+    };
+    int64_t at = 0;
+    for (const TokenSpan& d : decoded) {
+        if (d.begin < at || d.end <= d.begin || d.end >= n) {
+            throw std::invalid_argument("engine: decoded spans must be ascending, disjoint, non-empty and end before "
+                                        "the prompt's last token");
+        }
+        prefill_run(at, d.begin);
+        at = d.end;
+    }
+    prefill_run(at, n);
+    return one_row;
+}
 }  // namespace
 
 Engine::Engine(const Model& model, Backend& backend, EngineOptions options)
@@ -177,7 +204,8 @@ void Engine::check_prompt(const std::vector<int32_t>& prompt, int64_t new_tokens
 }
 
 std::vector<int32_t> Engine::start(const std::vector<std::vector<int32_t>>& prompts, int max_new_tokens,
-                                   const std::vector<sampling::RowParams>& params) {
+                                   const std::vector<sampling::RowParams>& params,
+                                   const std::vector<std::vector<TokenSpan>>& decoded) {
     const int S = static_cast<int>(prompts.size());
     if (S == 0) throw std::runtime_error("no prompts given");
     if (S > opt_.max_seqs) {
@@ -187,6 +215,8 @@ std::vector<int32_t> Engine::start(const std::vector<std::vector<int32_t>>& prom
     if (max_new_tokens < 1) throw std::runtime_error("max new tokens must be at least 1");
     if (!params.empty() && params.size() != prompts.size())
         throw std::runtime_error("sampling parameters must be given for every sequence or none");
+    if (!decoded.empty() && decoded.size() != prompts.size())
+        throw std::runtime_error("decoded spans must be given for every sequence or none");
     for (const sampling::RowParams& p : params) sampling::check_params(p);
     for (const auto& p : prompts) check_prompt(p, max_new_tokens);
     finish();
@@ -196,7 +226,8 @@ std::vector<int32_t> Engine::start(const std::vector<std::vector<int32_t>>& prom
     for (int s = 0; s < S; ++s) {
         const auto& p = prompts[static_cast<size_t>(s)];
         const int row = admit(p, {}, params.empty() ? sampling::RowParams{} : params[static_cast<size_t>(s)],
-                              static_cast<int64_t>(p.size()) + max_new_tokens);
+                              static_cast<int64_t>(p.size()) + max_new_tokens,
+                              decoded.empty() ? std::vector<TokenSpan>{} : decoded[static_cast<size_t>(s)]);
         if (row < 0) {
             finish();
             throw std::runtime_error("KV cache full: " + std::to_string(kv_blocks_total()) +
@@ -223,18 +254,23 @@ int Engine::free_rows() const {
 }
 
 int Engine::admit(const std::vector<int32_t>& prompt, const std::vector<int32_t>& generated,
-                  const sampling::RowParams& params, int64_t reserve) {
+                  const sampling::RowParams& params, int64_t reserve, const std::vector<TokenSpan>& decoded) {
+    const int64_t n = static_cast<int64_t>(prompt.size()), k = static_cast<int64_t>(generated.size());
+    std::vector<uint8_t> one_row = plan_one_row(n, k, decoded, opt_.prefill_chunk);
     const auto it = std::find_if(rows_.begin(), rows_.end(), [](const Row& r) { return !r.admitted; });
     if (it == rows_.end()) return -1;
-    const int64_t n = static_cast<int64_t>(prompt.size()), total = n + static_cast<int64_t>(generated.size());
-    const int need = kv_->blocks_for(std::min(std::max(reserve, total + 1), context_));
+    const int need = kv_->blocks_for(std::min(std::max(reserve, n + k + 1), context_));
     // Not even with every shareable block matched: refuse before matching, so a request that waits is not counted
     // as a prefix hit again at every retry.
     const int available = cache_->free_count() + cache_->lru_count();
-    if (need - (opt_.prefix_cache ? shareable_blocks(n) : 0) > available) return -1;
-    // A prompt's leading cached blocks are shared, the rest are fresh.
+    const int shareable = opt_.prefix_cache ? shareable_blocks(one_row, n, max_blocks_) : 0;
+    if (need - shareable > available) return -1;
+    // A prompt's leading cached blocks (computed as this sequence computes them) are shared, as many as leave a
+    // canonical start for the rest, which gets fresh blocks.
+    const int shared =
+        shareable > 0 ? shareable_blocks(one_row, n, cache_->cached(prompt.data(), one_row.data(), shareable)) : 0;
     std::vector<int32_t> blocks =
-        opt_.prefix_cache ? cache_->match(prompt.data(), shareable_blocks(n)) : std::vector<int32_t>{};
+        shared > 0 ? cache_->match(prompt.data(), one_row.data(), shared) : std::vector<int32_t>{};
     const int fresh = need - static_cast<int>(blocks.size());
     if (fresh > cache_->free_count() + cache_->lru_count()) {
         cache_->release(blocks);
@@ -244,11 +280,16 @@ int Engine::admit(const std::vector<int32_t>& prompt, const std::vector<int32_t>
     Row& r = *it;
     r = Row{};
     r.admitted = true;
-    r.prompt = prompt;
-    r.generated = generated;
+    r.n = n;
+    r.k = k;
+    // Room for every position its blocks hold, so recording the decoded ids never reallocates.
+    r.tokens.reserve(static_cast<size_t>(need) * opt_.block_size);
+    r.tokens = prompt;
+    r.tokens.insert(r.tokens.end(), generated.begin(), generated.end());
+    r.one_row = std::move(one_row);
+    r.one_row.reserve(r.tokens.capacity());
     r.params = params;
     r.computed = static_cast<int64_t>(blocks.size()) * opt_.block_size;
-    r.canonical_end = n;
     r.blocks = std::move(blocks);
     r.blocks.insert(r.blocks.end(), more.begin(), more.end());
     if (std::none_of(rows_.begin(), rows_.end(), [](const Row& x) { return x.decoding; })) {
@@ -285,10 +326,18 @@ void Engine::prefill_forward(int row, int64_t c0, int64_t c1, const int32_t* ids
     decoder_->forward(in, T);
 }
 
+int64_t Engine::forward_end(const std::vector<uint8_t>& one_row, int64_t n, int64_t c0) const {
+    if (one_row[static_cast<size_t>(c0)] != 0) return c0 + 1;
+    // A forward of several rows ends where its run (at a decoded span or the prompt's end) or its chunk ends.
+    const int64_t C = opt_.prefill_chunk, limit = std::min(n, (c0 / C + 1) * C);
+    int64_t c1 = c0 + 1;
+    while (c1 < limit && one_row[static_cast<size_t>(c1)] == 0) ++c1;
+    return c1;
+}
+
 int64_t Engine::next_prefill_tokens(int row, int64_t budget) const {
     const Row& r = rows_.at(static_cast<size_t>(row));
-    const int64_t n = static_cast<int64_t>(r.prompt.size()), C = opt_.prefill_chunk;
-    const int64_t rest = r.computed < n ? std::min(n, (r.computed / C + 1) * C) - r.computed : 1;
+    const int64_t rest = r.computed < r.n ? forward_end(r.one_row, r.n, r.computed) - r.computed : 1;
     if (budget >= rest) return rest;
     const int64_t piece = std::min(budget, rest - 2);
     return piece >= 2 ? piece : 0;
@@ -297,26 +346,20 @@ int64_t Engine::next_prefill_tokens(int row, int64_t budget) const {
 bool Engine::prefill(int row, int32_t* first, int64_t budget) {
     Row& r = rows_.at(static_cast<size_t>(row));
     if (!r.admitted || r.decoding) throw std::logic_error("prefill of a row that is not being admitted");
-    const int64_t n = static_cast<int64_t>(r.prompt.size());
-    const int64_t k = static_cast<int64_t>(r.generated.size());
-    const int64_t C = opt_.prefill_chunk;
-    const int bs = opt_.block_size;
+    const int64_t n = r.n, k = r.k;
     if (r.computed < n) {
-        // Chunks end at the multiples of prefill_chunk, where a run without shared blocks cuts them too (a budget
-        // may cut a chunk into pieces of several rows each, which computes the same bits).
-        // `canonical_end`: positions before it were computed in a forward of as many rows (one, or several) as any
-        // prompt's non-final position is, so their blocks may be shared with later prompts.
+        // Forwards end where a run without shared blocks ends them too (plan_one_row), so the KV is the same (a
+        // budget may cut a forward into pieces of several rows each, which computes the same bits).
         const int64_t c0 = r.computed, c1 = c0 + next_prefill_tokens(row, budget);
         if (c1 == c0) throw std::logic_error("prefill budget too small for the next piece");
-        if ((c1 - c0 >= 2) != (C >= 2)) r.canonical_end = std::min(r.canonical_end, c0);
-        prefill_forward(row, c0, c1, r.prompt.data() + c0);
+        prefill_forward(row, c0, c1, r.tokens.data() + c0);
         r.computed = c1;
-        if (c1 == n && opt_.prefix_cache) cache_->publish(r.blocks, r.prompt.data(), static_cast<int>(r.canonical_end / bs));
+        if (c1 == n && opt_.prefix_cache) publish(r, n);
         if (c1 < n || k > 1) return false;
     } else if (r.computed < n + k - 1) {
         // A token generated before a preemption, fed alone as the decode step that first computed it was.
         const int64_t c0 = r.computed;
-        prefill_forward(row, c0, c0 + 1, r.generated.data() + (c0 - n));
+        prefill_forward(row, c0, c0 + 1, r.tokens.data() + c0);
         r.computed = c0 + 1;
         if (r.computed < n + k - 1) return false;
     }
@@ -325,12 +368,12 @@ bool Engine::prefill(int row, int32_t* first, int64_t budget) {
     const int64_t V = model_.config().vocab_size;
     r.params.draw_base = global_step_ - static_cast<int32_t>(std::max<int64_t>(k - 1, 0));
     std::vector<int32_t> counts(static_cast<size_t>(V), 0);
-    for (const int32_t id : r.prompt) counts[static_cast<size_t>(id)] |= sampling::kPromptBit;
-    for (const int32_t id : r.generated) counts[static_cast<size_t>(id)] += 1;
+    for (int64_t i = 0; i < n; ++i) counts[static_cast<size_t>(r.tokens[static_cast<size_t>(i)])] |= sampling::kPromptBit;
+    for (int64_t i = n; i < n + k; ++i) counts[static_cast<size_t>(r.tokens[static_cast<size_t>(i)])] += 1;
     backend_.upload(sampling_.params.slice_rows(row, 1), &r.params);
     backend_.upload(sampling_.counts.slice_rows(row, 1), counts.data());
     if (k > 0) {
-        join(row, r.generated.back(), n + k - 1);
+        join(row, r.tokens.back(), n + k - 1);
         return true;
     }
     backend_.sample(decoder_->logits(1), sampling_rows(row, 1, 0), sampled_.slice_rows(row, 1));
@@ -355,6 +398,10 @@ void Engine::join(int row, int32_t input, int64_t pos) {
     std::copy(r.blocks.begin(), r.blocks.end(), table.begin());
     backend_.upload(block_tables_.slice_rows(row, 1), table.data());
     write_row_state(row, input, pos, slot_of(r, pos), static_cast<int32_t>(pos + 1));
+    if (static_cast<int64_t>(r.tokens.size()) == pos) {  // the first sampled token: decode computes it
+        r.tokens.push_back(input);
+        r.one_row.push_back(1);
+    }
     r.decoding = true;
     r.pos = pos;
     update_bucket();
@@ -385,6 +432,7 @@ std::vector<int> Engine::grow() {
 void Engine::release(int row) {
     Row& r = rows_.at(static_cast<size_t>(row));
     if (!r.admitted) return;
+    if (opt_.prefix_cache) publish(r, r.decoding ? r.pos : r.computed);
     cache_->release(r.blocks);
     if (r.decoding) {
         const std::vector<int32_t> table(static_cast<size_t>(max_blocks_), -1);
@@ -465,6 +513,15 @@ void Engine::step() {
 std::vector<int32_t> Engine::sampled() {
     std::vector<int32_t> out(static_cast<size_t>(num_seqs_));
     backend_.download(sampled_.slice_rows(0, num_seqs_), out.data());
+    for (int s = 0; s < num_seqs_; ++s) {
+        // The id the last step sampled is the input at r.pos; a row whose ids were not read at every step stays
+        // behind for good (its later blocks are not published).
+        Row& r = rows_[static_cast<size_t>(s)];
+        if (r.decoding && static_cast<int64_t>(r.tokens.size()) == r.pos) {
+            r.tokens.push_back(out[static_cast<size_t>(s)]);
+            r.one_row.push_back(1);
+        }
+    }
     return out;
 }
 
@@ -513,15 +570,21 @@ std::vector<float> Engine::logits() {
     return out;
 }
 
-int Engine::shareable_blocks(int64_t n) const {
+int Engine::shareable_blocks(const std::vector<uint8_t>& one_row, int64_t n, int at_most) const {
     const int bs = opt_.block_size;
-    const int64_t C = opt_.prefill_chunk;
-    int k = static_cast<int>((n - 1) / bs);
+    int k = static_cast<int>(std::min<int64_t>(at_most, (n - 1) / bs));
     for (; k > 0; --k) {
-        const int64_t p = static_cast<int64_t>(k) * bs, c0 = p / C * C, c1 = std::min(n, c0 + C);
-        if (c1 - p >= 2 || c1 - c0 < 2) break;
+        const int64_t p = static_cast<int64_t>(k) * bs;
+        if (one_row[static_cast<size_t>(p)] != 0 || forward_end(one_row, n, p) - p >= 2) break;
     }
     return k;
+}
+
+void Engine::publish(const Row& r, int64_t written) {
+    // Only blocks the row holds, every position written, every token known.
+    const int64_t known = std::min({written, static_cast<int64_t>(r.tokens.size()),
+                                    static_cast<int64_t>(r.blocks.size()) * opt_.block_size});
+    cache_->publish(r.blocks, r.tokens.data(), r.one_row.data(), static_cast<int>(known / opt_.block_size));
 }
 
 void Engine::finish() {

@@ -44,6 +44,14 @@ struct EngineOptions {
 // The KV cache dtype `options` give for `model`.
 DType kv_dtype_for(const Model& model, const EngineOptions& options);
 
+// Positions [begin, end) of a prompt that decode steps generated: an earlier reply of a conversation (tracelm chat).
+// They are computed one forward of one row per token, as decode computed them, so that a conversation's KV is the
+// same whether it is computed anew or shared from the blocks its turns left in the prefix cache
+// (docs/prefix-cache.md).
+struct TokenSpan {
+    int64_t begin = 0, end = 0;
+};
+
 // Log-probabilities of one sampled token (ops/sampling/sampling.h, step 2).
 struct TokenLogprobs {
     int32_t id = 0;
@@ -60,14 +68,16 @@ class Engine {
 
     // Validates the prompts, reserves KV blocks for prompt + max_new_tokens, prefills every prompt
     // and returns each sequence's first sampled token. `params` gives each sequence's sampling (empty: all
-    // greedy); they stay in device buffers for every step of the request. Throws std::runtime_error on bad
-    // requests.
+    // greedy); they stay in device buffers for every step of the request. `decoded` gives each prompt's spans
+    // that decode generated (empty: none; admit()). Throws std::runtime_error on bad requests.
     std::vector<int32_t> start(const std::vector<std::vector<int32_t>>& prompts, int max_new_tokens,
-                               const std::vector<sampling::RowParams>& params = {});
+                               const std::vector<sampling::RowParams>& params = {},
+                               const std::vector<std::vector<TokenSpan>>& decoded = {});
     // One decode step for every sequence: eager ops, or a replay of the captured step (captured
     // after one eager warm-up step).
     void step();
-    // Ids sampled by the last step / the last `n` steps, read from the device.
+    // Ids sampled by the last step / the last `n` steps, read from the device. sampled() also records each
+    // decoding row's ids, so that the KV blocks its steps fill can be published when it is released.
     std::vector<int32_t> sampled();
     std::vector<int32_t> history(int n);
     // Log-probabilities of the tokens sampled last, for the sequences that asked for them (empty entries for
@@ -89,25 +99,28 @@ class Engine {
     void check_prompt(const std::vector<int32_t>& prompt, int64_t new_tokens) const;
     // Admits `prompt` followed by `generated`, tokens the sequence already produced (after a preemption; they are
     // recomputed one forward each, as decode computed them, so the sequence goes on exactly as it would have),
-    // into the lowest free row with KV blocks for max(reserve, all tokens + 1) tokens. Returns the row, or -1 when
-    // no row or too few KV blocks are free (nothing is held then). The caller has checked the prompt.
+    // into the lowest free row with KV blocks for max(reserve, all tokens + 1) tokens. `decoded`: the prompt's
+    // spans that decode generated (ascending, disjoint, non-empty, before the prompt's last token; else
+    // std::invalid_argument), computed one row per forward too. Returns the row, or -1 when no row or too few KV
+    // blocks are free (nothing is held then). The caller has checked the prompt.
     int admit(const std::vector<int32_t>& prompt, const std::vector<int32_t>& generated,
-              const sampling::RowParams& params, int64_t reserve);
+              const sampling::RowParams& params, int64_t reserve, const std::vector<TokenSpan>& decoded = {});
     // Runs the next prefill forward of an admitted row (a chunk of the prompt, or one generated token), of
     // next_prefill_tokens(row, budget) tokens, which must be at least 1. Returns true once the row has joined the
     // decode batch; a sequence admitted without generated tokens has then sampled its first token, returned in *first.
     bool prefill(int row, int32_t* first, int64_t budget = kWholeChunk);
     // Gives every decoding row the KV block its next step writes into; returns the rows that could not get one.
     std::vector<int> grow();
-    // Returns a row's blocks to the cache and makes the row inert.
+    // Returns a row's blocks to the cache and makes the row inert. With prefix caching, its full blocks whose
+    // tokens are known (the prompt, the tokens it was admitted with, and those sampled() read) are published first.
     void release(int row);
     int free_rows() const;
-    // Tokens the next prefill(row, budget) forward computes: the rest of the prompt up to the next multiple of
-    // prefill_chunk (llama.cpp's cut), or 1 for a generated token. A smaller budget cuts that chunk into pieces of at
-    // least two rows on both sides of the cut, so every position is still computed in a forward of several rows,
-    // which gives the same bits (the dot orders depend on one row vs several, not on the rows' number: see
-    // docs/ggml-numerics.md and tests/engine/test_prefill_chunks.cpp). 0 when the budget fits no such piece; a
-    // budget of 3 or more always fits one.
+    // Tokens the next prefill(row, budget) forward computes: the rest of the prompt's prefilled run (up to a decoded
+    // span) up to the next multiple of prefill_chunk (llama.cpp's cut), or 1 for a token decode computed. A smaller
+    // budget cuts that forward into pieces of at least two rows on both sides of the cut, so every position is still
+    // computed in a forward of several rows, which gives the same bits (the dot orders depend on one row vs several,
+    // not on the rows' number: docs/ggml-numerics.md, tests/engine/test_prefill_chunks.cpp). 0 when the budget fits
+    // no such piece; a budget of 3 or more always fits one.
     static constexpr int64_t kWholeChunk = INT64_MAX;
     int64_t next_prefill_tokens(int row, int64_t budget = kWholeChunk) const;
     // Position of the token a decoding row feeds next (the sequence then holds position + 1 tokens).
@@ -138,12 +151,16 @@ class Engine {
     struct Row {
         bool admitted = false;
         bool decoding = false;  // joined the decode batch
-        std::vector<int32_t> prompt, generated;
+        int64_t n = 0, k = 0;  // prompt and generated tokens it was admitted with
+        // Ids of positions [0, tokens.size()): the prompt, the generated tokens, then each decode input.
+        std::vector<int32_t> tokens;
+        // Per position of `tokens`: 1 where it is computed in a forward of one row, 0 in a forward of several (the
+        // PrefixCache's kind; a block is shared only with a sequence that computes its positions the same way).
+        std::vector<uint8_t> one_row;
         sampling::RowParams params;
         std::vector<int32_t> blocks;
-        int64_t computed = 0;       // tokens whose KV is written
-        int64_t canonical_end = 0;  // prompt positions computed as a run without shared blocks computes them
-        int64_t pos = 0;            // decoding: position of the next input token
+        int64_t computed = 0;  // tokens whose KV is written
+        int64_t pos = 0;       // decoding: position of the next input token
     };
     struct BucketGraph {
         GraphId graph = -1;
@@ -162,10 +179,15 @@ class Engine {
     void issue_decode_step();
     Tensor history_view(int rows) const;  // [context, rows] view of the sampled-id history
     SamplingIo sampling_rows(int64_t r0, int64_t n, int step_offset) const;
-    // Leading blocks of an n-token prompt that may be shared: at least one prompt token is computed (the first
-    // sampled token comes from a real forward), and the first recomputed chunk is not cut down to a single row where
-    // a run without sharing has several (attention sums one row in another order, docs/ggml-numerics.md).
-    int shareable_blocks(int64_t n) const;
+    // End of the forward that computes position c0 < n of a row whose positions are computed as `one_row` says.
+    int64_t forward_end(const std::vector<uint8_t>& one_row, int64_t n, int64_t c0) const;
+    // Leading blocks of an n-token prompt that may be shared, at most `at_most`: at least one prompt token is
+    // computed (the first sampled token comes from a real forward), and the first recomputed forward is not cut down
+    // to a single row where a run without sharing has several (attention sums one row in another order,
+    // docs/ggml-numerics.md).
+    int shareable_blocks(const std::vector<uint8_t>& one_row, int64_t n, int at_most) const;
+    // Publishes the row's full blocks among its first `written` positions.
+    void publish(const Row& r, int64_t written);
     // llama.cpp ropes the llama architecture in "normal" mode, over interleaved q/k pairs (AttentionMeta).
     bool interleaved_pairs() const { return model_.config().arch == Arch::Llama; }
 

@@ -24,19 +24,24 @@ PrefixCache::PrefixCache(int num_blocks, int block_size, uint64_t seed)
     for (int b = num_blocks - 1; b >= 0; --b) free_.push_back(b);
 }
 
-uint64_t PrefixCache::chain(uint64_t prev, const int32_t* tokens) const {
+uint64_t PrefixCache::chain(uint64_t prev, const int32_t* tokens, const uint8_t* kinds) const {
     uint64_t h = mix(prev ^ seed_);
-    for (int i = 0; i < block_size_; ++i) h = mix(h + static_cast<uint32_t>(tokens[i]));
+    for (int i = 0; i < block_size_; ++i) {
+        h = mix(h + (static_cast<uint64_t>(kinds[i]) << 32 | static_cast<uint32_t>(tokens[i])));
+    }
     return h;
 }
 
-int32_t PrefixCache::find(uint64_t h, const int32_t* tokens, int32_t parent) const {
+int32_t PrefixCache::find(uint64_t h, const int32_t* tokens, const uint8_t* kinds, int32_t parent) const {
     const auto it = by_hash_.find(h);
     if (it == by_hash_.end()) return -1;
     const Block& b = blocks_[static_cast<size_t>(it->second)];
     const bool same_parent =
         b.parent == parent && (parent < 0 || b.parent_gen == blocks_[static_cast<size_t>(parent)].gen);
-    return same_parent && std::equal(b.tokens.begin(), b.tokens.end(), tokens) ? it->second : -1;
+    return same_parent && std::equal(b.tokens.begin(), b.tokens.end(), tokens) &&
+                   std::equal(b.kinds.begin(), b.kinds.end(), kinds)
+               ? it->second
+               : -1;
 }
 
 void PrefixCache::take(int32_t b) {
@@ -48,19 +53,28 @@ void PrefixCache::take(int32_t b) {
     ++blk.refs;
 }
 
-std::vector<int32_t> PrefixCache::match(const int32_t* tokens, int max_blocks) {
+std::vector<int32_t> PrefixCache::lookup(const int32_t* tokens, const uint8_t* kinds, int max_blocks) const {
     std::vector<int32_t> out;
     uint64_t h = 0;
     int32_t parent = -1;
     for (int i = 0; i < max_blocks; ++i) {
-        const int32_t* t = tokens + static_cast<int64_t>(i) * block_size_;
-        h = chain(h, t);
-        const int32_t b = find(h, t, parent);
+        const int64_t at = static_cast<int64_t>(i) * block_size_;
+        h = chain(h, tokens + at, kinds + at);
+        const int32_t b = find(h, tokens + at, kinds + at, parent);
         if (b < 0) break;
-        take(b);
         out.push_back(b);
         parent = b;
     }
+    return out;
+}
+
+int PrefixCache::cached(const int32_t* tokens, const uint8_t* kinds, int max_blocks) const {
+    return static_cast<int>(lookup(tokens, kinds, max_blocks).size());
+}
+
+std::vector<int32_t> PrefixCache::match(const int32_t* tokens, const uint8_t* kinds, int max_blocks) {
+    std::vector<int32_t> out = lookup(tokens, kinds, max_blocks);
+    for (const int32_t b : out) take(b);
     stats_.hit_blocks += static_cast<int64_t>(out.size());
     stats_.hit_tokens += static_cast<int64_t>(out.size()) * block_size_;
     return out;
@@ -73,6 +87,7 @@ void PrefixCache::evict(int32_t b) {
     by_hash_.erase(blk.hash);
     blk.cached = false;
     blk.tokens.clear();
+    blk.kinds.clear();
     ++stats_.evictions;
 }
 
@@ -102,13 +117,16 @@ std::vector<int32_t> PrefixCache::allocate(int n) {
     return out;
 }
 
-void PrefixCache::publish(const std::vector<int32_t>& blocks, const int32_t* tokens, int full_blocks) {
+void PrefixCache::publish(const std::vector<int32_t>& blocks, const int32_t* tokens, const uint8_t* kinds,
+                          int full_blocks) {
     uint64_t h = 0;
     int32_t parent = -1;  // the cached block of the previous position in the chain
     for (int i = 0; i < full_blocks; ++i) {
-        const int32_t* t = tokens + static_cast<int64_t>(i) * block_size_;
-        h = chain(h, t);
-        int32_t b = find(h, t, parent);
+        const int64_t at = static_cast<int64_t>(i) * block_size_;
+        const int32_t* t = tokens + at;
+        const uint8_t* k = kinds + at;
+        h = chain(h, t, k);
+        int32_t b = find(h, t, k, parent);
         if (b < 0) {
             // The hash is taken by other contents: a stale entry (its parent was handed out again) or a true
             // 64-bit collision. An unreferenced one gives way; one in use keeps it, and the rest stays private.
@@ -126,6 +144,7 @@ void PrefixCache::publish(const std::vector<int32_t>& blocks, const int32_t* tok
             blk.parent = parent;
             blk.parent_gen = parent < 0 ? 0 : blocks_[static_cast<size_t>(parent)].gen;
             blk.tokens.assign(t, t + block_size_);
+            blk.kinds.assign(k, k + block_size_);
             by_hash_.emplace(h, b);
         }
         parent = b;

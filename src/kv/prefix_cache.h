@@ -1,16 +1,17 @@
 // KV block allocator with automatic prefix caching.
 //
 // Every block of the paged KV cache is free, referenced by sequences (refs > 0), or cached and unreferenced. A
-// full block whose contents are known is published under a hash chained over the token ids of every block before
-// it and its own, seeded with whatever else decides the KV values (model, KV dtype, RoPE, block size). A later
-// prompt whose leading full blocks have the same chain shares those blocks (references) instead of recomputing
-// them. Unreferenced cached blocks stay cached until the pool needs free blocks; then the least recently released
+// full block whose contents are known is published under a hash chained over the positions of every block before
+// it and its own, seeded with whatever else decides the KV values (model, KV dtype, RoPE, block size). A position
+// is its token id and how it was computed (its `kind`: the engine's forwards of one row and of several sum
+// attention in different orders, so the same tokens computed differently are different KV). A later prompt whose
+// leading full blocks have the same chain shares those blocks (references) instead of recomputing them. Unreferenced cached blocks stay cached until the pool needs free blocks; then the least recently released
 // is evicted first. A shared block is never written: blocks are published only once fully written, and a sequence
 // writes only into blocks past its shared prefix.
 //
-// Hash collisions cannot return wrong KV: a match also compares the block's stored token ids and its parent (the
-// block it chains from, with that block's generation, which changes whenever the block is handed out again), so
-// a matched chain holds exactly the prompt's tokens.
+// Hash collisions cannot return wrong KV: a match also compares the block's stored token ids and kinds and its
+// parent (the block it chains from, with that block's generation, which changes whenever the block is handed out
+// again), so a matched chain holds exactly the prompt's tokens, computed the way asked for.
 #pragma once
 
 #include <cstdint>
@@ -33,15 +34,18 @@ class PrefixCache {
     int num_blocks() const { return static_cast<int>(blocks_.size()); }
     int block_size() const { return block_size_; }
 
-    // Shares the longest run of cached blocks that hold tokens[0, k * block_size) for k <= max_blocks, taking a
-    // reference on each; the stats count them.
-    std::vector<int32_t> match(const int32_t* tokens, int max_blocks);
+    // Shares the longest run of cached blocks that hold tokens[0, k * block_size) computed as kinds[0, k *
+    // block_size) say, for k <= max_blocks, taking a reference on each; the stats count them.
+    std::vector<int32_t> match(const int32_t* tokens, const uint8_t* kinds, int max_blocks);
+    // How many blocks match() would share, without taking them or counting them.
+    int cached(const int32_t* tokens, const uint8_t* kinds, int max_blocks) const;
     // n blocks for private use (one reference each), evicting unreferenced cached blocks in LRU order when the
     // free list runs short. Throws a clear "KV cache full" error when fewer than n can be had.
     std::vector<int32_t> allocate(int n);
-    // Declares blocks[0, full_blocks) fully written with tokens[0, full_blocks * block_size) and publishes those not
-    // cached yet. A block whose chain is already cached under another id stays private (it is freed on release).
-    void publish(const std::vector<int32_t>& blocks, const int32_t* tokens, int full_blocks);
+    // Declares blocks[0, full_blocks) fully written with tokens[0, full_blocks * block_size), computed as kinds
+    // says, and publishes those not cached yet. A block whose chain is already cached under another id stays
+    // private (it is freed on release).
+    void publish(const std::vector<int32_t>& blocks, const int32_t* tokens, const uint8_t* kinds, int full_blocks);
     // Drops one reference per block; the last block goes first to the LRU list, so a chain's tail is evicted before
     // its head.
     void release(const std::vector<int32_t>& blocks);
@@ -69,13 +73,16 @@ class PrefixCache {
         int32_t parent = -1;
         uint64_t parent_gen = 0;
         std::vector<int32_t> tokens;
+        std::vector<uint8_t> kinds;
         std::list<int32_t>::iterator lru;
         bool in_lru = false;
     };
 
-    uint64_t chain(uint64_t prev, const int32_t* tokens) const;
-    // The cached block with chain hash h holding `tokens` after `parent`, or -1.
-    int32_t find(uint64_t h, const int32_t* tokens, int32_t parent) const;
+    uint64_t chain(uint64_t prev, const int32_t* tokens, const uint8_t* kinds) const;
+    // The cached block with chain hash h holding `tokens` computed as `kinds` after `parent`, or -1.
+    int32_t find(uint64_t h, const int32_t* tokens, const uint8_t* kinds, int32_t parent) const;
+    // The longest run of cached blocks that holds the leading positions, up to max_blocks.
+    std::vector<int32_t> lookup(const int32_t* tokens, const uint8_t* kinds, int max_blocks) const;
     void take(int32_t b);   // one more reference
     void evict(int32_t b);  // unpublish an unreferenced cached block
 

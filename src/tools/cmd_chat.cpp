@@ -5,6 +5,7 @@
 #include "backends/registry.h"
 #include "chat/chat_template.h"
 #include "tools/backend_choice.h"
+#include "tools/chat_session.h"
 #include "tools/commands.h"
 #include "tools/model_loading.h"
 #include "tools/sampling_flags.h"
@@ -46,35 +47,35 @@ int run_chat(const ChatArgs& a) {
     // Each reply draws from the same seed, so a conversation replays with --seed.
     if (params.temperature > 0.0f) std::fprintf(stderr, "seed: %llu\n", static_cast<unsigned long long>(seed));
 
-    std::vector<ChatMessage> conversation;
-    if (!a.system.empty()) conversation.push_back({"system", a.system});
+    ChatSession session(tok, tmpl, a.system);
     std::string line;
     for (;;) {
         std::fprintf(stderr, "> ");
         if (!std::getline(std::cin, line) || line.empty()) break;
-        conversation.push_back({"user", line});
-        // The whole conversation is the prompt each turn (exact for any template); the engine's prefix cache shares
-        // the KV blocks of the previous turn's prompt, so only the last reply and the new turn are prefilled.
-        const std::vector<int32_t> prompt = encode_prompt(tok, tmpl.apply(conversation));
-        if (static_cast<int64_t>(prompt.size()) >= engine.context())
+        // The prompt is the whole conversation, its earlier turns as they were computed: the engine's prefix cache
+        // shares their KV blocks, replies included, so only the new turn is prefilled (tools/chat_session.h).
+        const ChatSession::Prompt prompt = session.user(line);
+        if (prompt.reencoded)
+            std::fprintf(stderr, "[the template rewrites earlier turns: the conversation is encoded afresh]\n");
+        if (static_cast<int64_t>(prompt.ids.size()) >= engine.context())
             throw std::runtime_error("the conversation no longer fits the context of " +
                                      std::to_string(engine.context()) + " tokens");
-        const int budget = static_cast<int>(std::min<int64_t>(a.max_tokens, engine.context() - prompt.size()));
+        const int budget = static_cast<int>(std::min<int64_t>(a.max_tokens, engine.context() - prompt.ids.size()));
         const int64_t reused_before = engine.prefix_stats().hit_tokens;
         StreamDecoder stream(tok);
-        const GenerationStats st = generate(engine, tok, *lm.model, prompt, budget, [&](int32_t id) {
+        const GenerationStats st = generate(engine, tok, *lm.model, prompt.ids, budget, [&](int32_t id) {
             if (!ends_generation(tok, *lm.model, id)) {
                 std::cout << stream.push(id);
                 check_stdout();
             }
-        }, params);
+        }, params, prompt.decoded);
         std::cout << stream.flush() << "\n";
         check_stdout();  // before the stats on stderr, also when stdout is a pipe
-        std::fprintf(stderr, "[%zu prompt tokens, %lld of them from the prefix cache]\n", prompt.size(),
+        std::fprintf(stderr, "[%zu prompt tokens, %lld of them from the prefix cache]\n", prompt.ids.size(),
                      static_cast<long long>(engine.prefix_stats().hit_tokens - reused_before));
         std::vector<int32_t> reply = st.tokens;
         if (!reply.empty() && ends_generation(tok, *lm.model, reply.back())) reply.pop_back();
-        conversation.push_back({"assistant", tok.decode(reply)});
+        session.assistant(st.tokens, tok.decode(reply));
     }
     return 0;
 }

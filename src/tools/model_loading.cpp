@@ -65,7 +65,7 @@ bool ends_generation(const Tokenizer& tok, const Model& model, int32_t id) {
 
 GenerationStats generate(Engine& engine, const Tokenizer& tok, const Model& model, const std::vector<int32_t>& prompt,
                          int max_tokens, const std::function<void(int32_t)>& on_token,
-                         const sampling::RowParams& params) {
+                         const sampling::RowParams& params, const std::vector<TokenSpan>& decoded) {
     using clock = std::chrono::steady_clock;
     GenerationStats st;
     auto emit = [&](int32_t id) {
@@ -74,7 +74,7 @@ GenerationStats generate(Engine& engine, const Tokenizer& tok, const Model& mode
         on_token(id);
     };
     const auto t0 = clock::now();
-    emit(engine.start({prompt}, max_tokens, {params}).at(0));
+    emit(engine.start({prompt}, max_tokens, {params}, {decoded}).at(0));
     st.prefill_s = std::chrono::duration<double>(clock::now() - t0).count();
     const auto t1 = clock::now();
     while (static_cast<int>(st.tokens.size()) < max_tokens && !ends_generation(tok, model, st.tokens.back())) {

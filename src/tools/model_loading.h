@@ -32,10 +32,11 @@ struct GenerationStats {
     std::vector<TokenLogprobs> logprobs;  // one per token, when the parameters asked for them
 };
 // Generation of up to max_tokens for one prompt with `params` (default: greedy), stopping after an
-// end-of-generation token; on_token sees each sampled id as soon as the host reads it (between replays).
+// end-of-generation token; on_token sees each sampled id as soon as the host reads it (between replays). `decoded`:
+// the prompt's spans that decode generated (Engine::admit).
 GenerationStats generate(Engine& engine, const Tokenizer& tok, const Model& model, const std::vector<int32_t>& prompt,
                          int max_tokens, const std::function<void(int32_t)>& on_token,
-                         const sampling::RowParams& params = {});
+                         const sampling::RowParams& params = {}, const std::vector<TokenSpan>& decoded = {});
 // Whether `id` ends generation (the tokenizer's end-of-generation tokens or the model's EOS ids).
 bool ends_generation(const Tokenizer& tok, const Model& model, int32_t id);
 
