@@ -8,25 +8,14 @@
 #include <random>
 
 #include "engine/engine.h"
+#include "support/engine_trace.h"
 #include "support/test_support.h"
 
 namespace tracelm {
 namespace {
 
-struct Trace {
-    std::vector<int32_t> tokens;
-    std::vector<std::vector<float>> logits;  // after the prefill, then after every step
-};
-
-void expect_same(const Trace& a, const Trace& b, const std::string& what) {
-    ASSERT_EQ(a.tokens, b.tokens) << what;
-    ASSERT_EQ(a.logits.size(), b.logits.size()) << what;
-    for (size_t i = 0; i < a.logits.size(); ++i) {
-        ASSERT_EQ(a.logits[i].size(), b.logits[i].size());
-        ASSERT_EQ(0, std::memcmp(a.logits[i].data(), b.logits[i].data(), a.logits[i].size() * sizeof(float)))
-            << what << ": logits differ at forward " << i;
-    }
-}
+using testing::expect_same;
+using testing::Trace;
 
 std::vector<int32_t> random_tokens(int n, int64_t vocab, uint32_t seed) {
     std::mt19937 rng(seed);

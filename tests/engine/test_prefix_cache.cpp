@@ -8,6 +8,7 @@
 
 #include "engine/engine.h"
 #include "kv/prefix_cache.h"
+#include "support/engine_trace.h"
 #include "support/test_support.h"
 
 namespace tracelm {
@@ -162,20 +163,8 @@ TEST(PrefixCacheAllocator, RepublishedChainReplacesAnEntryWithAStaleParent) {
 
 // ---- The engine: caching on equals caching off ----
 
-struct Trace {
-    std::vector<int32_t> tokens;
-    std::vector<std::vector<float>> logits;  // after the prefill, then after every step
-};
-
-void expect_same(const Trace& a, const Trace& b, const std::string& what) {
-    ASSERT_EQ(a.tokens, b.tokens) << what;
-    ASSERT_EQ(a.logits.size(), b.logits.size()) << what;
-    for (size_t i = 0; i < a.logits.size(); ++i) {
-        ASSERT_EQ(a.logits[i].size(), b.logits[i].size());
-        ASSERT_EQ(0, std::memcmp(a.logits[i].data(), b.logits[i].data(), a.logits[i].size() * sizeof(float)))
-            << what << ": logits differ at forward " << i;
-    }
-}
+using testing::expect_same;
+using testing::Trace;
 
 // Nothing is held after finish(): reference counts are zero and every block is free or cached (evictable).
 void expect_all_returned(const Engine& e) {
