@@ -155,7 +155,8 @@ size_t matmul_quant_act_bytes(DType wt, int64_t T, int64_t K) {
     check_quant_row(wt, K, "matmul_quant");
     const auto t = static_cast<size_t>(T < 0 ? 0 : T), nb = static_cast<size_t>(K / dtype_block_elems(wt));
     if (dtype_block_elems(wt) != 32) return t * nb * sizeof(quant::ActBlock256);
-    return t * nb * (sizeof(quant::ActBlock32) + 2 * sizeof(float) + 32);  // quant.h: blocks, token-major d, s, q
+    // quant.h: blocks, token-major d, s, q, and the wide tiles' 8 offset lanes and 8 scale lanes.
+    return t * nb * (sizeof(quant::ActBlock32) + 2 * sizeof(float) + 32 + 8 * sizeof(int32_t) + 8 * sizeof(float));
 }
 
 void matmul_quant(const float* x, int64_t T, int64_t K, const void* w, DType wt, const float* bias, float* y,

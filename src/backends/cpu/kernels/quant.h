@@ -56,7 +56,8 @@ struct ActBlock32 {
 // The activation scratch of the 32-element types holds T rows of ActBlock32, then (for the SIMD kernels) the
 // d, the s and the 32 q of every block again, token-major within chunks of 8 tokens ([chunk][block][token]),
 // so that a tile of tokens loads its scales as one vector and finds its values at fixed offsets from one
-// pointer, in one contiguous stretch per tile.
+// pointer, in one contiguous stretch per tile; then, in the same order, 8 int32 lane offsets and 8 float lane
+// scales per block for the AVX512_VNNI tiles (quant_x86.inc).
 // ggml's block_q8_K (quantize_row_q8_K_ref): with max = the first x of the largest |x|, iscale = -127 / max,
 // q = min(127, round-to-nearest-even(iscale * x)) and d = 1 / iscale (so q and d have max's opposite sign);
 // an all-zero block has d = 0, q = 0 and, here, bsums = 0.
