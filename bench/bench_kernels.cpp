@@ -7,6 +7,7 @@
 // iteration streams all of them once, like a decode step streams every layer; `threads` std::threads
 // split the rows of each matrix.
 #include <benchmark/benchmark.h>
+#include <immintrin.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/kernels/cpu_features.h"
 #include "backends/cpu/kernels/kernels.h"
 #include "backends/cpu/paged_attention.h"
 #include "ops/sampling/sampling.h"
@@ -232,6 +234,66 @@ void BM_QuantMatmulCompute(benchmark::State& state) {
                                                  benchmark::Counter::kIsRate);
 }
 
+// The machine's peak integer throughput per thread, beside which QuantMatmulCompute's GOP/s are read: a
+// register-only loop of the instructions that form int32 sums of u8 x s8 byte products, 8 independent
+// accumulators deep. AVX2: vpmaddubsw + vpmaddwd + vpaddd per 32 products; AVX512_VNNI: one vpdpbusd per 64.
+// The empty asm makes an operand opaque each iteration, so nothing is hoisted out of the loop.
+constexpr int kPeakAccs = 8;
+__attribute__((target("avx2"))) int64_t peak_products_avx2(int64_t iters) {
+    __m256i acc[kPeakAccs], a[kPeakAccs];
+    const __m256i b = _mm256_set1_epi8(3), ones = _mm256_set1_epi16(1);
+    for (int i = 0; i < kPeakAccs; ++i) {
+        acc[i] = _mm256_setzero_si256();
+        a[i] = _mm256_set1_epi8(static_cast<char>(i + 1));
+    }
+    __m256i bv = b;
+    for (int64_t n = 0; n < iters; ++n) {
+        asm volatile("" : "+x"(bv));
+        for (int i = 0; i < kPeakAccs; ++i)
+            acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(_mm256_maddubs_epi16(a[i], bv), ones));
+    }
+    for (int i = 1; i < kPeakAccs; ++i) acc[0] = _mm256_add_epi32(acc[0], acc[i]);
+    benchmark::DoNotOptimize(acc[0]);
+    return iters * kPeakAccs * 32;
+}
+__attribute__((target("avx512f,avx512vnni"))) int64_t peak_products_vnni(int64_t iters) {
+    __m512i acc[kPeakAccs], a[kPeakAccs];
+    const __m512i b = _mm512_set1_epi8(3);
+    for (int i = 0; i < kPeakAccs; ++i) {
+        acc[i] = _mm512_setzero_si512();
+        a[i] = _mm512_set1_epi8(static_cast<char>(i + 1));
+    }
+    __m512i bv = b;
+    for (int64_t n = 0; n < iters; ++n) {
+        asm volatile("" : "+v"(bv));
+        for (int i = 0; i < kPeakAccs; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], a[i], bv);
+    }
+    for (int i = 1; i < kPeakAccs; ++i) acc[0] = _mm512_add_epi32(acc[0], acc[i]);
+    benchmark::DoNotOptimize(acc[0]);
+    return iters * kPeakAccs * 64;
+}
+
+// Args: isa (1: AVX2, 2: AVX512_VNNI), threads.
+void BM_PeakInt8(benchmark::State& state) {
+    const KernelTable* kt = table_or_skip(state);
+    if (kt == nullptr) return;
+    const bool vnni = kt->isa == Isa::Avx512;
+    if (vnni && !tracelm::cpu::cpu_features().avx512_vnni) {
+        state.SkipWithError("no AVX512_VNNI");
+        return;
+    }
+    const int threads = static_cast<int>(state.range(1));
+    constexpr int64_t kIters = 1 << 20;
+    int64_t products = 0;
+    for (auto _ : state) {
+        std::vector<int64_t> n(static_cast<size_t>(threads));
+        parallel(threads, [&](int i) { n[i] = vnni ? peak_products_vnni(kIters) : peak_products_avx2(kIters); });
+        for (int64_t v : n) products += v;
+    }
+    state.SetLabel(vnni ? "avx512_vnni vpdpbusd" : "avx2 maddubs+madd+add");
+    state.counters["GOP/s"] = benchmark::Counter(2.0 * static_cast<double>(products) / 1e9, benchmark::Counter::kIsRate);
+}
+
 void isa_threads(benchmark::internal::Benchmark* b) {
     for (int isa : {0, 1, 2})
         for (int threads : {1, 2}) b->Args({isa, threads});
@@ -353,6 +415,14 @@ BENCHMARK(BM_MatmulCompute)
         isa_threads_tokens(b, {128, 512});
     })
     ->ArgNames({"isa", "threads", "T"})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PeakInt8)
+    ->Apply([](benchmark::internal::Benchmark* b) {
+        for (int isa : {1, 2})
+            for (int threads : {1, 2}) b->Args({isa, threads});
+    })
+    ->ArgNames({"isa", "threads"})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_QuantMatmulCompute)
