@@ -515,6 +515,22 @@ void Engine::capture_buckets() {
     make_rows_inert();
 }
 
+void Engine::touch_kv() {
+    if (cache_->free_count() != cache_->num_blocks()) throw std::logic_error("touch_kv() with KV blocks in use or cached");
+    const ModelConfig& c = model_.config();
+    std::vector<unsigned char> zeros;
+    for (int l = 0; l < c.num_hidden_layers; ++l) {
+        for (const Tensor* t : {&kv_->k(l), &kv_->v(l)}) {
+            const int64_t rows = std::max<int64_t>(1, static_cast<int64_t>((size_t{1} << 20) / t->row_bytes()));
+            zeros.resize(static_cast<size_t>(rows) * t->row_bytes());
+            for (int64_t r = 0; r < t->rows; r += rows) {
+                const Tensor part = t->slice_rows(r, std::min(rows, t->rows - r));
+                backend_.upload(part, zeros.data());
+            }
+        }
+    }
+}
+
 int Engine::captured_buckets() const {
     return static_cast<int>(
         std::count_if(graphs_.begin(), graphs_.end(), [](const auto& bg) { return bg.second.graph >= 0; }));

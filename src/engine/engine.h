@@ -144,6 +144,11 @@ class Engine {
     void capture_buckets();
     // Whether the bucket of the last decode step has a captured graph.
     bool captured() const;
+    // Writes zeros over the whole KV pool; only while no block is in use or cached (else std::logic_error). A server
+    // calls it before it takes requests: the CPU backend reserves the pool but the system maps its pages on first
+    // write, and a decode step that first wrote into a fresh stretch of a qwen3-0.6b pool stalled 0.4-0.9 s on the
+    // benchmark VM (the first prefill too).
+    void touch_kv();
     // Buckets with a captured graph.
     int captured_buckets() const;
     int replays() const { return replays_; }

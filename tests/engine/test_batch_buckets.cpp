@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <stdexcept>
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
@@ -100,6 +101,31 @@ TEST(BatchBuckets, CapturedUpFrontEveryStepIsAReplayAndChangesNothing) {
         EXPECT_EQ(replay.replays() - replays, steps);
     }
     EXPECT_EQ(replay.captured_buckets(), 4);
+}
+
+// The server's start-up (the KV pool written over with zeros, every bucket captured) changes no request's tokens;
+// zeroing the pool is refused while it holds blocks.
+TEST(BatchBuckets, KvPoolTouchedUpFrontChangesNothing) {
+    cpu::CpuBackend be(2);
+    const auto model = Model::load(testing::generated_checkpoint("tiny", 7, DType::F32), be);
+    EngineOptions opt;
+    opt.max_seqs = 5;
+    opt.context = 64;
+    Engine plain(*model, be, opt);
+    Engine touched(*model, be, opt);
+    touched.touch_kv();
+    touched.capture_buckets();
+    const int steps = 10;
+    for (const int S : {3, 5}) {
+        SCOPED_TRACE(S);
+        ASSERT_EQ(plain.start(first(S), steps + 1), touched.start(first(S), steps + 1));
+        for (int i = 0; i < steps; ++i) {
+            plain.step();
+            touched.step();
+        }
+        EXPECT_EQ(plain.history(steps), touched.history(steps));
+    }
+    EXPECT_THROW(touched.touch_kv(), std::logic_error);  // the last request's sequences hold their blocks
 }
 
 // Sequences batched with others (3 sequences: one padded row) decode exactly as each does alone.
