@@ -140,10 +140,14 @@ Engine::Engine(const Model& model, Backend& backend, EngineOptions options)
     std::vector<int32_t> qsl(static_cast<size_t>(S) + 1);
     std::iota(qsl.begin(), qsl.end(), 0);
     backend_.upload(decode_qsl_, qsl.data());
-    // Every row starts inert: no blocks, slot -1, length 0, greedy.
-    const std::vector<int32_t> no_blocks(static_cast<size_t>(S) * max_blocks_, -1), minus(static_cast<size_t>(S), -1),
-        zeros(static_cast<size_t>(S), 0);
-    const std::vector<sampling::RowParams> greedy(static_cast<size_t>(S));
+    make_rows_inert();
+}
+
+void Engine::make_rows_inert() {
+    // No blocks, slot -1, length 0, greedy; the step counter at 0.
+    const size_t S = static_cast<size_t>(max_rows_);
+    const std::vector<int32_t> no_blocks(S * static_cast<size_t>(max_blocks_), -1), minus(S, -1), zeros(S, 0);
+    const std::vector<sampling::RowParams> greedy(S);
     backend_.upload(block_tables_, no_blocks.data());
     backend_.upload(state_.token_ids, zeros.data());
     backend_.upload(state_.positions, zeros.data());
@@ -151,6 +155,7 @@ Engine::Engine(const Model& model, Backend& backend, EngineOptions options)
     backend_.upload(state_.seq_lens, zeros.data());
     backend_.upload(state_.step, zeros.data());
     backend_.upload(sampling_.params, greedy.data());
+    global_step_ = 0;
 }
 
 Engine::~Engine() {
@@ -474,30 +479,73 @@ void Engine::issue_decode_step() {
     backend_.advance_decode(sampled, st);
 }
 
+void Engine::capture(BucketGraph& g) {
+    backend_.begin_capture();
+    try {
+        issue_decode_step();
+    } catch (...) {
+        // The op's error is the one to report; the partial graph is dropped.
+        try {
+            backend_.destroy_graph(backend_.end_capture());
+        } catch (...) {
+        }
+        throw;
+    }
+    g.graph = backend_.end_capture();
+}
+
+bool Engine::uses_graphs() const { return opt_.capture && backend_.supports_capture(); }
+
+void Engine::capture_buckets() {
+    if (!uses_graphs()) return;
+    if (std::any_of(rows_.begin(), rows_.end(), [](const Row& r) { return r.admitted; })) {
+        throw std::logic_error("capture_buckets() with admitted sequences");
+    }
+    // Every row is inert (the constructor, or the last release), so the warm-up steps write no KV, and the decode
+    // state they advance is reset afterwards.
+    for (int b = 1; b <= max_rows_; b = batch_bucket(b + 1)) {
+        BucketGraph& g = graphs_[b];
+        if (g.graph >= 0) continue;
+        bucket_ = b;
+        issue_decode_step();
+        g.warmed = true;
+        capture(g);
+    }
+    bucket_ = 0;
+    make_rows_inert();
+}
+
+void Engine::touch_kv() {
+    if (cache_->free_count() != cache_->num_blocks()) throw std::logic_error("touch_kv() with KV blocks in use or cached");
+    const ModelConfig& c = model_.config();
+    std::vector<unsigned char> zeros;
+    for (int l = 0; l < c.num_hidden_layers; ++l) {
+        for (const Tensor* t : {&kv_->k(l), &kv_->v(l)}) {
+            const int64_t rows = std::max<int64_t>(1, static_cast<int64_t>((size_t{1} << 20) / t->row_bytes()));
+            zeros.resize(static_cast<size_t>(rows) * t->row_bytes());
+            for (int64_t r = 0; r < t->rows; r += rows) {
+                const Tensor part = t->slice_rows(r, std::min(rows, t->rows - r));
+                backend_.upload(part, zeros.data());
+            }
+        }
+    }
+}
+
+int Engine::captured_buckets() const {
+    return static_cast<int>(
+        std::count_if(graphs_.begin(), graphs_.end(), [](const auto& bg) { return bg.second.graph >= 0; }));
+}
+
 void Engine::step() {
     if (num_seqs_ == 0) throw std::logic_error("step() with no decoding sequence");
-    const bool use_graph = opt_.capture && backend_.supports_capture();
     BucketGraph& g = graphs_[bucket_];
-    if (!use_graph || !g.warmed) {
+    if (!uses_graphs() || !g.warmed) {
         // Eager decode, which also serves as the warm-up that exercises the exact ops to capture (and lets
         // a backend size its scratch before capture).
         issue_decode_step();
         g.warmed = true;
     } else {
-        if (g.graph < 0) {
-            backend_.begin_capture();
-            try {
-                issue_decode_step();
-            } catch (...) {
-                // The op's error is the one to report; the partial graph is dropped.
-                try {
-                    backend_.destroy_graph(backend_.end_capture());
-                } catch (...) {
-                }
-                throw;
-            }
-            g.graph = backend_.end_capture();
-        }
+        if (g.graph < 0) capture(g);
         // Capturing records without executing; the replay produces this step's result.
         backend_.replay(g.graph);
         ++replays_;

@@ -7,7 +7,8 @@
 // Batch buckets: a decode step of S sequences runs over batch_bucket(S) rows (1, 2, 4, 8, 16, 32, then
 // multiples of 32); the padded rows are inert (no KV blocks, slot -1, length 0: they write nothing and
 // attend to nothing). Each bucket gets its own graph, captured on its first use after one eager warm-up
-// step of that bucket and kept for every later request of the same bucket.
+// step of that bucket (or all of them up front: capture_buckets()) and kept for every later request of the same
+// bucket.
 #pragma once
 
 #include <cstdint>
@@ -135,8 +136,21 @@ class Engine {
     static int batch_bucket(int S);
 
     int64_t context() const { return context_; }
+    // Runs the eager warm-up step and the capture of every bucket's decode graph up to batch_bucket(max_seqs), with
+    // every row inert, so that no later step warms up or captures: a server calls it before it takes requests (a
+    // capture costs several steps' time). Only while no sequence is admitted (else std::logic_error); the rows and the
+    // step counter are left as the constructor leaves them, so what any sequence computes later is unchanged. Does
+    // nothing without capture.
+    void capture_buckets();
     // Whether the bucket of the last decode step has a captured graph.
     bool captured() const;
+    // Writes zeros over the whole KV pool; only while no block is in use or cached (else std::logic_error). A server
+    // calls it before it takes requests: the CPU backend reserves the pool but the system maps its pages on first
+    // write, and a decode step that first wrote into a fresh stretch of a qwen3-0.6b pool stalled 0.4-0.9 s on the
+    // benchmark VM (the first prefill too).
+    void touch_kv();
+    // Buckets with a captured graph.
+    int captured_buckets() const;
     int replays() const { return replays_; }
     int decode_steps() const { return steps_; }
     size_t kv_bytes() const { return kv_->bytes(); }
@@ -166,6 +180,7 @@ class Engine {
         GraphId graph = -1;
         bool warmed = false;  // an eager step of this bucket ran, so its graph may be captured
     };
+    void capture(BucketGraph& g);  // records issue_decode_step() of bucket_ into g
 
     Tensor i32(const std::string& name, int64_t n, int64_t cols = 1);
     // Entries [first, first + n) of a row's block table.
@@ -176,6 +191,8 @@ class Engine {
     void join(int row, int32_t input, int64_t pos);
     void write_row_state(int row, int32_t input, int64_t pos, int32_t slot, int32_t len);
     void update_bucket();
+    void make_rows_inert();
+    bool uses_graphs() const;
     void issue_decode_step();
     Tensor history_view(int rows) const;  // [context, rows] view of the sampled-id history
     SamplingIo sampling_rows(int64_t r0, int64_t n, int step_offset) const;

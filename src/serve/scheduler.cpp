@@ -99,6 +99,10 @@ EngineOptions engine_options(const SchedulerOptions& o) {
 struct Scheduler::Impl {
     Impl(const Model& model, Backend& backend, const SchedulerOptions& o)
         : options(o), engine(model, backend, engine_options(o)), signal(std::make_shared<Signal>()) {
+        // Before any request: a bucket's first use would otherwise stall every running stream for a warm-up step
+        // and a capture, and a step's first write into fresh KV pool memory for the system to map it.
+        engine.touch_kv();
+        engine.capture_buckets();
         stats.kv_blocks_total = engine.kv_blocks_total();
     }
 

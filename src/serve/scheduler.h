@@ -84,7 +84,8 @@ struct SchedulerStats {
 
 class Scheduler {
    public:
-    // Builds the engine (capturing decode graphs on first use) and starts the scheduler thread.
+    // Builds the engine, writes over its KV pool once (Engine::touch_kv: no step waits for fresh memory to be mapped),
+    // captures the decode graph of every batch bucket (Engine::capture_buckets) and starts the scheduler thread.
     Scheduler(const Model& model, Backend& backend, SchedulerOptions options);
     ~Scheduler();  // cancels everything and joins the thread
     Scheduler(const Scheduler&) = delete;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <stdexcept>
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
@@ -55,6 +56,76 @@ TEST(BatchBuckets, EachBucketKeepsItsGraphAcrossRequests) {
         EXPECT_TRUE(replay.captured());
         EXPECT_GT(replay.graph_ops(), 0u);
     }
+}
+
+// Every bucket captured up front (what the server does before it takes requests), after a first request has left
+// its prompt's KV blocks in the prefix cache: later requests of every size replay from their first step, and decode
+// exactly as on an engine that never captures, the request that shares the cached blocks included (the warm-up
+// steps, all rows inert, wrote no KV and left no decode state behind).
+TEST(BatchBuckets, CapturedUpFrontEveryStepIsAReplayAndChangesNothing) {
+    cpu::CpuBackend be(2);
+    const auto model = Model::load(testing::generated_checkpoint("tiny", 7, DType::F32), be);
+    EngineOptions opt;
+    opt.max_seqs = 5;
+    opt.context = 128;
+    opt.capture = false;
+    Engine eager(*model, be, opt);
+    opt.capture = true;
+    Engine replay(*model, be, opt);
+    std::vector<int32_t> shared_prefix;  // two full KV blocks, then a tail of its own
+    for (int i = 0; i < 2 * opt.block_size + 3; ++i) shared_prefix.push_back(100 + 37 * i);
+    const int steps = 12;
+    const auto run = [&](const std::vector<std::vector<int32_t>>& prompts) {
+        ASSERT_EQ(eager.start(prompts, steps + 1), replay.start(prompts, steps + 1));
+        for (int i = 0; i < steps; ++i) {
+            eager.step();
+            replay.step();
+        }
+        EXPECT_EQ(eager.history(steps), replay.history(steps));
+        eager.finish();
+        replay.finish();
+    };
+    run({shared_prefix});  // bucket 1 warms up and captures on first use
+    replay.capture_buckets();
+    EXPECT_EQ(replay.captured_buckets(), 4);  // 1, 2, 4, 8 rows
+    std::vector<int32_t> longer = shared_prefix;
+    longer.insert(longer.end(), {7, 8, 9});
+    for (const int S : {1, 3, 5, 2}) {
+        SCOPED_TRACE(S);
+        std::vector<std::vector<int32_t>> prompts = first(S);
+        prompts[0] = longer;
+        const int64_t hits = replay.prefix_stats().hit_blocks;
+        const int replays = replay.replays();
+        run(prompts);
+        EXPECT_EQ(replay.prefix_stats().hit_blocks, hits + 2);
+        EXPECT_EQ(replay.replays() - replays, steps);
+    }
+    EXPECT_EQ(replay.captured_buckets(), 4);
+}
+
+// The server's start-up (the KV pool written over with zeros, every bucket captured) changes no request's tokens;
+// zeroing the pool is refused while it holds blocks.
+TEST(BatchBuckets, KvPoolTouchedUpFrontChangesNothing) {
+    cpu::CpuBackend be(2);
+    const auto model = Model::load(testing::generated_checkpoint("tiny", 7, DType::F32), be);
+    EngineOptions opt;
+    opt.max_seqs = 5;
+    opt.context = 64;
+    Engine plain(*model, be, opt);
+    Engine touched(*model, be, opt);
+    touched.touch_kv();
+    touched.capture_buckets();
+    const int steps = 10;
+    for (const int S : {3, 5}) {
+        SCOPED_TRACE(S);
+        ASSERT_EQ(plain.start(first(S), steps + 1), touched.start(first(S), steps + 1));
+        for (int i = 0; i < steps; ++i) {
+            plain.step();
+            touched.step();
+        }
+        EXPECT_EQ(plain.history(steps), touched.history(steps));
+    }
+    EXPECT_THROW(touched.touch_kv(), std::logic_error);  // the last request's sequences hold their blocks
 }
 
 // Sequences batched with others (3 sequences: one padded row) decode exactly as each does alone.
