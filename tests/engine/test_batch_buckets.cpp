@@ -18,6 +18,16 @@ const std::vector<std::vector<int32_t>> kPrompts = {
 
 std::vector<std::vector<int32_t>> first(int n) { return {kPrompts.begin(), kPrompts.begin() + n}; }
 
+// Runs `prompts` for `steps` decode steps on both engines and expects the same first tokens and histories.
+void expect_same_decode(Engine& a, Engine& b, const std::vector<std::vector<int32_t>>& prompts, int steps) {
+    ASSERT_EQ(a.start(prompts, steps + 1), b.start(prompts, steps + 1));
+    for (int i = 0; i < steps; ++i) {
+        a.step();
+        b.step();
+    }
+    EXPECT_EQ(a.history(steps), b.history(steps));
+}
+
 TEST(BatchBuckets, Sizes) {
     const std::vector<std::pair<int, int>> want = {{1, 1},   {2, 2},   {3, 4},   {4, 4},   {5, 8},  {8, 8},
                                                    {9, 16},  {16, 16}, {17, 32}, {32, 32}, {33, 64}, {65, 96}};
@@ -42,12 +52,7 @@ TEST(BatchBuckets, EachBucketKeepsItsGraphAcrossRequests) {
     std::vector<int> seen;
     for (const int S : {1, 3, 1, 5, 3}) {
         SCOPED_TRACE(S);
-        ASSERT_EQ(eager.start(first(S), steps + 1), replay.start(first(S), steps + 1));
-        for (int i = 0; i < steps; ++i) {
-            eager.step();
-            replay.step();
-        }
-        EXPECT_EQ(eager.history(steps), replay.history(steps));
+        ASSERT_NO_FATAL_FAILURE(expect_same_decode(eager, replay, first(S), steps));
         const int bucket = Engine::batch_bucket(S);
         const bool warmed = std::find(seen.begin(), seen.end(), bucket) != seen.end();
         want_replays += warmed ? steps : steps - 1;
@@ -76,12 +81,7 @@ TEST(BatchBuckets, CapturedUpFrontEveryStepIsAReplayAndChangesNothing) {
     for (int i = 0; i < 2 * opt.block_size + 3; ++i) shared_prefix.push_back(100 + 37 * i);
     const int steps = 12;
     const auto run = [&](const std::vector<std::vector<int32_t>>& prompts) {
-        ASSERT_EQ(eager.start(prompts, steps + 1), replay.start(prompts, steps + 1));
-        for (int i = 0; i < steps; ++i) {
-            eager.step();
-            replay.step();
-        }
-        EXPECT_EQ(eager.history(steps), replay.history(steps));
+        expect_same_decode(eager, replay, prompts, steps);
         eager.finish();
         replay.finish();
     };
@@ -118,12 +118,7 @@ TEST(BatchBuckets, KvPoolTouchedUpFrontChangesNothing) {
     const int steps = 10;
     for (const int S : {3, 5}) {
         SCOPED_TRACE(S);
-        ASSERT_EQ(plain.start(first(S), steps + 1), touched.start(first(S), steps + 1));
-        for (int i = 0; i < steps; ++i) {
-            plain.step();
-            touched.step();
-        }
-        EXPECT_EQ(plain.history(steps), touched.history(steps));
+        ASSERT_NO_FATAL_FAILURE(expect_same_decode(plain, touched, first(S), steps));
     }
     EXPECT_THROW(touched.touch_kv(), std::logic_error);  // the last request's sequences hold their blocks
 }
