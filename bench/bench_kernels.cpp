@@ -24,6 +24,7 @@
 #include "backends/cpu/kernels/cpu_features.h"
 #include "backends/cpu/kernels/kernels.h"
 #include "backends/cpu/paged_attention.h"
+#include "formats/repack.h"
 #include "ops/sampling/sampling.h"
 
 namespace {
@@ -145,10 +146,19 @@ void BM_MatmulCompute(benchmark::State& state) {
 }
 
 // `copies` [kN, kK] matrices of type dt: random block bytes with a fixed f16 scale (and min) of 1/64, so every
-// value is finite; built once per (type, count).
+// value is finite (a repacked type: those of its GGML type, repacked); built once per (type, count).
 const Aligned& quant_weights(DType dt, size_t copies) {
     static std::map<std::pair<int, size_t>, std::unique_ptr<Aligned>> cache;
     std::unique_ptr<Aligned>& slot = cache[{static_cast<int>(dt), copies}];
+    if (!slot && tracelm::dtype_is_repacked(dt)) {
+        const Aligned& ggml = quant_weights(tracelm::dtype_unpacked(dt), copies);
+        slot = std::make_unique<Aligned>(copies * kN * tracelm::dtype_row_bytes(dt, kK));
+        for (size_t c = 0; c < copies; ++c) {
+            const size_t matrix = kN * tracelm::dtype_row_bytes(dt, kK);
+            tracelm::repack_r16(tracelm::dtype_unpacked(dt), static_cast<const char*>(ggml.p) + c * matrix,
+                                static_cast<char*>(slot->p) + c * matrix, kN, kK);
+        }
+    }
     if (!slot) {
         const size_t row = tracelm::dtype_row_bytes(dt, kK), block = tracelm::dtype_block_bytes(dt);
         const size_t bytes = copies * kN * row;
@@ -404,7 +414,8 @@ BENCHMARK(BM_QuantMatmulStream)
         for (int isa : {0, 1, 2})
             for (int threads : {1, 2})
                 for (int64_t T : {1, 4})
-                    for (DType dt : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q4_K, DType::Q6_K})
+                    for (DType dt : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q4_K, DType::Q6_K,
+                                     DType::Q8_0_R16, DType::Q4_0_R16, DType::Q4_1_R16, DType::Q5_0_R16})
                         b->Args({isa, threads, T, static_cast<int64_t>(dt)});
     })
     ->ArgNames({"isa", "threads", "T", "dtype"})
@@ -430,7 +441,8 @@ BENCHMARK(BM_QuantMatmulCompute)
         for (int isa : {0, 1, 2})
             for (int threads : {1, 2})
                 for (int64_t T : {16, 64, 256})
-                    for (DType dt : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q4_K, DType::Q6_K})
+                    for (DType dt : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q4_K, DType::Q6_K,
+                                     DType::Q8_0_R16, DType::Q4_0_R16, DType::Q4_1_R16, DType::Q5_0_R16})
                         b->Args({isa, threads, T, static_cast<int64_t>(dt)});
     })
     ->ArgNames({"isa", "threads", "T", "dtype"})

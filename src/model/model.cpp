@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "formats/gguf_names.h"
+#include "formats/repack.h"
 #include "model/weight_check.h"
 #include "runtime/untrusted.h"
 
@@ -48,7 +49,8 @@ std::optional<Model::Stored> Model::find(const std::string& name) const {
     return Stored{t->require_dtype(), std::vector<int64_t>(t->dims.rbegin(), t->dims.rend()), t->data, t->bytes};
 }
 
-Tensor Model::bind(Backend& backend, const std::string& name, int64_t rows, int64_t cols, bool as_f32, int heads) {
+Tensor Model::bind(Backend& backend, const std::string& name, int64_t rows, int64_t cols, bool as_f32, int heads,
+                   bool matrix) {
     const std::optional<Stored> info = find(name);
     if (!info) throw std::runtime_error("missing tensor '" + name + "' in " + path_);
     const bool vector = rows == 1;
@@ -102,6 +104,13 @@ Tensor Model::bind(Backend& backend, const std::string& name, int64_t rows, int6
         bytes = converted.size();
         dt = DType::F32;
     }
+    if (matrix && numerics_ == Numerics::Fast && dtype_repacked(dt) != dt) {
+        std::vector<unsigned char> packed(bytes);
+        repack_r16(dt, data, packed.data(), rows, cols);
+        converted = std::move(packed);
+        data = converted.data();
+        dt = dtype_repacked(dt);
+    }
     const Tensor t = whole(backend.alloc(bytes, name), dt, rows, cols);
     backend.upload(t, data);
     release_file_pages(info->data, info->bytes);
@@ -109,9 +118,12 @@ Tensor Model::bind(Backend& backend, const std::string& name, int64_t rows, int6
 }
 
 std::unique_ptr<Model> Model::load(const std::string& path, Backend& backend,
-                                   const std::function<void(size_t, size_t)>& progress) {
+                                   const std::function<void(size_t, size_t)>& progress, Numerics numerics) {
     std::unique_ptr<Model> m = open(path);
     m->require_supported(backend.capabilities(), backend.name());
+    if (numerics == Numerics::Fast && !backend.capabilities().has_weight_type(DType::Q8_0_R16))
+        throw std::runtime_error("backend '" + backend.name() + "' has no fast numerics (use --numerics ggml)");
+    m->numerics_ = numerics;
     m->rope_factors_ = m->config_.rope_factors();
     m->bind_all(backend, progress);
     return m;
@@ -168,17 +180,17 @@ void Model::bind_all(Backend& backend, const std::function<void(size_t, size_t)>
     if (!cfg.tie_word_embeddings && !has_head) {
         throw std::runtime_error("missing tensor 'lm_head.weight' in " + path_ + " (tie_word_embeddings is false)");
     }
-    w.lm_head = has_head && !cfg.tie_word_embeddings ? bind(backend, "lm_head.weight", cfg.vocab_size, H, false)
+    w.lm_head = has_head && !cfg.tie_word_embeddings ? bind(backend, "lm_head.weight", cfg.vocab_size, H, false, 0, true)
                                                       : w.embed;
     for (int l = 0; l < cfg.num_hidden_layers; ++l) {
         const std::string p = "model.layers." + std::to_string(l) + ".";
         LayerWeights L;
         L.input_norm = bind(backend, p + "input_layernorm.weight", 1, H, false);
         L.post_norm = bind(backend, p + "post_attention_layernorm.weight", 1, H, false);
-        L.q_proj = bind(backend, p + "self_attn.q_proj.weight", q_dim, H, false, q_heads);
-        L.k_proj = bind(backend, p + "self_attn.k_proj.weight", kv_dim, H, false, k_heads);
-        L.v_proj = bind(backend, p + "self_attn.v_proj.weight", kv_dim, H, false);
-        L.o_proj = bind(backend, p + "self_attn.o_proj.weight", H, q_dim, false);
+        L.q_proj = bind(backend, p + "self_attn.q_proj.weight", q_dim, H, false, q_heads, true);
+        L.k_proj = bind(backend, p + "self_attn.k_proj.weight", kv_dim, H, false, k_heads, true);
+        L.v_proj = bind(backend, p + "self_attn.v_proj.weight", kv_dim, H, false, 0, true);
+        L.o_proj = bind(backend, p + "self_attn.o_proj.weight", H, q_dim, false, 0, true);
         if (cfg.attention_bias) {
             L.q_bias = bind(backend, p + "self_attn.q_proj.bias", 1, q_dim, true, q_heads);
             L.k_bias = bind(backend, p + "self_attn.k_proj.bias", 1, kv_dim, true, k_heads);
@@ -191,9 +203,9 @@ void Model::bind_all(Backend& backend, const std::function<void(size_t, size_t)>
             L.q_norm = bind(backend, p + "self_attn.q_norm.weight", 1, hd, false);
             L.k_norm = bind(backend, p + "self_attn.k_norm.weight", 1, hd, false);
         }
-        L.gate_proj = bind(backend, p + "mlp.gate_proj.weight", I, H, false);
-        L.up_proj = bind(backend, p + "mlp.up_proj.weight", I, H, false);
-        L.down_proj = bind(backend, p + "mlp.down_proj.weight", H, I, false);
+        L.gate_proj = bind(backend, p + "mlp.gate_proj.weight", I, H, false, 0, true);
+        L.up_proj = bind(backend, p + "mlp.up_proj.weight", I, H, false, 0, true);
+        L.down_proj = bind(backend, p + "mlp.down_proj.weight", H, I, false, 0, true);
         for (const Tensor* t : {&L.q_proj, &L.k_proj, &L.v_proj, &L.o_proj, &L.gate_proj, &L.up_proj, &L.down_proj})
             decode_weight_bytes_ += t->nbytes();
         w.layers.push_back(std::move(L));

@@ -32,13 +32,19 @@ struct ModelWeights {
     std::vector<LayerWeights> layers;
 };
 
+// How quantized matmul weights are computed (src/backends/cpu/kernels/quant.h). Ggml: llama.cpp's CPU numbers,
+// bit for bit. Fast: the 32-element types repacked at load for one integer sum per block (a different float
+// order, so outputs differ from llama.cpp's by rounding); backends without the repacked types refuse it.
+enum class Numerics { Ggml, Fast };
+
 class Model {
    public:
     // Opens a Hugging Face model folder (config.json + safetensors) or a GGUF file and maps its weights.
     // `progress` (optional) sees (tensors bound, tensors in all) as the weights are paged in.
     // open(path), then require_supported and the binding of every weight.
     static std::unique_ptr<Model> load(const std::string& path, Backend& backend,
-                                       const std::function<void(size_t, size_t)>& progress = {});
+                                       const std::function<void(size_t, size_t)>& progress = {},
+                                       Numerics numerics = Numerics::Ggml);
     // Reads the configuration and maps the file(s), binding nothing: what a backend is asked about.
     static std::unique_ptr<Model> open(const std::string& path);
     // Throws std::runtime_error naming `backend` and what it lacks unless it runs every weight type of the file
@@ -74,7 +80,9 @@ class Model {
     std::optional<Stored> find(const std::string& name) const;
     // Binds a weight as a device tensor. as_f32 converts it (biases); heads > 0 reorders the rows of
     // each of `heads` row groups from GGUF's interleaved-RoPE order back to the NeoX order.
-    Tensor bind(Backend& backend, const std::string& name, int64_t rows, int64_t cols, bool as_f32, int heads = 0);
+    // matrix: a matmul weight only, which the fast numerics repack.
+    Tensor bind(Backend& backend, const std::string& name, int64_t rows, int64_t cols, bool as_f32, int heads = 0,
+                bool matrix = false);
     void bind_all(Backend& backend, const std::function<void(size_t, size_t)>& progress);
 
     std::string path_;
@@ -86,6 +94,7 @@ class Model {
     size_t decode_weight_bytes_ = 0;
     int64_t parameters_ = 0;
     std::map<DType, int> dtype_counts_;
+    Numerics numerics_ = Numerics::Ggml;
 };
 
 }  // namespace tracelm

@@ -10,14 +10,43 @@ namespace tracelm {
 
 // Plain element types, then the GGML block-quantized weight types (layouts in ggml's ggml-common.h:
 // a block of 32 or 256 elements stored as scales plus packed integers). Quantized tensors are only ever
-// weights, stored row-major with each row a whole number of blocks.
-enum class DType : uint8_t { F32, BF16, F16, I32, I64, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K };
+// weights, stored row-major with each row a whole number of blocks. The _R16 types hold the same blocks
+// repacked at load for the fast numerics (formats/repack.h): groups of 16 rows interleaved, so the bytes of one
+// row are no longer contiguous; they are matmul weights only.
+enum class DType : uint8_t {
+    F32, BF16, F16, I32, I64, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q8_0_R16, Q4_0_R16, Q4_1_R16, Q5_0_R16,
+    Q5_1_R16
+};
 
 constexpr bool dtype_is_quantized(DType t) { return static_cast<uint8_t>(t) >= static_cast<uint8_t>(DType::Q8_0); }
+constexpr bool dtype_is_repacked(DType t) { return static_cast<uint8_t>(t) >= static_cast<uint8_t>(DType::Q8_0_R16); }
+
+// The GGML type whose blocks a repacked type holds, and the repacked type of a GGML type (each: t itself where
+// there is none).
+constexpr DType dtype_unpacked(DType t) {
+    switch (t) {
+        case DType::Q8_0_R16: return DType::Q8_0;
+        case DType::Q4_0_R16: return DType::Q4_0;
+        case DType::Q4_1_R16: return DType::Q4_1;
+        case DType::Q5_0_R16: return DType::Q5_0;
+        case DType::Q5_1_R16: return DType::Q5_1;
+        default: return t;
+    }
+}
+constexpr DType dtype_repacked(DType t) {
+    switch (t) {
+        case DType::Q8_0: return DType::Q8_0_R16;
+        case DType::Q4_0: return DType::Q4_0_R16;
+        case DType::Q4_1: return DType::Q4_1_R16;
+        case DType::Q5_0: return DType::Q5_0_R16;
+        case DType::Q5_1: return DType::Q5_1_R16;
+        default: return t;
+    }
+}
 
 // Elements per block: 1 for plain types.
 constexpr int64_t dtype_block_elems(DType t) {
-    switch (t) {
+    switch (dtype_unpacked(t)) {
         case DType::Q8_0:
         case DType::Q4_0:
         case DType::Q4_1:
@@ -32,7 +61,7 @@ constexpr int64_t dtype_block_elems(DType t) {
 
 // Bytes per block (for plain types: bytes per element).
 constexpr size_t dtype_block_bytes(DType t) {
-    switch (t) {
+    switch (dtype_unpacked(t)) {
         case DType::F32: return 4;
         case DType::BF16: return 2;
         case DType::F16: return 2;
@@ -46,6 +75,7 @@ constexpr size_t dtype_block_bytes(DType t) {
         case DType::Q4_K: return 144;  // f16 d, f16 dmin, 12 bytes of 6-bit scales/mins, 128 bytes of nibbles
         case DType::Q5_K: return 176;  // as Q4_K plus 32 bytes of high bits
         case DType::Q6_K: return 210;  // 128 bytes low nibbles, 64 bytes high 2 bits, 16 x i8 scales, f16 d
+        default: break;
     }
     return 0;
 }
@@ -75,6 +105,11 @@ constexpr std::string_view dtype_name(DType t) {
         case DType::Q4_K: return "q4_k";
         case DType::Q5_K: return "q5_k";
         case DType::Q6_K: return "q6_k";
+        case DType::Q8_0_R16: return "q8_0_r16";
+        case DType::Q4_0_R16: return "q4_0_r16";
+        case DType::Q4_1_R16: return "q4_1_r16";
+        case DType::Q5_0_R16: return "q5_0_r16";
+        case DType::Q5_1_R16: return "q5_1_r16";
     }
     return "?";
 }

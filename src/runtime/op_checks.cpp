@@ -39,7 +39,8 @@ void weight(const Tensor& w, const char* op, const BackendCapabilities& caps) {
 const std::vector<DType>& all_weight_types() {
     static const std::vector<DType> types = {DType::F32,  DType::BF16, DType::F16,  DType::Q8_0, DType::Q4_0,
                                              DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K,
-                                             DType::Q6_K};
+                                             DType::Q6_K, DType::Q8_0_R16, DType::Q4_0_R16, DType::Q4_1_R16,
+                                             DType::Q5_0_R16, DType::Q5_1_R16};
     return types;
 }
 
@@ -47,6 +48,8 @@ void embedding(const Tensor& ids, const Tensor& table, const Tensor& out, const 
     require_dtype(ids, DType::I32, "embedding");
     require_dtype(out, DType::F32, "embedding");
     weight(table, "embedding", caps);
+    require(!dtype_is_repacked(table.dtype), "embedding",
+            "table '" + table.name() + "' is " + std::string(dtype_name(table.dtype)) + ", a matmul-only layout");
     require(out.rows == ids.numel() && out.cols == table.cols, "embedding", "shape mismatch");
 }
 

@@ -12,7 +12,8 @@ namespace tracelm::checks {
 void require(bool ok, const char* op, const std::string& what);
 void require_dtype(const Tensor& t, DType dt, const char* op);
 bool is_float_weight(DType dt);
-// Every type a GGUF or safetensors weight may have that matmul can take: f32, bf16, f16 and the GGML block types.
+// Every type a GGUF or safetensors weight may have that matmul can take: f32, bf16, f16 and the GGML block types;
+// and the repacked types the fast numerics make of them at load (formats/repack.h).
 const std::vector<DType>& all_weight_types();
 
 void copy(const Tensor& dst, const Tensor& src);

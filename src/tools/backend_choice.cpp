@@ -1,5 +1,6 @@
 #include "tools/backend_choice.h"
 
+#include <map>
 #include <vector>
 
 #include "backends/registry.h"
@@ -23,6 +24,15 @@ void add_kv_type_option(CLI::App& app, std::string& target) {
 void add_prefix_cache_option(CLI::App& app, bool& off) {
     app.add_flag("--no-prefix-cache", off,
                  "recompute every prompt instead of sharing the KV blocks of cached prefixes");
+}
+
+void add_numerics_option(CLI::App& app, Numerics& target) {
+    app.add_option("--numerics", target,
+                   "quantized matmuls: ggml (llama.cpp's CPU numbers, bit for bit; the default) or fast (the 32-element "
+                   "types repacked at load, one float step per block: faster prefill and batches, outputs equal to "
+                   "llama.cpp's up to rounding; cpu backend)")
+        ->transform(CLI::CheckedTransformer(std::map<std::string, Numerics>{{"ggml", Numerics::Ggml},
+                                                                            {"fast", Numerics::Fast}}));
 }
 
 std::optional<DType> kv_dtype_option(const std::string& value) {

@@ -1,5 +1,5 @@
 // The options of the commands that run a model that choose how it runs: --backend (choices from
-// backends/registry.h), --kv-type and --no-prefix-cache.
+// backends/registry.h), --kv-type, --no-prefix-cache and --numerics.
 #pragma once
 
 #include <optional>
@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "model/model.h"
 #include "runtime/dtype.h"
 
 namespace tracelm::tools {
@@ -17,6 +18,8 @@ void add_backend_option(CLI::App& app, std::string& target);
 void add_kv_type_option(CLI::App& app, std::string& target);
 // Adds `--no-prefix-cache`, which sets `off`.
 void add_prefix_cache_option(CLI::App& app, bool& off);
+// Adds `--numerics ggml|fast` storing into `target` (default ggml).
+void add_numerics_option(CLI::App& app, Numerics& target);
 // The EngineOptions::kv_dtype of a --kv-type value: unset for "" (the model's default).
 std::optional<DType> kv_dtype_option(const std::string& value);
 

@@ -39,6 +39,7 @@ struct BenchArgs {
     int threads = 0;
     int rounds = 3;
     std::string backend = "cpu";
+    Numerics numerics = Numerics::Ggml;
     std::string llamacpp_python = "python3";
     std::string kv_type;
     bool no_prefix_cache = false;
@@ -268,7 +269,7 @@ int run_bench(const BenchArgs& a) {
     if (a.gen_tokens < 8) throw std::runtime_error("--gen-tokens must be at least 8");
     const std::unique_ptr<Backend> device = make_backend(a.backend, {a.threads});
     Backend& backend = *device;
-    const auto model = Model::load(a.model, backend);
+    const auto model = Model::load(a.model, backend, {}, a.numerics);
     const ModelConfig& c = model->config();
     if (a.shared_prefix > 0) {
         if (a.no_prefix_cache) throw std::runtime_error("--shared-prefix measures with and without the prefix cache; "
@@ -456,6 +457,7 @@ Action add_bench(CLI::App& app) {
         ->check(CLI::Range(1, 100));
     app.add_option("--threads", a->threads, "worker threads (default: all cores)")->check(CLI::Range(1, 1024));
     add_backend_option(app, a->backend);
+    add_numerics_option(app, a->numerics);
     add_kv_type_option(app, a->kv_type);
     add_prefix_cache_option(app, a->no_prefix_cache);
     app.add_option("--shared-prefix", a->shared_prefix,

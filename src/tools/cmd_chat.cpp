@@ -21,6 +21,7 @@ struct ChatArgs {
     int64_t context = 4096;
     int threads = 0;
     std::string backend = "cpu";
+    Numerics numerics = Numerics::Ggml;
     std::string kv_type;
     sampling::SamplingOptions sampling;
     bool no_prefix_cache = false;
@@ -31,7 +32,7 @@ int run_chat(const ChatArgs& a) {
     const uint64_t seed = sampling::resolve_seed(a.sampling);
     const sampling::RowParams params = sampling::row_params(a.sampling, seed);
     const std::unique_ptr<Backend> device = make_backend(a.backend, {a.threads});
-    const LoadedModel lm = load_model(a.model, *device);
+    const LoadedModel lm = load_model(a.model, *device, a.numerics);
     const Tokenizer& tok = lm.tokenizer;
     if (tok.chat_template().empty())
         throw std::runtime_error("chat needs a model with a chat template, and this one has none (for plain text, use "
@@ -90,6 +91,7 @@ Action add_chat(CLI::App& app) {
     app.add_option("--context", a->context, "KV cache tokens")->check(CLI::Range(1, 1 << 24));
     app.add_option("--threads", a->threads, "worker threads (default: all cores)")->check(CLI::Range(1, 1024));
     add_backend_option(app, a->backend);
+    add_numerics_option(app, a->numerics);
     add_kv_type_option(app, a->kv_type);
     add_sampling_flags(app, a->sampling);
     add_prefix_cache_option(app, a->no_prefix_cache);

@@ -24,6 +24,7 @@ struct GenerateArgs {
     int64_t context = 4096;
     int threads = 0;
     std::string backend = "cpu";
+    Numerics numerics = Numerics::Ggml;
     std::string kv_type;
     sampling::SamplingOptions sampling;
     bool no_prefix_cache = false;
@@ -34,7 +35,7 @@ int run_generate(const GenerateArgs& a) {
     const uint64_t seed = sampling::resolve_seed(a.sampling);
     const std::unique_ptr<Backend> device = make_backend(a.backend, {a.threads});
     Backend& backend = *device;
-    const LoadedModel lm = load_model(a.model, backend);
+    const LoadedModel lm = load_model(a.model, backend, a.numerics);
     const Tokenizer& tok = lm.tokenizer;
     if (a.chat && tok.chat_template().empty())
         throw std::runtime_error("the model has no chat template; use a plain prompt without --chat");
@@ -106,6 +107,7 @@ Action add_generate(CLI::App& app) {
     app.add_option("--context", a->context, "KV cache tokens per sequence")->check(CLI::Range(1, 1 << 24));
     app.add_option("--threads", a->threads, "worker threads (default: all cores)")->check(CLI::Range(1, 1024));
     add_backend_option(app, a->backend);
+    add_numerics_option(app, a->numerics);
     add_kv_type_option(app, a->kv_type);
     add_sampling_flags(app, a->sampling);
     add_prefix_cache_option(app, a->no_prefix_cache);

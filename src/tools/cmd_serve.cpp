@@ -32,6 +32,7 @@ struct ServeArgs {
     int64_t context = 4096;
     int threads = 0;
     std::string backend = "cpu";
+    Numerics numerics = Numerics::Ggml;
     std::string api_key;
     int64_t kv_blocks = 0;
     bool no_prefix_cache = false;
@@ -91,7 +92,7 @@ int run_serve(const ServeArgs& a) {
     };
     try {
         device = make_backend(a.backend, {a.threads});
-        lm = load_model(a.model, *device);
+        lm = load_model(a.model, *device, a.numerics);
         serve::SchedulerOptions so;
         so.max_seqs = a.max_seqs;
         so.max_batched_tokens = a.max_batched_tokens;
@@ -137,6 +138,7 @@ Action add_serve(CLI::App& app) {
     app.add_option("--context", a->context, "tokens per sequence (prompt and answer)")->check(CLI::Range(1, 1 << 24));
     app.add_option("--threads", a->threads, "worker threads (default: all cores)")->check(CLI::Range(1, 1024));
     add_backend_option(app, a->backend);
+    add_numerics_option(app, a->numerics);
     app.add_option("--api-key", a->api_key, "require 'Authorization: Bearer KEY' on /v1/*")->envname("TRACELM_API_KEY");
     app.add_option("--kv-blocks", a->kv_blocks, "KV cache blocks in the pool (default: max-seqs full contexts)")
         ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));

@@ -24,11 +24,11 @@ void progress_bar(size_t done, size_t total) {
 
 }  // namespace
 
-LoadedModel load_model(const std::string& path, Backend& backend) {
+LoadedModel load_model(const std::string& path, Backend& backend, Numerics numerics) {
     const std::string resolved =
         path.empty() ? ensure_default_model([](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); })
                      : path;
-    auto model = Model::load(resolved, backend, progress_bar);
+    auto model = Model::load(resolved, backend, progress_bar, numerics);
     Tokenizer tok = model->gguf()
                         ? Tokenizer::from_gguf(*model->gguf())
                         : Tokenizer::from_file((std::filesystem::path(resolved) / "tokenizer.json").string());

@@ -19,7 +19,7 @@ struct LoadedModel {
 
 // `path` empty: the default model (fetched into the cache when absent). Progress goes to stderr,
 // as a bar on a terminal.
-LoadedModel load_model(const std::string& path, Backend& backend);
+LoadedModel load_model(const std::string& path, Backend& backend, Numerics numerics = Numerics::Ggml);
 // "llama, 134.5M parameters (q4_1 x210, f32 x61, q8_0 x1), context 8192 (using 4096), KV cache 90.0 MiB f16".
 std::string model_summary(const Model& model, const Engine& engine);
 // Prompt ids: BOS first when the tokenizer asks for it.

@@ -7,6 +7,8 @@
 #include <set>
 #include <cstdlib>
 #include <new>
+#include <utility>
+#include <vector>
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/kernels/cpu_features.h"
@@ -24,9 +26,10 @@ struct Case {
 
 // Drives two engines over the same batch, one eager and one replaying, and compares every step's
 // logits and sampled ids exactly.
-void expect_replay_equals_eager(const Case& c, const std::string& model_dir, DType kv_dtype = DType::F32) {
+void expect_replay_equals_eager(const Case& c, const std::string& model_dir, DType kv_dtype = DType::F32,
+                                Numerics numerics = Numerics::Ggml) {
     cpu::CpuBackend be(2);
-    const auto model = Model::load(model_dir, be);
+    const auto model = Model::load(model_dir, be, {}, numerics);
     EngineOptions opt;
     opt.kv_dtype = kv_dtype;
     opt.block_size = 16;
@@ -79,20 +82,31 @@ TEST(Replay, EqualsEagerThreeSequencesF16Kv) {
                                DType::F16);
 }
 
+// The fast numerics' repacked Q5_1 weights (formats/repack.h) on a random qwen3 GGUF, two sequences.
+TEST(Replay, EqualsEagerFastNumerics) {
+    testing::TempDir dir;
+    const std::string path = dir.file("q5_1.gguf");
+    make_random_gguf("qwen3", DType::Q5_1, 5, path);
+    expect_replay_equals_eager({{{3, 1, 4, 1, 5}, {9, 2, 6}}, 60}, path, DType::F16, Numerics::Fast);
+}
+
 // Every weight type the engine runs: the float ones and every GGUF block type.
 constexpr DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
                                   DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
 // No allocation of any kind (heap, aligned, mmap; on any thread: test_allocation_counter.cpp) in 8 replayed steps
-// of a random GGUF model of every weight type, with an f32 and an f16 KV cache, on the Isa of this process. Two
-// sequences, so that the matmuls take more than one token.
+// of a random GGUF model of every weight type (and, for Q8_0 and Q4_1, their repacked fast-numerics forms), with an
+// f32 and an f16 KV cache, on the Isa of this process. Two sequences, so that the matmuls take more than one token.
 void expect_replays_allocate_nothing() {
     testing::TempDir dir;
-    for (const DType wt : kWeightTypes) {
+    std::vector<std::pair<DType, Numerics>> runs;
+    for (const DType wt : kWeightTypes) runs.emplace_back(wt, Numerics::Ggml);
+    for (const DType wt : {DType::Q8_0, DType::Q4_1}) runs.emplace_back(wt, Numerics::Fast);
+    for (const auto& [wt, numerics] : runs) {
         const std::string path = dir.file(std::string(dtype_name(wt)) + ".gguf");
-        make_random_gguf("qwen3", wt, 3, path);
+        if (numerics == Numerics::Ggml) make_random_gguf("qwen3", wt, 3, path);
         cpu::CpuBackend be(2);
-        const auto model = Model::load(path, be);
+        const auto model = Model::load(path, be, {}, numerics);
         for (const DType kv : {DType::F32, DType::F16}) {
             EngineOptions opt;
             opt.context = 128;
@@ -106,7 +120,8 @@ void expect_replays_allocate_nothing() {
             const uint64_t before = testing::heap_allocations().load();
             for (int i = 0; i < 8; ++i) engine.step();
             EXPECT_EQ(testing::heap_allocations().load() - before, 0u)
-                << dtype_name(wt) << " weights, " << dtype_name(kv) << " cache, " << cpu::isa_name(cpu::active_isa());
+                << dtype_name(model->weight_dtype()) << " weights, " << dtype_name(kv) << " cache, "
+                << cpu::isa_name(cpu::active_isa());
             EXPECT_EQ(engine.replays(), 9);
         }
     }

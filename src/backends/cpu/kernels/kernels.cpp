@@ -155,6 +155,8 @@ size_t matmul_quant_act_bytes(DType wt, int64_t T, int64_t K) {
     check_quant_row(wt, K, "matmul_quant");
     const auto t = static_cast<size_t>(T < 0 ? 0 : T), nb = static_cast<size_t>(K / dtype_block_elems(wt));
     if (dtype_block_elems(wt) != 32) return t * nb * sizeof(quant::ActBlock256);
+    // quant.h: blocks, then (SIMD fast numerics) each block's offset for the biased weights.
+    if (dtype_is_repacked(wt)) return t * nb * (sizeof(quant::ActBlock32) + sizeof(int32_t));
     // quant.h: blocks, token-major d, s, q, and the wide tiles' 8 offset lanes and 8 scale lanes.
     return t * nb * (sizeof(quant::ActBlock32) + 2 * sizeof(float) + 32 + 8 * sizeof(int32_t) + 8 * sizeof(float));
 }

@@ -26,11 +26,20 @@
 //   and bias, if any, is added last. (K types write d as x.d * f(w.d): the same product.)
 // Integer sums are exact, so SIMD code may form them in any order; the float operations above are fixed
 // (the files are built without contraction, so only the fmas written as such are fused).
+//
+// The fast numerics (the repacked types, DType::*_R16: the same blocks and activation blocks) take one integer
+// sum per block instead of 8 lanes, so that a SIMD lane can hold a row instead of a part of a block:
+//   acc = 0; for each block, in k order: acc = fma(float(isum), f(w.d) * x.d, acc)
+//   where isum is the block's exact integer dot product (offsets applied, as above); Q4_1 and Q5_1 add
+//   macc = fma(f(w.m), x.s, macc) per block (from 0) and y = acc + macc; then bias.
+// Each output still depends only on its own row and token, not on the tile or the batch; it differs from
+// ggml's only by float rounding (tests/backends/test_quant.cpp bounds both against exact math).
 #pragma once
 
 #include <cstdint>
 
 #include "formats/ggml_blocks.h"
+#include "formats/repack.h"
 
 namespace tracelm::cpu::quant {
 

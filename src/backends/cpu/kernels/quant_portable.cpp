@@ -173,6 +173,17 @@ void quantize_rows(const float* x, int64_t T, int64_t K, DType wt, void* act) {
     }
 }
 
+// The integer weights of one block of a 32-element type, offsets applied.
+void ints32(DType wt, const uint8_t* w, int* q) {
+    switch (wt) {
+        case DType::Q8_0: ints_q8_0(*reinterpret_cast<const BlockQ8_0*>(w), q); break;
+        case DType::Q4_0: ints_4_5(w + 2, nullptr, 8, q); break;
+        case DType::Q5_0: ints_4_5(w + 6, w + 2, 16, q); break;
+        case DType::Q4_1: ints_4_5(w + 4, nullptr, 0, q); break;
+        default: ints_4_5(w + 8, w + 4, 0, q); break;  // Q5_1
+    }
+}
+
 // The dot product of 4 integer weights with 4 activations: one of quant.h's lanes (before scales).
 int dot4(const int* q, const int8_t* x) { return q[0] * x[0] + q[1] * x[1] + q[2] * x[2] + q[3] * x[3]; }
 
@@ -190,13 +201,7 @@ float dot_row(DType wt, const uint8_t* w, int64_t nb, const void* act) {
     for (int64_t i = 0; i < nb; ++i, w += bb) {
         if (dtype_block_elems(wt) == 32) {
             const ActBlock32& a = static_cast<const ActBlock32*>(act)[i];
-            switch (wt) {
-                case DType::Q8_0: ints_q8_0(*reinterpret_cast<const BlockQ8_0*>(w), q); break;
-                case DType::Q4_0: ints_4_5(w + 2, nullptr, 8, q); break;
-                case DType::Q5_0: ints_4_5(w + 6, w + 2, 16, q); break;
-                case DType::Q4_1: ints_4_5(w + 4, nullptr, 0, q); break;
-                default: ints_4_5(w + 8, w + 4, 0, q); break;  // Q5_1
-            }
+            ints32(wt, w, q);
             for (int l = 0; l < 8; ++l) lane[l] = dot4(q + 4 * l, a.q + 4 * l);
             const float d = f16_at(w) * a.d;
             for (int l = 0; l < 8; ++l) acc[l] = std::fma(d, static_cast<float>(lane[l]), acc[l]);
@@ -246,9 +251,68 @@ float dot_row(DType wt, const uint8_t* w, int64_t nb, const void* act) {
     }
 }
 
+// Block b of row n of a repacked matrix (N rows of nb blocks of GGML type bt) in GGML's layout (formats/repack.h).
+void ggml_block(const uint8_t* w, DType bt, int64_t N, int64_t nb, int64_t n, int64_t b, uint8_t* blk) {
+    const size_t bb = dtype_block_bytes(bt);
+    if (n >= N / kRepackRows * kRepackRows) {  // past the last whole group: not moved
+        std::memcpy(blk, w + static_cast<size_t>(n * nb + b) * bb, bb);
+        return;
+    }
+    const uint8_t* p = w + static_cast<size_t>((n / kRepackRows) * nb + b) * kRepackRows * bb;
+    const int r = static_cast<int>(n % kRepackRows);
+    const bool q8 = bt == DType::Q8_0, has_m = bt == DType::Q4_1 || bt == DType::Q5_1;
+    std::memcpy(blk, p + 2 * r, 2);
+    p += 2 * kRepackRows;
+    if (has_m) {
+        std::memcpy(blk + 2, p + 2 * r, 2);
+        p += 2 * kRepackRows;
+    }
+    if (bt == DType::Q5_0 || bt == DType::Q5_1) {
+        uint32_t h = 0;
+        for (int j = 0; j < 8; ++j)
+            for (int i = 0; i < 4; ++i) {
+                const int bit = 4 * r + i;
+                h |= static_cast<uint32_t>((p[8 * j + bit / 8] >> (bit % 8)) & 1) << (4 * j + i);
+            }
+        std::memcpy(blk + (has_m ? 4 : 2), &h, 4);
+        p += 8 * 8;
+    }
+    const size_t qs = bb - (q8 ? 32 : 16);
+    for (int j = 0; j < (q8 ? 8 : 4); ++j) std::memcpy(blk + qs + 4 * j, p + 64 * j + 4 * r, 4);
+}
+
+// The fast numerics (quant.h): one output of row n of a repacked matrix against one activation row a.
+float dot_row_fast(DType bt, const uint8_t* w, int64_t N, int64_t nb, int64_t n, const ActBlock32* a) {
+    const bool has_m = bt == DType::Q4_1 || bt == DType::Q5_1;
+    float acc = 0.0f, macc = 0.0f;
+    uint8_t blk[34];
+    int q[32];
+    for (int64_t b = 0; b < nb; ++b) {
+        ggml_block(w, bt, N, nb, n, b, blk);
+        ints32(bt, blk, q);
+        int isum = 0;
+        for (int i = 0; i < 32; ++i) isum += q[i] * a[b].q[i];
+        acc = std::fma(static_cast<float>(isum), f16_at(blk) * a[b].d, acc);
+        if (has_m) macc = std::fma(f16_at(blk + 2), a[b].s, macc);
+    }
+    return has_m ? acc + macc : acc;
+}
+
 void matmul(const float* x, int64_t T, int64_t K, const void* w, DType wt, const float* bias, float* y, int64_t N,
             int64_t n0, int64_t n1, void* act) {
     if (T <= 0 || n1 <= n0) return;
+    if (dtype_is_repacked(wt)) {
+        const DType bt = dtype_unpacked(wt);
+        quantize_rows(x, T, K, bt, act);
+        const int64_t nb = K / 32;
+        const auto* a = static_cast<const ActBlock32*>(act);
+        for (int64_t n = n0; n < n1; ++n)
+            for (int64_t t = 0; t < T; ++t) {
+                const float s = dot_row_fast(bt, static_cast<const uint8_t*>(w), N, nb, n, a + t * nb);
+                y[t * N + n] = bias != nullptr ? s + bias[n] : s;
+            }
+        return;
+    }
     quantize_rows(x, T, K, wt, act);
     const int64_t nb = K / dtype_block_elems(wt);
     const size_t act_row = static_cast<size_t>(nb) * (dtype_block_elems(wt) == 32 ? sizeof(ActBlock32)

@@ -1,0 +1,28 @@
+// The repacked weight layout of the fast numerics (DType::*_R16): the GGML blocks of a matrix regrouped at load so
+// that one SIMD register holds the same 4 elements of 16 rows, and a kernel forms 16 rows' integer block sums with
+// one broadcast activation per instruction. Same bytes as the GGML layout, only moved (no extra memory).
+//
+// Rows go in groups of 16 (kRepackRows); rows past the last whole group keep GGML's layout and place. A group
+// stores, for each block b in k order, 16 * (block bytes) bytes:
+//   d:  the 16 rows' f16 scales (row r at 2r);
+//   m:  (Q4_1, Q5_1) the 16 rows' f16 mins;
+//   qh: (Q5_0, Q5_1) for each group of 4 elements j = 0..7 (elements 4j..4j+3), 64 bits: bit 4r + i is the high
+//       bit of element 4j + i of row r;
+//   qs: Q8_0: for each j = 0..7, 64 bytes: byte 4r + i is element 4j + i of row r;
+//       4/5-bit types: for each c = 0..3, 64 bytes: byte 4r + i is GGML's qs[4c + i] of row r, whose low nibble is
+//       element 4c + i and whose high nibble is element 16 + 4c + i.
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/dtype.h"
+
+namespace tracelm {
+
+inline constexpr int64_t kRepackRows = 16;
+
+// Copies `rows` rows of `cols` elements of GGML type t (one with dtype_repacked(t) != t) from src to dst in the
+// layout of dtype_repacked(t). src and dst do not overlap; both hold dtype_row_bytes(t, cols) * rows bytes.
+void repack_r16(DType t, const void* src, void* dst, int64_t rows, int64_t cols);
+
+}  // namespace tracelm
