@@ -11,6 +11,13 @@
 //   qs: Q8_0: for each j = 0..7, 64 bytes: byte 4r + i is element 4j + i of row r;
 //       4/5-bit types: for each c = 0..3, 64 bytes: byte 4r + i is GGML's qs[4c + i] of row r, whose low nibble is
 //       element 4c + i and whose high nibble is element 16 + 4c + i.
+// Q4_K and Q5_K (blocks of 256: 8 sub-blocks j of 32 with 6-bit scales sc_j and mins m_j) store, per block:
+//   d, dmin: the 16 rows' f16 d, then their f16 dmin;
+//   sc_lo: for each j, 16 bytes: byte r is (sc_j & 15) | (m_j & 15) << 4 of row r;
+//   sc_hi: for each row r, 32 bits: bits 4j..4j+3 are (sc_j >> 4) | (m_j >> 4) << 2;
+//   qh: (Q5_K) for each j and c = 0..7, 64 bits: bit 4r + i is the high bit of element 32j + 4c + i of row r;
+//   qs: for each pair of sub-blocks p = 0..3 and c = 0..7, 64 bytes: byte 4r + i is GGML's qs[32p + 4c + i] of
+//       row r, whose low nibble is element 4c + i of sub-block 2p and whose high nibble that of sub-block 2p + 1.
 #pragma once
 
 #include <cstdint>

@@ -43,11 +43,13 @@ uint32_t ggml_type_id(DType dt) {
 }
 
 // The fast numerics' repacked forms of the 32-element types.
-const DType kRepackedTypes[] = {DType::Q8_0_R16, DType::Q4_0_R16, DType::Q4_1_R16, DType::Q5_0_R16, DType::Q5_1_R16};
+const DType kRepackedTypes[] = {DType::Q8_0_R16, DType::Q4_0_R16, DType::Q4_1_R16, DType::Q5_0_R16,
+                                DType::Q5_1_R16, DType::Q4_K_R16, DType::Q5_K_R16};
 
 const DType kAllMatmulTypes[] = {DType::Q8_0,     DType::Q4_0,     DType::Q4_1,     DType::Q5_0,    DType::Q5_1,
                                   DType::Q4_K,     DType::Q5_K,     DType::Q6_K,     DType::Q8_0_R16, DType::Q4_0_R16,
-                                  DType::Q4_1_R16, DType::Q5_0_R16, DType::Q5_1_R16};
+                                  DType::Q4_1_R16, DType::Q5_0_R16, DType::Q5_1_R16, DType::Q4_K_R16,
+                                  DType::Q5_K_R16};
 
 std::string type_name(DType dt) { return std::string(dtype_name(dt)); }
 
@@ -321,6 +323,51 @@ void ref_ints(DType dt, const uint8_t* b, int* q) {
     }
 }
 
+// ggml's quantize_row_q8_K of one block of 256, from its definition (quant.h): q, d and the sums of 16.
+struct RefActK {
+    int q[256], bsums[16];
+    float d;
+};
+RefActK ref_quantize_k(const float* x) {
+    RefActK a{};
+    float amax = 0.0f, max = 0.0f;
+    for (int i = 0; i < 256; ++i)
+        if (std::fabs(x[i]) > amax) {
+            amax = std::fabs(x[i]);
+            max = x[i];
+        }
+    if (amax == 0.0f) return a;
+    const float iscale = -127.0f / max;
+    for (int i = 0; i < 256; ++i) {
+        a.q[i] = std::min(127, static_cast<int>(std::nearbyint(iscale * x[i])));
+        a.bsums[i / 16] += a.q[i];
+    }
+    a.d = 1.0f / iscale;
+    return a;
+}
+
+// The fast order of Q4_K/Q5_K (quant.h) for one GGML block against one Q8_K block, into acc.
+float ref_fast_k(DType dt, const uint8_t* b, const RefActK& a, float acc) {
+    const uint8_t* s = b + 4;
+    const uint8_t* qh = b + 16;
+    const uint8_t* qs = b + (dt == DType::Q5_K ? 48 : 16);
+    int isum = 0, msum = 0;
+    for (int j = 0; j < 8; ++j) {
+        const int sc = j < 4 ? s[j] & 63 : (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
+        const int m = j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+        int dot = 0;
+        for (int l = 0; l < 32; ++l) {
+            const uint8_t byte = qs[32 * (j / 2) + l];
+            const int hi = dt == DType::Q5_K ? ((qh[l] >> j) & 1) << 4 : 0;
+            dot += ((j % 2 == 0 ? byte & 15 : byte >> 4) | hi) * a.q[32 * j + l];
+        }
+        isum += sc * dot;
+        msum += m * (a.bsums[2 * j] + a.bsums[2 * j + 1]);
+    }
+    acc = std::fma(static_cast<float>(isum), static_cast<float>(decode_f16(b)) * a.d, acc);
+    return std::fma(-static_cast<float>(msum), static_cast<float>(decode_f16(b + 2)) * a.d, acc);
+}
+
 // The fast numerics (quant.h) on every ISA the CPU has, with the weights repacked, equal bit for bit the fast
 // order computed here on GGML's blocks: token counts from 1 to 33 (every tile and remainder), 37 rows (two groups
 // and rows past them), with and without a bias.
@@ -328,9 +375,9 @@ TEST(QuantFast, RepackedMatmulEqualsTheFastOrderOnGgmlBlocks) {
     constexpr int64_t N = 37;
     for (DType dt : kRepackedTypes) {
         const DType gt = dtype_unpacked(dt);
-        const bool has_m = gt == DType::Q4_1 || gt == DType::Q5_1;
+        const bool has_m = gt == DType::Q4_1 || gt == DType::Q5_1, k = dtype_block_elems(gt) == 256;
         const Weights w = make_weights(load_fixture(dt), N, dt);
-        const int64_t nb = w.K / 32;
+        const int64_t nb = w.K / dtype_block_elems(gt);
         std::vector<float> bias(N);
         for (int64_t n = 0; n < N; ++n) bias[n] = 0.375f * static_cast<float>(n % 7) - 1.0f;
         for (const int64_t T : {1, 2, 3, 4, 5, 7, 8, 9, 12, 15, 16, 17, 33}) {
@@ -341,6 +388,10 @@ TEST(QuantFast, RepackedMatmulEqualsTheFastOrderOnGgmlBlocks) {
                     float acc = 0.0f, macc = 0.0f;
                     for (int64_t b = 0; b < nb; ++b) {
                         const uint8_t* blk = w.bytes_ggml.data() + (n * nb + b) * dtype_block_bytes(gt);
+                        if (k) {
+                            acc = ref_fast_k(gt, blk, ref_quantize_k(x.data() + t * w.K + 256 * b), acc);
+                            continue;
+                        }
                         const RefAct a = ref_quantize(x.data() + t * w.K + 32 * b);
                         int q[32], isum = 0;
                         ref_ints(gt, blk, q);
@@ -358,9 +409,9 @@ TEST(QuantFast, RepackedMatmulEqualsTheFastOrderOnGgmlBlocks) {
     }
 }
 
-TEST(QuantFast, RepackTakesOnlyThe32ElementTypes) {
-    std::vector<uint8_t> in(dtype_row_bytes(DType::Q4_K, 256) * 16), out(in.size());
-    for (DType dt : {DType::Q4_K, DType::Q6_K, DType::F16, DType::Q8_0_R16})
+TEST(QuantFast, RepackRefusesTypesWithoutARepackedFormAndPartialBlocks) {
+    std::vector<uint8_t> in(dtype_row_bytes(DType::Q6_K, 256) * 16), out(in.size());
+    for (DType dt : {DType::Q6_K, DType::F16, DType::Q8_0_R16})
         EXPECT_THROW(repack_r16(dt, in.data(), out.data(), 16, 256), std::invalid_argument) << type_name(dt);
     EXPECT_THROW(repack_r16(DType::Q8_0, in.data(), out.data(), 16, 48), std::invalid_argument);
 }

@@ -31,7 +31,9 @@
 // sum per block instead of 8 lanes, so that a SIMD lane can hold a row instead of a part of a block:
 //   acc = 0; for each block, in k order: acc = fma(float(isum), f(w.d) * x.d, acc)
 //   where isum is the block's exact integer dot product (offsets applied, as above); Q4_1 and Q5_1 add
-//   macc = fma(f(w.m), x.s, macc) per block (from 0) and y = acc + macc; then bias.
+//   macc = fma(f(w.m), x.s, macc) per block (from 0) and y = acc + macc; then bias. Q4_K and Q5_K take, per block,
+//   isum = sum_j sc_j * (dot product of sub-block j, q unsigned) and msum = sum_j m_j * (bsums[2j] + bsums[2j+1]):
+//   acc = fma(float(isum), f(w.d) * x.d, acc); acc = fma(-float(msum), f(w.dmin) * x.d, acc); y = acc, then bias.
 // Each output still depends only on its own row and token, not on the tile or the batch; it differs from
 // ggml's only by float rounding (tests/backends/test_quant.cpp bounds both against exact math).
 #pragma once

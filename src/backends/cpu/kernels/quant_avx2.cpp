@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "backends/cpu/kernels/kernels_internal.h"
 #include "backends/cpu/kernels/quant.h"

@@ -281,6 +281,66 @@ void ggml_block(const uint8_t* w, DType bt, int64_t N, int64_t nb, int64_t n, in
     for (int j = 0; j < (q8 ? 8 : 4); ++j) std::memcpy(blk + qs + 4 * j, p + 64 * j + 4 * r, 4);
 }
 
+// Block b of row n of a repacked Q4_K/Q5_K matrix (N rows of nb blocks): unsigned q, 6-bit scales and mins, d and
+// dmin (formats/repack.h).
+struct KBlock {
+    int q[256], sc[8], m[8];
+    float d, dmin;
+};
+void k_block(const uint8_t* w, DType bt, int64_t N, int64_t nb, int64_t n, int64_t b, KBlock& k) {
+    const size_t bb = dtype_block_bytes(bt);
+    const bool five = bt == DType::Q5_K;
+    if (n >= N / kRepackRows * kRepackRows) {  // past the last whole group: GGML's block
+        const uint8_t* p = w + static_cast<size_t>(n * nb + b) * bb;
+        ints_k45(p + (five ? 48 : 16), five ? p + 16 : nullptr, k.q);
+        for (int j = 0; j < 8; ++j) scale_min_k4(j, p + 4, k.sc[j], k.m[j]);
+        k.d = f16_at(p);
+        k.dmin = f16_at(p + 2);
+        return;
+    }
+    const uint8_t* p = w + static_cast<size_t>((n / kRepackRows) * nb + b) * kRepackRows * bb;
+    const int r = static_cast<int>(n % kRepackRows);
+    k.d = f16_at(p + 2 * r);
+    k.dmin = f16_at(p + 2 * kRepackRows + 2 * r);
+    const uint8_t* sc_lo = p + 4 * kRepackRows;
+    uint32_t hi;
+    std::memcpy(&hi, sc_lo + 8 * kRepackRows + 4 * r, 4);
+    for (int j = 0; j < 8; ++j) {
+        const int h = static_cast<int>(hi >> (4 * j)) & 15;
+        k.sc[j] = (sc_lo[16 * j + r] & 15) | (h & 3) << 4;
+        k.m[j] = (sc_lo[16 * j + r] >> 4) | (h >> 2) << 4;
+    }
+    const uint8_t* qh = sc_lo + 12 * kRepackRows;
+    const uint8_t* qs = qh + (five ? 32 * kRepackRows : 0);
+    for (int j = 0; j < 8; ++j)
+        for (int c = 0; c < 8; ++c)
+            for (int i = 0; i < 4; ++i) {
+                const uint8_t byte = qs[64 * (8 * (j / 2) + c) + 4 * r + i];
+                const int bit = 4 * r + i;
+                const int high = five ? ((qh[64 * j + 8 * c + bit / 8] >> (bit % 8)) & 1) << 4 : 0;
+                k.q[32 * j + 4 * c + i] = (j % 2 == 0 ? byte & 15 : byte >> 4) | high;
+            }
+}
+
+// The fast numerics of Q4_K/Q5_K (quant.h): one output of row n against one activation row a.
+float dot_row_fast_k(DType bt, const uint8_t* w, int64_t N, int64_t nb, int64_t n, const ActBlock256* a) {
+    float acc = 0.0f;
+    KBlock k;
+    for (int64_t b = 0; b < nb; ++b) {
+        k_block(w, bt, N, nb, n, b, k);
+        int isum = 0, msum = 0;
+        for (int j = 0; j < 8; ++j) {
+            int dot = 0;
+            for (int l = 0; l < 32; ++l) dot += k.q[32 * j + l] * a[b].q[32 * j + l];
+            isum += k.sc[j] * dot;
+            msum += k.m[j] * (a[b].bsums[2 * j] + a[b].bsums[2 * j + 1]);
+        }
+        acc = std::fma(static_cast<float>(isum), k.d * a[b].d, acc);
+        acc = std::fma(-static_cast<float>(msum), k.dmin * a[b].d, acc);
+    }
+    return acc;
+}
+
 // The fast numerics (quant.h): one output of row n of a repacked matrix against one activation row a.
 float dot_row_fast(DType bt, const uint8_t* w, int64_t N, int64_t nb, int64_t n, const ActBlock32* a) {
     const bool has_m = bt == DType::Q4_1 || bt == DType::Q5_1;
@@ -304,11 +364,13 @@ void matmul(const float* x, int64_t T, int64_t K, const void* w, DType wt, const
     if (dtype_is_repacked(wt)) {
         const DType bt = dtype_unpacked(wt);
         quantize_rows(x, T, K, bt, act);
-        const int64_t nb = K / 32;
-        const auto* a = static_cast<const ActBlock32*>(act);
+        const int64_t nb = K / dtype_block_elems(bt);
+        const auto* wb = static_cast<const uint8_t*>(w);
         for (int64_t n = n0; n < n1; ++n)
             for (int64_t t = 0; t < T; ++t) {
-                const float s = dot_row_fast(bt, static_cast<const uint8_t*>(w), N, nb, n, a + t * nb);
+                const float s = dtype_block_elems(bt) == 256
+                                    ? dot_row_fast_k(bt, wb, N, nb, n, static_cast<const ActBlock256*>(act) + t * nb)
+                                    : dot_row_fast(bt, wb, N, nb, n, static_cast<const ActBlock32*>(act) + t * nb);
                 y[t * N + n] = bias != nullptr ? s + bias[n] : s;
             }
         return;
