@@ -416,7 +416,7 @@ BENCHMARK(BM_QuantMatmulStream)
                 for (int64_t T : {1, 4})
                     for (DType dt : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q4_K, DType::Q6_K,
                                      DType::Q8_0_R16, DType::Q4_0_R16, DType::Q4_1_R16, DType::Q5_0_R16,
-                                     DType::Q4_K_R16})
+                                     DType::Q4_K_R16, DType::Q6_K_R16})
                         b->Args({isa, threads, T, static_cast<int64_t>(dt)});
     })
     ->ArgNames({"isa", "threads", "T", "dtype"})
@@ -444,7 +444,7 @@ BENCHMARK(BM_QuantMatmulCompute)
                 for (int64_t T : {16, 64, 256})
                     for (DType dt : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q4_K, DType::Q6_K,
                                      DType::Q8_0_R16, DType::Q4_0_R16, DType::Q4_1_R16, DType::Q5_0_R16,
-                                     DType::Q4_K_R16})
+                                     DType::Q4_K_R16, DType::Q6_K_R16})
                         b->Args({isa, threads, T, static_cast<int64_t>(dt)});
     })
     ->ArgNames({"isa", "threads", "T", "dtype"})

@@ -70,6 +70,32 @@ void repack_k_block(DType t, const uint8_t* in, size_t stride, uint8_t* o) {
     }
 }
 
+// Q6_K: the unsigned 6-bit q of element e of a GGML block (ggml-common.h's layout, halves of 128).
+int q6k_at(const uint8_t* blk, int e) {
+    const int n = e / 128, m = e % 128, l = m % 32, c = m / 32;
+    const uint8_t lo = blk[64 * n + 32 * (c & 1) + l];
+    return (c < 2 ? lo & 15 : lo >> 4) | ((blk[128 + 32 * n + l] >> (2 * c)) & 3) << 4;
+}
+
+void repack_q6k_block(DType, const uint8_t* in, size_t stride, uint8_t* o) {
+    uint8_t* sc = o + 2 * kRepackRows;
+    uint8_t* ql = sc + 16 * kRepackRows;
+    uint8_t* qh = ql + 128 * kRepackRows;
+    for (int r = 0; r < kRepackRows; ++r) {
+        const uint8_t* blk = in + static_cast<size_t>(r) * stride;
+        std::memcpy(o + 2 * r, blk + 208, 2);
+        for (int s = 0; s < 16; ++s) {
+            sc[16 * s + r] = blk[192 + s];
+            for (int i = 0; i < 4; ++i)
+                for (int j = 0; j < 4; ++j) {
+                    const int q = q6k_at(blk, 16 * s + 4 * j + i);
+                    ql[64 * (2 * s + j / 2) + 4 * r + i] |= static_cast<uint8_t>((q & 15) << (4 * (j % 2)));
+                    qh[64 * s + 4 * r + i] |= static_cast<uint8_t>((q >> 4) << (2 * j));
+                }
+        }
+    }
+}
+
 }  // namespace
 
 void repack_r16(DType t, const void* src, void* dst, int64_t rows, int64_t cols) {
@@ -80,13 +106,13 @@ void repack_r16(DType t, const void* src, void* dst, int64_t rows, int64_t cols)
     auto* out = static_cast<uint8_t*>(dst);
     const size_t bb = dtype_block_bytes(t), row_bytes = dtype_row_bytes(t, cols);
     const int64_t nb = cols / dtype_block_elems(t), groups = rows / kRepackRows;
-    const bool k = dtype_block_elems(t) == 256;
+    const auto block = t == DType::Q6_K ? repack_q6k_block : dtype_block_elems(t) == 256 ? repack_k_block : repack_32_block;
     for (int64_t g = 0; g < groups; ++g)
         for (int64_t b = 0; b < nb; ++b) {
             const uint8_t* i = in + static_cast<size_t>(g * kRepackRows) * row_bytes + static_cast<size_t>(b) * bb;
             uint8_t* o = out + static_cast<size_t>((g * nb + b) * kRepackRows) * bb;
             std::memset(o, 0, kRepackRows * bb);  // high bits are set one by one
-            (k ? repack_k_block : repack_32_block)(t, i, row_bytes, o);
+            block(t, i, row_bytes, o);
         }
     // Rows past the last whole group stay where they are.
     const size_t packed = static_cast<size_t>(groups * kRepackRows) * row_bytes;

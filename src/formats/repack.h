@@ -18,6 +18,12 @@
 //   qh: (Q5_K) for each j and c = 0..7, 64 bits: bit 4r + i is the high bit of element 32j + 4c + i of row r;
 //   qs: for each pair of sub-blocks p = 0..3 and c = 0..7, 64 bytes: byte 4r + i is GGML's qs[32p + 4c + i] of
 //       row r, whose low nibble is element 4c + i of sub-block 2p and whose high nibble that of sub-block 2p + 1.
+// Q6_K (blocks of 256: 16 sub-blocks s of 16 with int8 scales; q = the unsigned 6 bits, value d * sc_s * (q - 32)):
+//   d:  the 16 rows' f16 d;
+//   sc: for each s, 16 bytes: byte r is sc_s of row r;
+//   ql: for each s and u = 0..1, 64 bytes: byte 4r + i holds the low 4 bits of element 16s + 8u + i of row r in
+//       its low nibble and those of element 16s + 8u + 4 + i in its high nibble;
+//   qh: for each s, 64 bytes: bits 2j, 2j + 1 of byte 4r + i are the high 2 bits of element 16s + 4j + i of row r.
 #pragma once
 
 #include <cstdint>

@@ -15,7 +15,7 @@ namespace tracelm {
 // row are no longer contiguous; they are matmul weights only.
 enum class DType : uint8_t {
     F32, BF16, F16, I32, I64, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q8_0_R16, Q4_0_R16, Q4_1_R16, Q5_0_R16,
-    Q5_1_R16, Q4_K_R16, Q5_K_R16
+    Q5_1_R16, Q4_K_R16, Q5_K_R16, Q6_K_R16
 };
 
 constexpr bool dtype_is_quantized(DType t) { return static_cast<uint8_t>(t) >= static_cast<uint8_t>(DType::Q8_0); }
@@ -32,6 +32,7 @@ constexpr DType dtype_unpacked(DType t) {
         case DType::Q5_1_R16: return DType::Q5_1;
         case DType::Q4_K_R16: return DType::Q4_K;
         case DType::Q5_K_R16: return DType::Q5_K;
+        case DType::Q6_K_R16: return DType::Q6_K;
         default: return t;
     }
 }
@@ -44,6 +45,7 @@ constexpr DType dtype_repacked(DType t) {
         case DType::Q5_1: return DType::Q5_1_R16;
         case DType::Q4_K: return DType::Q4_K_R16;
         case DType::Q5_K: return DType::Q5_K_R16;
+        case DType::Q6_K: return DType::Q6_K_R16;
         default: return t;
     }
 }
@@ -116,6 +118,7 @@ constexpr std::string_view dtype_name(DType t) {
         case DType::Q5_1_R16: return "q5_1_r16";
         case DType::Q4_K_R16: return "q4_k_r16";
         case DType::Q5_K_R16: return "q5_k_r16";
+        case DType::Q6_K_R16: return "q6_k_r16";
     }
     return "?";
 }

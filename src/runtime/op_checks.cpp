@@ -40,7 +40,8 @@ const std::vector<DType>& all_weight_types() {
     static const std::vector<DType> types = {DType::F32,  DType::BF16, DType::F16,  DType::Q8_0, DType::Q4_0,
                                              DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K,
                                              DType::Q6_K, DType::Q8_0_R16, DType::Q4_0_R16, DType::Q4_1_R16,
-                                             DType::Q5_0_R16, DType::Q5_1_R16, DType::Q4_K_R16, DType::Q5_K_R16};
+                                             DType::Q5_0_R16, DType::Q5_1_R16, DType::Q4_K_R16, DType::Q5_K_R16,
+                                             DType::Q6_K_R16};
     return types;
 }
 

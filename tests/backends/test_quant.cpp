@@ -44,12 +44,12 @@ uint32_t ggml_type_id(DType dt) {
 
 // The fast numerics' repacked forms of the 32-element types.
 const DType kRepackedTypes[] = {DType::Q8_0_R16, DType::Q4_0_R16, DType::Q4_1_R16, DType::Q5_0_R16,
-                                DType::Q5_1_R16, DType::Q4_K_R16, DType::Q5_K_R16};
+                                DType::Q5_1_R16, DType::Q4_K_R16, DType::Q5_K_R16, DType::Q6_K_R16};
 
 const DType kAllMatmulTypes[] = {DType::Q8_0,     DType::Q4_0,     DType::Q4_1,     DType::Q5_0,    DType::Q5_1,
                                   DType::Q4_K,     DType::Q5_K,     DType::Q6_K,     DType::Q8_0_R16, DType::Q4_0_R16,
                                   DType::Q4_1_R16, DType::Q5_0_R16, DType::Q5_1_R16, DType::Q4_K_R16,
-                                  DType::Q5_K_R16};
+                                  DType::Q5_K_R16, DType::Q6_K_R16};
 
 std::string type_name(DType dt) { return std::string(dtype_name(dt)); }
 
@@ -346,8 +346,21 @@ RefActK ref_quantize_k(const float* x) {
     return a;
 }
 
-// The fast order of Q4_K/Q5_K (quant.h) for one GGML block against one Q8_K block, into acc.
+// The fast order of Q4_K/Q5_K/Q6_K (quant.h) for one GGML block against one Q8_K block, into acc.
 float ref_fast_k(DType dt, const uint8_t* b, const RefActK& a, float acc) {
+    if (dt == DType::Q6_K) {  // ggml-common.h: two halves of 128, ql[128] qh[64] scales[16] d
+        int isum = 0;
+        for (int s = 0; s < 16; ++s) {
+            int dot = -32 * a.bsums[s];
+            for (int e = 16 * s; e < 16 * s + 16; ++e) {
+                const int n = e / 128, l = e % 32, c = e % 128 / 32;
+                const uint8_t lo = b[64 * n + 32 * (c % 2) + l];
+                dot += ((c < 2 ? lo & 15 : lo >> 4) | ((b[128 + 32 * n + l] >> (2 * c)) & 3) << 4) * a.q[e];
+            }
+            isum += static_cast<int8_t>(b[192 + s]) * dot;
+        }
+        return std::fma(static_cast<float>(isum), static_cast<float>(decode_f16(b + 208)) * a.d, acc);
+    }
     const uint8_t* s = b + 4;
     const uint8_t* qh = b + 16;
     const uint8_t* qs = b + (dt == DType::Q5_K ? 48 : 16);
@@ -411,7 +424,7 @@ TEST(QuantFast, RepackedMatmulEqualsTheFastOrderOnGgmlBlocks) {
 
 TEST(QuantFast, RepackRefusesTypesWithoutARepackedFormAndPartialBlocks) {
     std::vector<uint8_t> in(dtype_row_bytes(DType::Q6_K, 256) * 16), out(in.size());
-    for (DType dt : {DType::Q6_K, DType::F16, DType::Q8_0_R16})
+    for (DType dt : {DType::F16, DType::BF16, DType::Q8_0_R16, DType::Q6_K_R16})
         EXPECT_THROW(repack_r16(dt, in.data(), out.data(), 16, 256), std::invalid_argument) << type_name(dt);
     EXPECT_THROW(repack_r16(DType::Q8_0, in.data(), out.data(), 16, 48), std::invalid_argument);
 }

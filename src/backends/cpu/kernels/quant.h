@@ -34,6 +34,8 @@
 //   macc = fma(f(w.m), x.s, macc) per block (from 0) and y = acc + macc; then bias. Q4_K and Q5_K take, per block,
 //   isum = sum_j sc_j * (dot product of sub-block j, q unsigned) and msum = sum_j m_j * (bsums[2j] + bsums[2j+1]):
 //   acc = fma(float(isum), f(w.d) * x.d, acc); acc = fma(-float(msum), f(w.dmin) * x.d, acc); y = acc, then bias.
+//   Q6_K takes isum = sum_s sc_s * (dot product of sub-block s of 16, q unsigned, less 32 * bsums[s]) and
+//   acc = fma(float(isum), f(w.d) * x.d, acc).
 // Each output still depends only on its own row and token, not on the tile or the batch; it differs from
 // ggml's only by float rounding (tests/backends/test_quant.cpp bounds both against exact math).
 #pragma once

@@ -341,6 +341,47 @@ float dot_row_fast_k(DType bt, const uint8_t* w, int64_t N, int64_t nb, int64_t 
     return acc;
 }
 
+// The fast numerics of Q6_K (quant.h): one output of row n against one activation row a.
+float dot_row_fast_q6k(const uint8_t* w, int64_t N, int64_t nb, int64_t n, const ActBlock256* a) {
+    constexpr size_t bb = 210;
+    const bool packed = n < N / kRepackRows * kRepackRows;
+    const int r = static_cast<int>(n % kRepackRows);
+    float acc = 0.0f;
+    int q[256], sc[16];
+    for (int64_t b = 0; b < nb; ++b) {
+        float d;
+        if (!packed) {  // past the last whole group: GGML's block
+            const auto& blk = *reinterpret_cast<const BlockQ6_K*>(w + static_cast<size_t>(n * nb + b) * bb);
+            ints_q6_k(blk, q);
+            for (int& v : q) v += 32;
+            for (int s = 0; s < 16; ++s) sc[s] = blk.scales[s];
+            d = f16_at(blk.d);
+        } else {
+            const uint8_t* p = w + static_cast<size_t>((n / kRepackRows) * nb + b) * kRepackRows * bb;
+            d = f16_at(p + 2 * r);
+            const uint8_t* scs = p + 2 * kRepackRows;
+            const uint8_t* ql = scs + 16 * kRepackRows;
+            const uint8_t* qh = ql + 128 * kRepackRows;
+            for (int s = 0; s < 16; ++s) {
+                sc[s] = static_cast<int8_t>(scs[16 * s + r]);
+                for (int j = 0; j < 4; ++j)
+                    for (int i = 0; i < 4; ++i) {
+                        const int lo = (ql[64 * (2 * s + j / 2) + 4 * r + i] >> (4 * (j % 2))) & 15;
+                        q[16 * s + 4 * j + i] = lo | ((qh[64 * s + 4 * r + i] >> (2 * j)) & 3) << 4;
+                    }
+            }
+        }
+        int isum = 0;
+        for (int s = 0; s < 16; ++s) {
+            int dot = -32 * a[b].bsums[s];
+            for (int l = 0; l < 16; ++l) dot += q[16 * s + l] * a[b].q[16 * s + l];
+            isum += sc[s] * dot;
+        }
+        acc = std::fma(static_cast<float>(isum), d * a[b].d, acc);
+    }
+    return acc;
+}
+
 // The fast numerics (quant.h): one output of row n of a repacked matrix against one activation row a.
 float dot_row_fast(DType bt, const uint8_t* w, int64_t N, int64_t nb, int64_t n, const ActBlock32* a) {
     const bool has_m = bt == DType::Q4_1 || bt == DType::Q5_1;
@@ -368,9 +409,11 @@ void matmul(const float* x, int64_t T, int64_t K, const void* w, DType wt, const
         const auto* wb = static_cast<const uint8_t*>(w);
         for (int64_t n = n0; n < n1; ++n)
             for (int64_t t = 0; t < T; ++t) {
-                const float s = dtype_block_elems(bt) == 256
-                                    ? dot_row_fast_k(bt, wb, N, nb, n, static_cast<const ActBlock256*>(act) + t * nb)
-                                    : dot_row_fast(bt, wb, N, nb, n, static_cast<const ActBlock32*>(act) + t * nb);
+                const auto* ak = static_cast<const ActBlock256*>(act) + t * nb;
+                const float s = bt == DType::Q6_K                ? dot_row_fast_q6k(wb, N, nb, n, ak)
+                                : dtype_block_elems(bt) == 256 ? dot_row_fast_k(bt, wb, N, nb, n, ak)
+                                                               : dot_row_fast(bt, wb, N, nb, n,
+                                                                              static_cast<const ActBlock32*>(act) + t * nb);
                 y[t * N + n] = bias != nullptr ? s + bias[n] : s;
             }
         return;
