@@ -70,7 +70,6 @@ Tensor Model::bind(Backend& backend, const std::string& name, int64_t rows, int6
                                  std::to_string(*at) + "); the weights are broken");
     }
     parameters_ += rows * cols;
-    ++dtype_counts_[info->dtype];
     const void* data = info->data;
     size_t bytes = info->bytes;
     DType dt = info->dtype;
@@ -111,6 +110,7 @@ Tensor Model::bind(Backend& backend, const std::string& name, int64_t rows, int6
         data = converted.data();
         dt = dtype_repacked(dt);
     }
+    ++dtype_counts_[dtype_is_repacked(dt) ? dt : info->dtype];  // the file's type, or what the load made of it
     const Tensor t = whole(backend.alloc(bytes, name), dt, rows, cols);
     backend.upload(t, data);
     release_file_pages(info->data, info->bytes);

@@ -222,6 +222,21 @@ TEST(Cli, KvTypeOptionChoosesTheCacheDtype) {
     EXPECT_NE(bad.out.find("--kv-type"), std::string::npos) << bad.out;
 }
 
+// --numerics fast repacks the matmul weights at load (the summary names the repacked type; the embedding stays
+// as stored) and generates; an unknown value is refused naming the option.
+TEST(Cli, NumericsFastRepacksTheMatmulWeights) {
+    testing::TempDir dir;
+    const std::string gguf = dir.file("tiny-q4_0.gguf");
+    ASSERT_EQ(run("make-checkpoint --geometry tiny --seed 2 --format gguf --dtype q4_0 --out " + quote(gguf)).code, 0);
+    const Result fast = run("generate --model " + quote(gguf) + " --prompt Hi --max-tokens 4 --numerics fast --json");
+    ASSERT_EQ(fast.code, 0) << fast.out;
+    EXPECT_NE(fast.out.find("q4_0_r16 x"), std::string::npos) << fast.out;
+    EXPECT_EQ(run("generate --model " + quote(gguf) + " --prompt Hi --max-tokens 4").out.find("_r16"), std::string::npos);
+    const Result bad = run("generate --model " + quote(gguf) + " --prompt Hi --numerics exact");
+    EXPECT_NE(bad.code, 0);
+    EXPECT_NE(bad.out.find("--numerics"), std::string::npos) << bad.out;
+}
+
 TEST_F(CliModel, SafetensorsCheckpointsDefaultToAnF32KvCache) {
     const Result r = run("generate " + model() + " --prompt Hi --max-tokens 2 --context 64");
     ASSERT_EQ(r.code, 0) << r.out;
