@@ -295,7 +295,7 @@ TEST(GgmlConformanceKernels, TracelmF16AttentionKernelsOfEveryIsaMatch) {
                                                 kScale};
                 const int64_t floats = cpu::f16_attention_workspace_floats(c.n_kv, kHeadDim);
                 std::vector<float> workspace(static_cast<size_t>(floats));
-                cpu::paged_attention_f16_range({a, &kernels, workspace.data(), floats, e.T, 1, true}, 0, 1);
+                cpu::paged_attention_f16_range({a, &kernels, workspace.data(), floats, e.T, 1, true, true}, 0, 1);
                 EXPECT_BITWISE(out, cap(q + "kqv_out"), what + " kqv_out");
             }
     }

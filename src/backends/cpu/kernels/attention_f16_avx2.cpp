@@ -143,12 +143,93 @@ void accumulate(const float* p, const uint16_t* base, const int64_t* values, int
     }
 }
 
+int64_t max_count(const int64_t* counts, int nq) {
+    int64_t m = 0;
+    for (int i = 0; i < nq; ++i) m = counts[i] > m ? counts[i] : m;
+    return m;
+}
+
+// dot<Tinyblas> of key row k with B queries at once, the key's elements widened once for all of them.
+template <bool kInterleaved, int B>
+void dots(const uint16_t* k, const float* q, int64_t n, float* out) {
+    __m256 acc[B];
+    for (int b = 0; b < B; ++b) acc[b] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n; i += 8) {
+        const __m256 kv = load8(k, i, n / 2, kInterleaved);
+        for (int b = 0; b < B; ++b) acc[b] = _mm256_fmadd_ps(kv, _mm256_loadu_ps(q + b * n + i), acc[b]);
+    }
+    for (int b = 0; b < B; ++b) out[b] = hsum_tinyblas(acc[b]);
+}
+
+template <bool kInterleaved>
+void scores_tile_as(const uint16_t* base, const int64_t* keys, const int64_t* counts, int nq, const float* q,
+                    int64_t n, float* p, int64_t p_stride) {
+    const int64_t count = max_count(counts, nq);
+    for (int64_t j = 0; j < kRowsAhead; ++j) prefetch_row(base, keys, j, count, n);
+    float s[kF16AttentionTile];
+    for (int64_t j = 0; j < count; ++j) {
+        prefetch_row(base, keys, j + kRowsAhead, count, n);
+        if (keys[j] < 0) {
+            for (int i = 0; i < nq; ++i) s[i] = -std::numeric_limits<float>::infinity();
+        } else {
+            // Eight independent accumulators hide the FMA latency of each dot's single chain.
+            const uint16_t* k = base + keys[j];
+            int i = 0;
+            for (; i + 8 <= nq; i += 8) dots<kInterleaved, 8>(k, q + i * n, n, s + i);
+            if ((nq - i) & 4) {
+                dots<kInterleaved, 4>(k, q + i * n, n, s + i);
+                i += 4;
+            }
+            if ((nq - i) & 2) {
+                dots<kInterleaved, 2>(k, q + i * n, n, s + i);
+                i += 2;
+            }
+            if ((nq - i) & 1) dots<kInterleaved, 1>(k, q + i * n, n, s + i);
+        }
+        for (int i = 0; i < nq; ++i)
+            if (j < counts[i]) p[i * p_stride + j] = s[i];
+    }
+}
+
+void scores_tile(const uint16_t* base, const int64_t* keys, const int64_t* counts, int nq, const float* q, int64_t n,
+                 bool interleaved, float* p, int64_t p_stride) {
+    interleaved ? scores_tile_as<true>(base, keys, counts, nq, q, n, p, p_stride)
+                : scores_tile_as<false>(base, keys, counts, nq, q, n, p, p_stride);
+}
+
+void accumulate_tile(const float* p, int64_t p_stride, const uint16_t* base, const int64_t* values,
+                     const int64_t* counts, int nq, float* acc, int64_t n) {
+    const int64_t count = max_count(counts, nq);
+    for (int64_t j = 0; j < kRowsAhead; ++j) prefetch_row(base, values, j, count, n);
+    float* rows[kF16AttentionTile];  // the accumulator row (lane j % 8) of each query that sees position j
+    float ps[kF16AttentionTile];
+    for (int64_t j = 0; j < count; ++j) {
+        prefetch_row(base, values, j + kRowsAhead, count, n);
+        if (values[j] < 0) continue;
+        int m = 0;
+        for (int i = 0; i < nq; ++i)
+            if (j < counts[i]) {
+                rows[m] = acc + (i * 8 + j % 8) * n;
+                ps[m++] = p[i * p_stride + j];
+            }
+        const uint16_t* v = base + values[j];
+        for (int64_t d = 0; d < n; d += 8) {
+            const __m256 vv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v + d)));
+            for (int i = 0; i < m; ++i)
+                _mm256_storeu_ps(rows[i] + d,
+                                 _mm256_fmadd_ps(vv, _mm256_set1_ps(ps[i]), _mm256_loadu_ps(rows[i] + d)));
+        }
+    }
+}
+
 }  // namespace
 }  // namespace tracelm::cpu::avx2_f16_attention
 
 namespace tracelm::cpu {
 
 const F16AttentionKernels detail::avx2_f16_attention = {avx2_f16_attention::to_f16, avx2_f16_attention::scores,
-                                                        avx2_f16_attention::soft_max, avx2_f16_attention::accumulate};
+                                                        avx2_f16_attention::soft_max, avx2_f16_attention::accumulate,
+                                                        avx2_f16_attention::scores_tile,
+                                                        avx2_f16_attention::accumulate_tile};
 
 }  // namespace tracelm::cpu
