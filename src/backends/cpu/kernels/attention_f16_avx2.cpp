@@ -197,29 +197,47 @@ void scores_tile(const uint16_t* base, const int64_t* keys, const int64_t* count
                 : scores_tile_as<false>(base, keys, counts, nq, q, n, p, p_stride);
 }
 
+// accumulate for B queries, lane by lane: the accumulators of one lane and 8 outputs of every query stay in
+// registers while the positions of that lane go by, and each value element is widened once for all B queries.
+template <int B>
+void accumulate_block(const float* p, int64_t p_stride, const uint16_t* base, const int64_t* values,
+                      const int64_t* counts, float* acc, int64_t n) {
+    int64_t all = counts[0], any = counts[0];  // positions below `all` are seen by every query, below `any` by one
+    for (int b = 1; b < B; ++b) {
+        all = counts[b] < all ? counts[b] : all;
+        any = counts[b] > any ? counts[b] : any;
+    }
+    for (int64_t l = 0; l < 8; ++l)
+        for (int64_t d = 0; d < n; d += 8) {
+            __m256 a[B];
+            for (int b = 0; b < B; ++b) a[b] = _mm256_loadu_ps(acc + (b * 8 + l) * n + d);
+            for (int64_t j = l; j < any; j += 8) {
+                // A lane's rows lie 8 apart, too far for the hardware prefetchers.
+                if (d == 0) prefetch_row(base, values, j + 8 * kRowsAhead, any, n);
+                if (values[j] < 0) continue;
+                const __m256 v =
+                    _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(base + values[j] + d)));
+                for (int b = 0; b < B; ++b)
+                    if (j < all || j < counts[b]) a[b] = _mm256_fmadd_ps(v, _mm256_set1_ps(p[b * p_stride + j]), a[b]);
+            }
+            for (int b = 0; b < B; ++b) _mm256_storeu_ps(acc + (b * 8 + l) * n + d, a[b]);
+        }
+}
+
 void accumulate_tile(const float* p, int64_t p_stride, const uint16_t* base, const int64_t* values,
                      const int64_t* counts, int nq, float* acc, int64_t n) {
-    const int64_t count = max_count(counts, nq);
-    for (int64_t j = 0; j < kRowsAhead; ++j) prefetch_row(base, values, j, count, n);
-    float* rows[kF16AttentionTile];  // the accumulator row (lane j % 8) of each query that sees position j
-    float ps[kF16AttentionTile];
-    for (int64_t j = 0; j < count; ++j) {
-        prefetch_row(base, values, j + kRowsAhead, count, n);
-        if (values[j] < 0) continue;
-        int m = 0;
-        for (int i = 0; i < nq; ++i)
-            if (j < counts[i]) {
-                rows[m] = acc + (i * 8 + j % 8) * n;
-                ps[m++] = p[i * p_stride + j];
-            }
-        const uint16_t* v = base + values[j];
-        for (int64_t d = 0; d < n; d += 8) {
-            const __m256 vv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v + d)));
-            for (int i = 0; i < m; ++i)
-                _mm256_storeu_ps(rows[i] + d,
-                                 _mm256_fmadd_ps(vv, _mm256_set1_ps(ps[i]), _mm256_loadu_ps(rows[i] + d)));
-        }
+    int i = 0;
+    for (; i + 8 <= nq; i += 8)
+        accumulate_block<8>(p + i * p_stride, p_stride, base, values, counts + i, acc + i * 8 * n, n);
+    if ((nq - i) & 4) {
+        accumulate_block<4>(p + i * p_stride, p_stride, base, values, counts + i, acc + i * 8 * n, n);
+        i += 4;
     }
+    if ((nq - i) & 2) {
+        accumulate_block<2>(p + i * p_stride, p_stride, base, values, counts + i, acc + i * 8 * n, n);
+        i += 2;
+    }
+    if ((nq - i) & 1) accumulate_block<1>(p + i * p_stride, p_stride, base, values, counts + i, acc + i * 8 * n, n);
 }
 
 }  // namespace
