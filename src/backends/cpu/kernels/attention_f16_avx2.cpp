@@ -73,10 +73,22 @@ float dot(const uint16_t* x, const uint16_t* y, int64_t n) {
 
 void soft_max(float* p, int64_t n, float scale) {
     const int64_t n8 = (n + 7) / 8 * 8;
-    float max = -std::numeric_limits<float>::infinity();
-    for (int64_t i = 0; i < n; ++i) {
-        p[i] *= scale;  // ggml_vec_scale_f32; the mask adds 0 to the visible entries
-        max = p[i] > max ? p[i] : max;
+    // ggml takes the max in index order; in another order only the sign of a zero max can differ, and
+    // ggml_v_expf(w - max) is the same for both. _mm256_max_ps skips a NaN w as the scalar compare does.
+    __m256 maxv = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        const __m256 w = _mm256_mul_ps(_mm256_loadu_ps(p + j), _mm256_set1_ps(scale));  // ggml_vec_scale_f32
+        _mm256_storeu_ps(p + j, w);
+        maxv = _mm256_max_ps(w, maxv);
+    }
+    float lanes[8];
+    _mm256_storeu_ps(lanes, maxv);
+    float max = lanes[0];
+    for (int l = 1; l < 8; ++l) max = lanes[l] > max ? lanes[l] : max;
+    for (; j < n; ++j) {
+        p[j] *= scale;  // the mask adds 0 to the visible entries
+        max = p[j] > max ? p[j] : max;
     }
     for (int64_t i = n; i < n8; ++i) p[i] = -std::numeric_limits<float>::infinity();
     double sum = 0.0;
@@ -149,6 +161,21 @@ int64_t max_count(const int64_t* counts, int nq) {
     return m;
 }
 
+// hsum_tinyblas of a[0..8), the same additions done for all eight at once: t = lo + hi of each, then
+// (t0 + t2) + (t1 + t3).
+__m256 hsum8_tinyblas(const __m256* a) {
+    __m256 t[4];  // t[i]: the four t of a[2i], then those of a[2i + 1]
+    for (int i = 0; i < 4; ++i)
+        t[i] = _mm256_add_ps(_mm256_permute2f128_ps(a[2 * i], a[2 * i + 1], 0x20),
+                             _mm256_permute2f128_ps(a[2 * i], a[2 * i + 1], 0x31));
+    // Per 128-bit half: t0 + t2 and t1 + t3 of two accumulators.
+    const __m256 u0 = _mm256_add_ps(_mm256_shuffle_ps(t[0], t[1], 0x44), _mm256_shuffle_ps(t[0], t[1], 0xEE));
+    const __m256 u1 = _mm256_add_ps(_mm256_shuffle_ps(t[2], t[3], 0x44), _mm256_shuffle_ps(t[2], t[3], 0xEE));
+    // a[0], a[2], a[4], a[6] in the low half, a[1], a[3], a[5], a[7] in the high one.
+    const __m256 r = _mm256_add_ps(_mm256_shuffle_ps(u0, u1, 0x88), _mm256_shuffle_ps(u0, u1, 0xDD));
+    return _mm256_permutevar8x32_ps(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
 // dot<Tinyblas> of key row k with B queries at once, the key's elements widened once for all of them.
 template <bool kInterleaved, int B>
 void dots(const uint16_t* k, const float* q, int64_t n, float* out) {
@@ -158,7 +185,11 @@ void dots(const uint16_t* k, const float* q, int64_t n, float* out) {
         const __m256 kv = load8(k, i, n / 2, kInterleaved);
         for (int b = 0; b < B; ++b) acc[b] = _mm256_fmadd_ps(kv, _mm256_loadu_ps(q + b * n + i), acc[b]);
     }
-    for (int b = 0; b < B; ++b) out[b] = hsum_tinyblas(acc[b]);
+    if constexpr (B == 8) {
+        _mm256_storeu_ps(out, hsum8_tinyblas(acc));
+    } else {
+        for (int b = 0; b < B; ++b) out[b] = hsum_tinyblas(acc[b]);
+    }
 }
 
 template <bool kInterleaved>
