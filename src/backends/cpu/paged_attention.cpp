@@ -117,8 +117,8 @@ int64_t f16_attention_workspace_floats(int64_t max_keys, int head_dim) {
     // The rows' cache offsets (int64), then per query of a tile its scores, its 8 lane accumulators and its q.
     // The one-query path fits in the same space: offsets, scores, 32 lane accumulators (which first hold q in
     // ggml's element order), q in f16. 64-byte slices.
-    const int64_t n =
-        2 * scores_floats(max_keys) + kF16AttentionTile * (scores_floats(max_keys) + 9 * static_cast<int64_t>(head_dim));
+    const int64_t scores = scores_floats(max_keys);
+    const int64_t n = 2 * scores + kF16AttentionTile * (scores + 9 * static_cast<int64_t>(head_dim));
     return (n + 15) / 16 * 16;
 }
 

@@ -249,7 +249,8 @@ void accumulate_block(const float* p, int64_t p_stride, const uint16_t* base, co
                 const __m256 v =
                     _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(base + values[j] + d)));
                 for (int b = 0; b < B; ++b)
-                    if (j < all || j < counts[b]) a[b] = _mm256_fmadd_ps(v, _mm256_set1_ps(p[b * p_stride + j]), a[b]);
+                    if (j < all || j < counts[b])
+                        a[b] = _mm256_fmadd_ps(v, _mm256_set1_ps(p[b * p_stride + j]), a[b]);
             }
             for (int b = 0; b < B; ++b) _mm256_storeu_ps(acc + (b * 8 + l) * n + d, a[b]);
         }

@@ -98,6 +98,7 @@ struct F16AttentionKernels {
     void (*accumulate_tile)(const float* p, int64_t p_stride, const uint16_t* base, const int64_t* values,
                             const int64_t* counts, int nq, float* acc, int64_t n);
 };
+// The most queries of one tile call: their scores and accumulators stay in the L1/L2 caches.
 inline constexpr int kF16AttentionTile = 16;
 
 // The quantized-weight kernels of one Isa (quant_*.cpp); dequantization has one implementation for all.
