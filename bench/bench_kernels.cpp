@@ -339,8 +339,8 @@ void BM_DecodeAttention(benchmark::State& state) {
             const cpu::PagedAttentionArgs a{q.data(), k, k + ctx * row, table.data(), &ctx, query_start, out.data(),
                                             ctx, 1, static_cast<int>(table.size()), kBlock, heads, kv_heads, hd, 0.125f};
             if (f16)
-                cpu::paged_attention_f16_range({a, cpu::active_kernels().f16_attention, ws.data(), floats, 1, 1, false},
-                                               0, 1);
+                cpu::paged_attention_f16_range(
+                    {a, cpu::active_kernels().f16_attention, ws.data(), floats, 1, 1, false, true}, 0, 1);
             else
                 cpu::paged_attention_range(a, 0, heads);
         }

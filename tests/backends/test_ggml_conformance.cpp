@@ -23,6 +23,7 @@
 // SmolLM2 greedy goldens (tests/test_smollm2.cpp).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -295,10 +296,72 @@ TEST(GgmlConformanceKernels, TracelmF16AttentionKernelsOfEveryIsaMatch) {
                                                 kScale};
                 const int64_t floats = cpu::f16_attention_workspace_floats(c.n_kv, kHeadDim);
                 std::vector<float> workspace(static_cast<size_t>(floats));
-                cpu::paged_attention_f16_range({a, &kernels, workspace.data(), floats, e.T, 1, true}, 0, 1);
+                cpu::paged_attention_f16_range({a, &kernels, workspace.data(), floats, e.T, 1, true, true}, 0, 1);
                 EXPECT_BITWISE(out, cap(q + "kqv_out"), what + " kqv_out");
             }
     }
+}
+
+// Prefill rows in tiles (F16AttentionArgs::tiled) give the one-query path's bits on every Isa, and those are the
+// portable kernels' on every Isa: prompt chunks of 1..33 rows past position 0 beside a decode row, over 16-position
+// blocks in shuffled order with one unassigned (rows that see only it attend to nothing), GQA ratios 1, 3, 4 and 18
+// (more query heads than a tile holds), both q/k layouts, the tiles dealt to 3 threads.
+TEST(GgmlConformanceKernels, TracelmF16AttentionTilesMatchOneQueryPath) {
+    constexpr int kBlock = 16, kBlocks = 8, kSeqs = 2, kDecodePos = 40;
+    constexpr int64_t kSlots = kSeqs * kBlocks * kBlock;
+    struct Heads {
+        int heads, kv_heads;
+    };
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<int32_t> pool(kSeqs * kBlocks);
+    for (size_t i = 0; i < pool.size(); ++i) pool[i] = static_cast<int32_t>(i);
+    for (const int hd : {64, 128})
+        for (const Heads g : {Heads{4, 4}, Heads{6, 2}, Heads{8, 2}, Heads{18, 1}}) {
+            const int64_t kv_dim = static_cast<int64_t>(g.kv_heads) * hd, q_dim = g.heads * hd;
+            std::vector<uint16_t> kc(static_cast<size_t>(kSlots * kv_dim)), vc(kc.size());
+            for (uint16_t& x : kc) x = f32_to_f16(u(rng));
+            for (uint16_t& x : vc) x = f32_to_f16(u(rng));
+            for (int n = 1; n <= 33; ++n) {
+                const std::string what = " head_dim " + std::to_string(hd) + " heads " + std::to_string(g.heads) + "/" +
+                                         std::to_string(g.kv_heads) + " rows " + std::to_string(n);
+                std::vector<float> q(static_cast<size_t>((n + 1) * q_dim));
+                for (float& x : q) x = 2.0f * u(rng);
+                std::shuffle(pool.begin(), pool.end(), rng);
+                std::vector<int32_t> tables(pool);
+                tables[static_cast<size_t>(n % 3)] = -1;
+                const int past = 1 + n * 7 % 37;
+                const int32_t seq_lens[kSeqs] = {past + n, kDecodePos + 1}, query_start[kSeqs + 1] = {0, n, n + 1};
+                const cpu::PagedAttentionArgs a{q.data(),    kc.data(), vc.data(),  tables.data(), seq_lens,
+                                                query_start, nullptr,   kSlots,     kSeqs,         kBlocks,
+                                                kBlock,      g.heads,   g.kv_heads, hd,            0.1f};
+                const int64_t floats = cpu::f16_attention_workspace_floats(kBlocks * kBlock, hd);
+                std::vector<float> ws(static_cast<size_t>(3 * floats));
+                // Outputs left unwritten hold `unset`, different in every run.
+                const auto run = [&](cpu::Isa isa, bool tiled, int threads, float unset) {
+                    std::vector<float> out(q.size(), unset);
+                    cpu::PagedAttentionArgs b = a;
+                    b.out = out.data();
+                    cpu::paged_attention_f16_range({b, cpu::kernels_for(isa).f16_attention, ws.data(), floats, n + 1,
+                                                    threads, n % 2 == 0, tiled},
+                                                   0, threads);
+                    return out;
+                };
+                const std::vector<float> want = run(cpu::Isa::Portable, false, 1, -1.0f);
+                const size_t bytes = want.size() * sizeof(float);
+                for (const cpu::Isa isa : runnable_isas()) {
+                    EXPECT_EQ(std::memcmp(run(isa, true, 3, 1.0f).data(), want.data(), bytes), 0)
+                        << cpu::isa_name(isa) << " tiled" << what;
+                    if (isa != cpu::Isa::Portable) {
+                        EXPECT_EQ(std::memcmp(run(isa, false, 1, 2.0f).data(), want.data(), bytes), 0)
+                            << cpu::isa_name(isa) << " one query" << what;
+                    }
+                }
+                // The last prompt row attends to nothing only where all it sees is the unassigned block 0.
+                const bool sees_some = n % 3 != 0 || past + n > kBlock;
+                EXPECT_EQ(want[static_cast<size_t>((n - 1) * q_dim)] != 0.0f, sees_some) << what;
+            }
+        }
 }
 
 // ---- ggml's numerics, pinned ----

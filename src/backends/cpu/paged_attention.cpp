@@ -114,11 +114,77 @@ float reduce_lanes(const float* acc, int64_t hd, int lanes) {
 }  // namespace
 
 int64_t f16_attention_workspace_floats(int64_t max_keys, int head_dim) {
-    // The row's cache offsets (int64), scores, the lane accumulators (which first hold q in ggml's element order),
-    // q in f16; 64-byte slices.
-    const int64_t n = 3 * scores_floats(max_keys) + kMaxLanes * static_cast<int64_t>(head_dim) + (head_dim + 1) / 2;
+    // The rows' cache offsets (int64), then per query of a tile its scores, its 8 lane accumulators and its q.
+    // The one-query path fits in the same space: offsets, scores, 32 lane accumulators (which first hold q in
+    // ggml's element order), q in f16. 64-byte slices.
+    const int64_t scores = scores_floats(max_keys);
+    const int64_t n = 2 * scores + kF16AttentionTile * (scores + 9 * static_cast<int64_t>(head_dim));
     return (n + 15) / 16 * 16;
 }
+
+namespace {
+
+// Whether a sequence's query rows go through tiles: they sum in tinyBLAS's orders (>= 2 rows), which is what the
+// tile kernels compute, for head dims tinyBLAS accepts.
+bool tiled(const F16AttentionArgs& f, int64_t q_len) { return f.tiled && q_len >= 2 && f.a.head_dim % 8 == 0; }
+
+// Query rows [t0, t0 + nr) of one sequence for heads [h0, h0 + nh) of one kv head: one pass over its K rows and
+// one over its V rows serve them all.
+void run_tile(const F16AttentionArgs& f, float* ws, int64_t t0, int nr, int h0, int nh) {
+    const PagedAttentionArgs& a = f.a;
+    const F16AttentionKernels& k = *f.kernels;
+    const int hd = a.head_dim, half = hd / 2;
+    const int64_t kv_stride = static_cast<int64_t>(a.kv_heads) * hd;
+    const int64_t kv_off = static_cast<int64_t>(h0 / (a.heads / a.kv_heads)) * hd;
+    const int64_t scores_stride = scores_floats(static_cast<int64_t>(a.max_blocks) * a.block_size);
+    auto* offsets = reinterpret_cast<int64_t*>(ws);
+    float* p = ws + 2 * scores_stride;
+    float* acc = p + kF16AttentionTile * scores_stride;
+    float* qs = acc + kF16AttentionTile * 8 * static_cast<int64_t>(hd);
+    // The rows share their sequence's table, and the last one sees the most positions.
+    const QueryRow last = query_row(a, t0 + nr - 1);
+    int64_t first = last.visible;  // the first position with a cache row
+    for (int64_t j = 0; j < last.visible; ++j) {
+        const int64_t slot = slot_of(a, last, j);
+        offsets[j] = slot < 0 ? -1 : slot * kv_stride;
+        if (slot >= 0 && first == last.visible) first = j;
+    }
+    int64_t counts[kF16AttentionTile];
+    float* outs[kF16AttentionTile];
+    uint16_t q16[kMaxHeadDim];
+    int nq = 0;
+    for (int64_t t = t0; t < t0 + nr; ++t) {
+        const int64_t visible = query_row(a, t).visible;
+        for (int h = h0; h < h0 + nh; ++h) {
+            float* out = a.out + (t * a.heads + h) * hd;
+            if (visible <= first) {  // nothing to attend to
+                std::fill(out, out + hd, 0.0f);
+                continue;
+            }
+            const float* q = a.q + (t * a.heads + h) * hd;
+            float* qi = qs + static_cast<int64_t>(nq) * hd;
+            for (int i = 0; i < half; ++i) {  // ggml's element order
+                qi[2 * i] = f.interleaved ? q[i] : q[2 * i];
+                qi[2 * i + 1] = f.interleaved ? q[half + i] : q[2 * i + 1];
+            }
+            k.to_f16(qi, q16, hd);
+            for (int i = 0; i < hd; ++i) qi[i] = f16_to_f32(q16[i]);
+            counts[nq] = visible;
+            outs[nq++] = out;
+        }
+    }
+    if (nq == 0) return;
+    k.scores_tile(static_cast<const uint16_t*>(a.k_cache) + kv_off, offsets, counts, nq, qs, hd, f.interleaved, p,
+                  scores_stride);
+    for (int i = 0; i < nq; ++i) k.soft_max(p + i * scores_stride, counts[i], a.scale);
+    std::fill(acc, acc + static_cast<int64_t>(nq) * 8 * hd, 0.0f);
+    k.accumulate_tile(p, scores_stride, static_cast<const uint16_t*>(a.v_cache) + kv_off, offsets, counts, nq, acc,
+                      hd);
+    for (int i = 0; i < nq; ++i)
+        for (int d = 0; d < hd; ++d) outs[i][d] = reduce_lanes(acc + i * 8 * static_cast<int64_t>(hd) + d, hd, 8);
+}
+
+}  // namespace
 
 void paged_attention_f16_range(const F16AttentionArgs& f, int64_t begin, int64_t end) {
     const PagedAttentionArgs& a = f.a;
@@ -127,8 +193,24 @@ void paged_attention_f16_range(const F16AttentionArgs& f, int64_t begin, int64_t
     const int64_t kv_stride = static_cast<int64_t>(a.kv_heads) * hd;
     const auto* k_cache = static_cast<const uint16_t*>(a.k_cache);
     const auto* v_cache = static_cast<const uint16_t*>(a.v_cache);
+    const int group = a.heads / a.kv_heads;
+    const int tile_heads = std::min(group, kF16AttentionTile), tile_rows = kF16AttentionTile / tile_heads;
     for (int64_t item = begin; item < end; ++item) {
         float* ws = f.workspace + item * f.workspace_floats;
+        // Tiles: the query heads of one kv head times consecutive rows, dealt out in turn so that the growing
+        // causal rows of a prefill spread evenly.
+        int64_t unit = 0;
+        for (int s = 0; s < a.num_seqs; ++s) {
+            const int64_t t0 = a.query_start[s], q_len = a.query_start[s + 1] - t0;
+            if (!tiled(f, q_len)) continue;
+            for (int g = 0; g < a.kv_heads; ++g)
+                for (int h0 = g * group; h0 < (g + 1) * group; h0 += tile_heads)
+                    for (int64_t r = 0; r < q_len; r += tile_rows, ++unit)
+                        if (unit % f.threads == item)
+                            run_tile(f, ws, t0 + r, static_cast<int>(std::min<int64_t>(tile_rows, q_len - r)), h0,
+                                     std::min(tile_heads, (g + 1) * group - h0));
+        }
+        // The rest one (row, head) pair at a time.
         auto* offsets = reinterpret_cast<int64_t*>(ws);  // a row's key/value offsets, -1 where masked
         float* p = ws + 2 * scores_floats(static_cast<int64_t>(a.max_blocks) * a.block_size);
         float* acc = p + scores_floats(static_cast<int64_t>(a.max_blocks) * a.block_size);
@@ -141,6 +223,7 @@ void paged_attention_f16_range(const F16AttentionArgs& f, int64_t begin, int64_t
             const int64_t kv_off = static_cast<int64_t>(h / (a.heads / a.kv_heads)) * hd;
             float* out = a.out + w * hd;
             const QueryRow row = query_row(a, t);
+            if (tiled(f, row.q_len)) continue;
             if (offsets_row != t) {  // the heads of one row share its positions
                 offsets_row = t;
                 any = false;

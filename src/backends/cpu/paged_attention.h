@@ -77,11 +77,16 @@ struct F16AttentionArgs {
     int64_t rows;              // T
     int threads;
     bool interleaved;          // q/k heads as tracelm keeps llama-architecture GGUF heads (see F16AttentionKernels)
+    // Rows of sequences with >= 2 query rows (tinyBLAS's orders, head_dim a multiple of 8) in tiles of up to
+    // kF16AttentionTile queries: the query heads of one kv head times consecutive rows, so that each cached row
+    // loaded serves all of them, with every output's bits unchanged. Tests turn it off to compare.
+    bool tiled;
 };
 // Floats of one thread's workspace for rows that see up to max_keys positions: the scores and the P.V accumulators.
 int64_t f16_attention_workspace_floats(int64_t max_keys, int head_dim);
-// Items are the threads: item i runs on pool thread i, uses workspace slice i and computes the (row, head) pairs
-// t * heads + h = i, i + threads, ... (interleaved, so that the growing causal rows of a prefill spread evenly).
+// Items are the threads: item i runs on pool thread i, uses workspace slice i and computes tiles i, i + threads, ...
+// then the untiled (row, head) pairs t * heads + h = i, i + threads, ... (interleaved, so that the growing causal
+// rows of a prefill spread evenly).
 void paged_attention_f16_range(const F16AttentionArgs& a, int64_t begin, int64_t end);
 
 }  // namespace tracelm::cpu

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "backends/cpu/kernels/kernels_internal.h"
 
@@ -78,6 +79,21 @@ void accumulate(const float* p, const uint16_t* base, const int64_t* values, int
     }
 }
 
+// The tiles query by query: these kernels load every row once per query anyway.
+void scores_tile(const uint16_t* base, const int64_t* keys, const int64_t* counts, int nq, const float* q, int64_t n,
+                 bool interleaved, float* p, int64_t p_stride) {
+    std::vector<uint16_t> q16(static_cast<size_t>(n));
+    for (int i = 0; i < nq; ++i) {
+        to_f16(q + i * n, q16.data(), n);
+        scores(base, keys, counts[i], q16.data(), n, F16Dot::Tinyblas, interleaved, p + i * p_stride);
+    }
+}
+
+void accumulate_tile(const float* p, int64_t p_stride, const uint16_t* base, const int64_t* values,
+                     const int64_t* counts, int nq, float* acc, int64_t n) {
+    for (int i = 0; i < nq; ++i) accumulate(p + i * p_stride, base, values, counts[i], 8, acc + i * 8 * n, n);
+}
+
 }  // namespace
 }  // namespace tracelm::cpu::portable_f16_attention
 
@@ -85,6 +101,7 @@ namespace tracelm::cpu {
 
 const F16AttentionKernels detail::portable_f16_attention = {
     portable_f16_attention::to_f16, portable_f16_attention::scores, portable_f16_attention::soft_max,
-    portable_f16_attention::accumulate};
+    portable_f16_attention::accumulate, portable_f16_attention::scores_tile,
+    portable_f16_attention::accumulate_tile};
 
 }  // namespace tracelm::cpu

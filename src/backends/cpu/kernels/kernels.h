@@ -89,7 +89,17 @@ struct F16AttentionKernels {
     // d in [0, n), v = base + values[j]: the P.V dot's terms, in `lanes` interleaved partial sums per output d.
     void (*accumulate)(const float* p, const uint16_t* base, const int64_t* values, int64_t count, int lanes,
                        float* acc, int64_t n);
+    // scores (Tinyblas order) and accumulate (8 lanes) for nq <= kF16AttentionTile queries at once, n a multiple
+    // of 8: each key or value row is loaded once for all of them, and each (query, position) pair gets exactly the
+    // operations the one-query kernels give it. Query i sees positions [0, counts[i]); its q (ggml's element order,
+    // values exact in f16) is q + i * n, its scores p + i * p_stride, its accumulators acc + i * 8 * n.
+    void (*scores_tile)(const uint16_t* base, const int64_t* keys, const int64_t* counts, int nq, const float* q,
+                        int64_t n, bool interleaved, float* p, int64_t p_stride);
+    void (*accumulate_tile)(const float* p, int64_t p_stride, const uint16_t* base, const int64_t* values,
+                            const int64_t* counts, int nq, float* acc, int64_t n);
 };
+// The most queries of one tile call: their scores and accumulators stay in the L1/L2 caches.
+inline constexpr int kF16AttentionTile = 16;
 
 // The quantized-weight kernels of one Isa (quant_*.cpp); dequantization has one implementation for all.
 struct QuantKernels {

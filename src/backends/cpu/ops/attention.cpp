@@ -85,7 +85,7 @@ void CpuBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor&
     const auto floats = static_cast<int64_t>(scratch_slice_bytes(*ws, threads()) / sizeof(float));
     submit(paged_attention_f16_range,
            F16AttentionArgs{a, active_kernels().f16_attention, static_cast<float*>(ws->data), floats, q.rows,
-                            threads(), meta.interleaved_pairs},
+                            threads(), meta.interleaved_pairs, true},
            fp, threads());
 }
 
