@@ -228,7 +228,7 @@ TEST(Cli, NumericsFastRepacksTheMatmulWeights) {
     testing::TempDir dir;
     const std::string gguf = dir.file("tiny-q4_0.gguf");
     ASSERT_EQ(run("make-checkpoint --geometry tiny --seed 2 --format gguf --dtype q4_0 --out " + quote(gguf)).code, 0);
-    const Result fast = run("generate --model " + quote(gguf) + " --prompt Hi --max-tokens 4 --numerics fast --json");
+    const Result fast = run("generate --model " + quote(gguf) + " --prompt Hi --max-tokens 4 --numerics fast");
     ASSERT_EQ(fast.code, 0) << fast.out;
     EXPECT_NE(fast.out.find("q4_0_r16 x"), std::string::npos) << fast.out;
     EXPECT_EQ(run("generate --model " + quote(gguf) + " --prompt Hi --max-tokens 4").out.find("_r16"), std::string::npos);
