@@ -21,6 +21,19 @@ namespace {
 
 class SmolLM2 : public ::testing::TestWithParam<bool> {};
 
+// How many leading tokens of the engine's greedy continuation of `prompt` equal `want`.
+size_t greedy_steps_equal(Engine& engine, const std::vector<int32_t>& prompt, const std::vector<int32_t>& want) {
+    std::vector<int32_t> got = {engine.start({prompt}, static_cast<int>(want.size()))[0]};
+    while (got.size() < want.size()) {
+        engine.step();
+        got.push_back(engine.sampled()[0]);
+    }
+    engine.finish();
+    size_t same = 0;
+    while (same < want.size() && got[same] == want[same]) ++same;
+    return same;
+}
+
 TEST_P(SmolLM2, GreedyContinuationsMatchLlamaCpp) {
     TRACELM_NEED_SMOLLM2();
     std::ifstream f(testing::repo_path("testdata/goldens/smollm2_greedy.json"));
@@ -35,14 +48,7 @@ TEST_P(SmolLM2, GreedyContinuationsMatchLlamaCpp) {
     for (const auto& r : g["records"]) {
         const auto want = r["tokens"].get<std::vector<int32_t>>();
         ASSERT_GE(want.size(), 32u);
-        std::vector<int32_t> got = {engine.start({r["prompt_ids"].get<std::vector<int32_t>>()}, 32)[0]};
-        while (got.size() < want.size()) {
-            engine.step();
-            got.push_back(engine.sampled()[0]);
-        }
-        engine.finish();
-        size_t same = 0;
-        while (same < want.size() && got[same] == want[same]) ++same;
+        const size_t same = greedy_steps_equal(engine, r["prompt_ids"].get<std::vector<int32_t>>(), want);
         EXPECT_EQ(same, want.size()) << r["prompt"].get<std::string>() << ": parted from llama.cpp at step " << same
                                      << " (llama.cpp's top-2 margin there "
                                      << r["top2_margin"][std::min(same, want.size() - 1)].get<double>() << ")";
@@ -66,14 +72,7 @@ TEST(SmolLM2Fast, PartsFromLlamaCppOnlyAtNearTies) {
     size_t whole = 0;
     for (const auto& r : g["records"]) {
         const auto want = r["tokens"].get<std::vector<int32_t>>();
-        std::vector<int32_t> got = {engine.start({r["prompt_ids"].get<std::vector<int32_t>>()}, 32)[0]};
-        while (got.size() < want.size()) {
-            engine.step();
-            got.push_back(engine.sampled()[0]);
-        }
-        engine.finish();
-        size_t same = 0;
-        while (same < want.size() && got[same] == want[same]) ++same;
+        const size_t same = greedy_steps_equal(engine, r["prompt_ids"].get<std::vector<int32_t>>(), want);
         if (same == want.size()) {
             ++whole;
             continue;
