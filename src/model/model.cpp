@@ -174,7 +174,8 @@ void Model::bind_all(Backend& backend, const std::function<void(size_t, size_t)>
     const bool permuted = gguf_ && cfg.arch == Arch::Llama;
     const int q_heads = permuted ? cfg.num_attention_heads : 0, k_heads = permuted ? cfg.num_key_value_heads : 0;
     ModelWeights& w = weights_;
-    w.embed = bind(backend, "model.embed_tokens.weight", cfg.vocab_size, H, false);
+    // Repacked too: a tied head multiplies by it every step, and a lookup reads one row either way.
+    w.embed = bind(backend, "model.embed_tokens.weight", cfg.vocab_size, H, false, 0, true);
     w.final_norm = bind(backend, "model.norm.weight", 1, H, false);
     const bool has_head = find("lm_head.weight").has_value();
     if (!cfg.tie_word_embeddings && !has_head) {

@@ -80,7 +80,7 @@ class Model {
     std::optional<Stored> find(const std::string& name) const;
     // Binds a weight as a device tensor. as_f32 converts it (biases); heads > 0 reorders the rows of
     // each of `heads` row groups from GGUF's interleaved-RoPE order back to the NeoX order.
-    // matrix: a matmul weight only, which the fast numerics repack.
+    // matrix: a matmul weight or embedding table, which the fast numerics repack.
     Tensor bind(Backend& backend, const std::string& name, int64_t rows, int64_t cols, bool as_f32, int heads = 0,
                 bool matrix = false);
     void bind_all(Backend& backend, const std::function<void(size_t, size_t)>& progress);

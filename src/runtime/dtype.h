@@ -12,7 +12,7 @@ namespace tracelm {
 // a block of 32 or 256 elements stored as scales plus packed integers). Quantized tensors are only ever
 // weights, stored row-major with each row a whole number of blocks. The _R16 types hold the same blocks
 // repacked at load for the fast numerics (formats/repack.h): groups of 16 rows interleaved, so the bytes of one
-// row are no longer contiguous; they are matmul weights only.
+// row are no longer contiguous.
 enum class DType : uint8_t {
     F32, BF16, F16, I32, I64, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q8_0_R16, Q4_0_R16, Q4_1_R16, Q5_0_R16,
     Q5_1_R16, Q4_K_R16, Q5_K_R16, Q6_K_R16

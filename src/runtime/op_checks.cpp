@@ -49,8 +49,6 @@ void embedding(const Tensor& ids, const Tensor& table, const Tensor& out, const 
     require_dtype(ids, DType::I32, "embedding");
     require_dtype(out, DType::F32, "embedding");
     weight(table, "embedding", caps);
-    require(!dtype_is_repacked(table.dtype), "embedding",
-            "table '" + table.name() + "' is " + std::string(dtype_name(table.dtype)) + ", a matmul-only layout");
     require(out.rows == ids.numel() && out.cols == table.cols, "embedding", "shape mismatch");
 }
 

@@ -610,14 +610,17 @@ TEST_F(QuantBackend, MatmulRejectsWeightsItCannotUse) {
     }
 }
 
-TEST_F(QuantBackend, EmbeddingRejectsARepackedTable) {
-    const Weights table = make_weights(load_fixture(DType::Q8_0), 16, DType::Q8_0_R16);
-    const Tensor out = f32("emb", 1, table.K, std::vector<float>(table.K));
-    try {
-        be.embedding(i32("ids", 1, 1, {3}), weights("tok_embd", table), out);
-        FAIL() << "a repacked table accepted";
-    } catch (const std::invalid_argument& e) {
-        EXPECT_NE(std::string(e.what()).find("q8_0_r16, a matmul-only layout"), std::string::npos) << e.what();
+// A repacked table's rows (in groups and past them) look up as the same table in GGML's layout does, bit for bit.
+TEST_F(QuantBackend, EmbeddingOfARepackedTableEqualsTheGgmlTable) {
+    for (DType dt : kRepackedTypes) {
+        SCOPED_TRACE(type_name(dt));
+        const Weights packed = make_weights(load_fixture(dt), 37, dt), ggml = make_weights(load_fixture(dt), 37);
+        const Tensor ids = i32("ids", 1, 5, {0, 17, 31, 32, 36});
+        const Tensor a = f32("a", 5, packed.K, std::vector<float>(5 * packed.K)),
+                     b = f32("b", 5, packed.K, std::vector<float>(5 * packed.K));
+        be.embedding(ids, weights("packed", packed), a);
+        be.embedding(ids, weights("ggml", ggml), b);
+        EXPECT_TRUE(same_bits(get<float>(a), get<float>(b)));
     }
 }
 

@@ -151,6 +151,15 @@ void row_to_f32(const void* src, DType dt, int64_t cols, float* out) {
     active_kernels().row_to_f32(src, dt, cols, out);
 }
 
+void table_row_to_f32(const void* table, DType dt, int64_t rows, int64_t cols, int64_t row, float* out) {
+    if (!dtype_is_repacked(dt)) {
+        row_to_f32(static_cast<const char*>(table) + row * static_cast<int64_t>(dtype_row_bytes(dt, cols)), dt, cols, out);
+        return;
+    }
+    check_quant_row(dt, cols, "table_row_to_f32");
+    detail::dequantize_repacked_row(table, dt, rows, cols, row, out);
+}
+
 size_t matmul_quant_act_bytes(DType wt, int64_t T, int64_t K) {
     check_quant_row(wt, K, "matmul_quant");
     const auto t = static_cast<size_t>(T < 0 ? 0 : T), nb = static_cast<size_t>(K / dtype_block_elems(wt));

@@ -49,6 +49,8 @@ void rope_rotate(float* x, int64_t heads, int64_t head_dim, const float* cs);
 // One row of `cols` elements at src, converted to f32 (embedding lookup): f32/bf16/f16, or a quantized type
 // (cols a multiple of its block), dequantized exactly as GGML's reference does.
 void row_to_f32(const void* src, DType dt, int64_t cols, float* out);
+// Row `row` of a table of `rows` rows: row_to_f32 of its bytes, or (a repacked type) of what they hold.
+void table_row_to_f32(const void* table, DType dt, int64_t rows, int64_t cols, int64_t row, float* out);
 
 // matmul() for block-quantized weights (dtype_is_quantized(wt), K a multiple of the block), with ggml's CPU
 // numbers (quant.h): each row of x is first quantized to int8 in ggml's blocks (Q8_0 or Q8_1 blocks of 32, Q8_K

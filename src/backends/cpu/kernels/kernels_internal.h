@@ -23,6 +23,8 @@ extern const F16AttentionKernels avx2_f16_attention;
 // GGML's reference dequantization of one row of a quantized type (quant_portable.cpp), shared by every Isa:
 // an embedding lookup converts one row per token, far from the hot path.
 void dequantize_row(const void* src, DType dt, int64_t cols, float* out);
+// Row n of a repacked table of N rows (formats/repack.h), equal to dequantize_row of its GGML row.
+void dequantize_repacked_row(const void* table, DType dt, int64_t N, int64_t cols, int64_t n, float* out);
 
 // One lane of ggml_v_expf as its AVX2 build computes it (ARM's optimized-routines expf), with std::fma where it
 // fuses: for the portable kernels (kernels_portable.cpp).

@@ -341,36 +341,46 @@ float dot_row_fast_k(DType bt, const uint8_t* w, int64_t N, int64_t nb, int64_t 
     return acc;
 }
 
+// Block b of row n of a repacked Q6_K matrix (N rows of nb blocks): unsigned q, int8 scales, d.
+struct Q6Block {
+    int q[256], sc[16];
+    float d;
+};
+void q6k_block(const uint8_t* w, int64_t N, int64_t nb, int64_t n, int64_t b, Q6Block& k) {
+    constexpr size_t bb = 210;
+    if (n >= N / kRepackRows * kRepackRows) {  // past the last whole group: GGML's block
+        const auto& blk = *reinterpret_cast<const BlockQ6_K*>(w + static_cast<size_t>(n * nb + b) * bb);
+        ints_q6_k(blk, k.q);
+        for (int& v : k.q) v += 32;
+        for (int s = 0; s < 16; ++s) k.sc[s] = blk.scales[s];
+        k.d = f16_at(blk.d);
+        return;
+    }
+    const uint8_t* p = w + static_cast<size_t>((n / kRepackRows) * nb + b) * kRepackRows * bb;
+    const int r = static_cast<int>(n % kRepackRows);
+    k.d = f16_at(p + 2 * r);
+    const uint8_t* scs = p + 2 * kRepackRows;
+    const uint8_t* ql = scs + 16 * kRepackRows;
+    const uint8_t* qh = ql + 128 * kRepackRows;
+    for (int s = 0; s < 16; ++s) {
+        k.sc[s] = static_cast<int8_t>(scs[16 * s + r]);
+        for (int j = 0; j < 4; ++j)
+            for (int i = 0; i < 4; ++i) {
+                const int lo = (ql[64 * (2 * s + j / 2) + 4 * r + i] >> (4 * (j % 2))) & 15;
+                k.q[16 * s + 4 * j + i] = lo | ((qh[64 * s + 4 * r + i] >> (2 * j)) & 3) << 4;
+            }
+    }
+}
+
 // The fast numerics of Q6_K (quant.h): one output of row n against one activation row a.
 float dot_row_fast_q6k(const uint8_t* w, int64_t N, int64_t nb, int64_t n, const ActBlock256* a) {
-    constexpr size_t bb = 210;
-    const bool packed = n < N / kRepackRows * kRepackRows;
-    const int r = static_cast<int>(n % kRepackRows);
     float acc = 0.0f;
-    int q[256], sc[16];
+    Q6Block k;
     for (int64_t b = 0; b < nb; ++b) {
-        float d;
-        if (!packed) {  // past the last whole group: GGML's block
-            const auto& blk = *reinterpret_cast<const BlockQ6_K*>(w + static_cast<size_t>(n * nb + b) * bb);
-            ints_q6_k(blk, q);
-            for (int& v : q) v += 32;
-            for (int s = 0; s < 16; ++s) sc[s] = blk.scales[s];
-            d = f16_at(blk.d);
-        } else {
-            const uint8_t* p = w + static_cast<size_t>((n / kRepackRows) * nb + b) * kRepackRows * bb;
-            d = f16_at(p + 2 * r);
-            const uint8_t* scs = p + 2 * kRepackRows;
-            const uint8_t* ql = scs + 16 * kRepackRows;
-            const uint8_t* qh = ql + 128 * kRepackRows;
-            for (int s = 0; s < 16; ++s) {
-                sc[s] = static_cast<int8_t>(scs[16 * s + r]);
-                for (int j = 0; j < 4; ++j)
-                    for (int i = 0; i < 4; ++i) {
-                        const int lo = (ql[64 * (2 * s + j / 2) + 4 * r + i] >> (4 * (j % 2))) & 15;
-                        q[16 * s + 4 * j + i] = lo | ((qh[64 * s + 4 * r + i] >> (2 * j)) & 3) << 4;
-                    }
-            }
-        }
+        q6k_block(w, N, nb, n, b, k);
+        const int* q = k.q;
+        const int* sc = k.sc;
+        const float d = k.d;
         int isum = 0;
         for (int s = 0; s < 16; ++s) {
             int dot = -32 * a[b].bsums[s];
@@ -435,6 +445,31 @@ void matmul(const float* x, int64_t T, int64_t K, const void* w, DType wt, const
 
 }  // namespace
 }  // namespace portable
+
+// Row n of a repacked table, as dequantize_row gives it for the GGML row (the same float operations).
+void detail::dequantize_repacked_row(const void* table, DType dt, int64_t N, int64_t cols, int64_t n, float* out) {
+    const DType bt = dtype_unpacked(dt);
+    const int64_t be = dtype_block_elems(bt), nb = cols / be;
+    const auto* w = static_cast<const uint8_t*>(table);
+    for (int64_t b = 0; b < nb; ++b, out += be) {
+        if (be == 32) {
+            uint8_t blk[34];
+            portable::ggml_block(w, bt, N, nb, n, b, blk);
+            dequantize_row(blk, bt, 32, out);
+        } else if (bt == DType::Q6_K) {
+            portable::Q6Block k;
+            portable::q6k_block(w, N, nb, n, b, k);
+            for (int j = 0; j < 256; ++j) out[j] = k.d * static_cast<float>(k.sc[j / 16]) * static_cast<float>(k.q[j] - 32);
+        } else {
+            portable::KBlock k;
+            portable::k_block(w, bt, N, nb, n, b, k);
+            for (int j = 0; j < 8; ++j) {
+                const float dj = k.d * static_cast<float>(k.sc[j]), mj = k.dmin * static_cast<float>(k.m[j]);
+                for (int l = 0; l < 32; ++l) out[32 * j + l] = dj * static_cast<float>(k.q[32 * j + l]) - mj;
+            }
+        }
+    }
+}
 
 const QuantKernels detail::portable_quant = {portable::matmul};
 

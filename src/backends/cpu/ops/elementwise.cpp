@@ -21,7 +21,7 @@ struct EmbeddingArgs {
     const int32_t* ids;
     const char* table;
     float* out;
-    int64_t vocab, dim, row_bytes;
+    int64_t vocab, dim;
     DType dt;
 };
 void run_embedding(const EmbeddingArgs& a, int64_t b, int64_t e) {
@@ -31,7 +31,7 @@ void run_embedding(const EmbeddingArgs& a, int64_t b, int64_t e) {
         if (id < 0 || id >= a.vocab) {
             std::fill(out, out + a.dim, 0.0f);
         } else {
-            row_to_f32(a.table + static_cast<int64_t>(id) * a.row_bytes, a.dt, a.dim, out);
+            table_row_to_f32(a.table, a.dt, a.vocab, a.dim, id, out);
         }
     }
 }
@@ -84,7 +84,7 @@ void CpuBackend::embedding(const Tensor& ids, const Tensor& table, const Tensor&
     checks::embedding(ids, table, out, capabilities());
     submit(run_embedding,
            EmbeddingArgs{ids.ptr<int32_t>(), static_cast<const char*>(table.raw()), out.ptr<float>(), table.rows,
-                         table.cols, static_cast<int64_t>(table.row_bytes()), table.dtype},
+                         table.cols, table.dtype},
            Footprint().read(ids).read(table).write(out), out.rows);
 }
 
