@@ -1,6 +1,7 @@
 #include "serve/scheduler.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -181,9 +182,12 @@ void Scheduler::Impl::loop() {
         try {
             busy = step();
         } catch (const std::exception& e) {
-            // An engine failure ends every admitted sequence with the error; the queue goes on.
+            // An engine failure ends every admitted sequence with the error; the queue goes on at once (a step that
+            // failed says nothing about whether requests still wait, so the loop must not sleep on it).
+            std::fprintf(stderr, "scheduler: a step failed: %s\n", e.what());
             for (const auto& s : std::vector<std::shared_ptr<Sequence>>(running)) end(s, Finish::Error, e.what());
             engine.finish();
+            busy = true;
         }
         publish_stats();
         if (!busy) {
