@@ -8,9 +8,6 @@
 
 namespace tracelm::cpu {
 
-// Largest head_dim the kernel's on-stack accumulator holds; the model loader rejects larger ones.
-constexpr int kMaxHeadDim = 512;
-
 struct PagedAttentionArgs {
     const float* q;                // [T, heads*head_dim]
     const void* k_cache;           // [slots, kv_heads*head_dim], f32 or f16 as the range function expects

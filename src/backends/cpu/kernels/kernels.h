@@ -102,6 +102,8 @@ struct F16AttentionKernels {
 };
 // The most queries of one tile call: their scores and accumulators stay in the L1/L2 caches.
 inline constexpr int kF16AttentionTile = 16;
+// Largest head_dim the attention kernels' on-stack buffers hold; the model loader rejects larger ones.
+inline constexpr int kMaxHeadDim = 512;
 
 // The quantized-weight kernels of one Isa (quant_*.cpp); dequantization has one implementation for all.
 struct QuantKernels {

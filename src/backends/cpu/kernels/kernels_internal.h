@@ -19,6 +19,7 @@ extern const QuantKernels avx2_quant;
 extern const QuantKernels avx512_quant;
 extern const F16AttentionKernels portable_f16_attention;
 extern const F16AttentionKernels avx2_f16_attention;
+extern const F16AttentionKernels avx512_f16_attention;
 
 // GGML's reference dequantization of one row of a quantized type (quant_portable.cpp), shared by every Isa:
 // an embedding lookup converts one row per token, far from the hot path.
