@@ -672,5 +672,47 @@ TEST_F(QuantBackend, CapturedQuantizedMatmulEqualsEagerWithoutAllocating) {
     EXPECT_TRUE(same_bits(get<float>(y3), e3));
 }
 
+// Prefill-sized products (T >= 128 on two threads) go to the threads by tokens: the kernel's bits for every token,
+// eager and replayed, and in a graph each such product gets a barrier of its own (any thread may use any part of
+// the shared activation scratch) while decode-sized products behind them still share theirs.
+TEST_F(QuantBackend, PrefillSizedMatmulsSplitByTokensGiveTheKernelsBits) {
+    constexpr int64_t T = 150, K = 1024;  // four token chunks and a partial one
+    const Weights wa = make_weights(load_fixture(DType::Q4_1), 37), wb = make_weights(load_fixture(DType::Q6_K), 21);
+    const Weights wc = make_weights(load_fixture(DType::Q8_0), 45, DType::Q8_0_R16);
+    const Tensor ta = weights("wa", wa), tb = weights("wb", wb), tc = weights("wc", wc);
+    const std::vector<float> xv = randn(T * K), x3v = randn(3 * K);
+    const Tensor x = f32("x", T, K, xv), x3 = f32("x3", 3, K, x3v);
+    const Tensor ya = f32("ya", T, 37, std::vector<float>(T * 37)), yb = f32("yb", T, 21, std::vector<float>(T * 21));
+    const Tensor yc = f32("yc", T, 45, std::vector<float>(T * 45)), y3 = f32("y3", 3, 37, std::vector<float>(3 * 37));
+    const Tensor y4 = f32("y4", 3, 21, std::vector<float>(3 * 21));
+    auto step = [&] {
+        be.matmul(x, ta, nullptr, ya);
+        be.matmul(x, tb, nullptr, yb);
+        be.matmul(x, tc, nullptr, yc);
+        be.matmul(x3, ta, nullptr, y3);
+        be.matmul(x3, tb, nullptr, y4);
+    };
+    const auto direct = [&](const std::vector<float>& in, int64_t rows, const Weights& w) {
+        std::vector<float> y(static_cast<size_t>(rows * w.N));
+        std::vector<uint8_t> act(cpu::matmul_quant_act_bytes(w.dt, rows, K));
+        cpu::matmul_quant(in.data(), rows, K, w.bytes.data(), w.dt, nullptr, y.data(), w.N, 0, w.N, act.data());
+        return y;
+    };
+    const std::vector<std::vector<float>> want = {direct(xv, T, wa), direct(xv, T, wb), direct(xv, T, wc),
+                                                  direct(x3v, 3, wa), direct(x3v, 3, wb)};
+    const std::vector<Tensor> outs = {ya, yb, yc, y3, y4};
+    step();
+    for (size_t i = 0; i < outs.size(); ++i) EXPECT_TRUE(same_bits(get<float>(outs[i]), want[i])) << "eager " << i;
+    for (const Tensor& t : outs) be.upload(t, std::vector<float>(static_cast<size_t>(t.numel()), 0.0f).data());
+    be.begin_capture();
+    step();
+    const GraphId g = be.end_capture();
+    EXPECT_EQ(be.graph_barriers(g), 4u);  // ya | yb | yc | y3 y4
+    for (int r = 0; r < 3; ++r) {
+        be.replay(g);
+        for (size_t i = 0; i < outs.size(); ++i) EXPECT_TRUE(same_bits(get<float>(outs[i]), want[i])) << "replay " << i;
+    }
+}
+
 }  // namespace
 }  // namespace tracelm

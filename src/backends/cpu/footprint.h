@@ -31,6 +31,7 @@ struct Footprint {
     Footprint& read(const Tensor& t) { return add(reads, n_reads, byte_range(t)); }
     Footprint& write(const Tensor& t) { return add(writes, n_writes, byte_range(t)); }
     Footprint& write(ByteRange r) { return add(writes, n_writes, r); }
+    Footprint& read(ByteRange r) { return add(reads, n_reads, r); }
 
    private:
     Footprint& add(std::array<ByteRange, kMax>& list, int& n, ByteRange r) {

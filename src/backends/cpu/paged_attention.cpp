@@ -128,27 +128,32 @@ namespace {
 // tile kernels compute, for head dims tinyBLAS accepts.
 bool tiled(const F16AttentionArgs& f, int64_t q_len) { return f.tiled && q_len >= 2 && f.a.head_dim % 8 == 0; }
 
+// The cache offsets of a sequence's positions [0, row.visible) (-1 where unassigned) into offsets; returns the first
+// position with a cache row (row.visible if none).
+int64_t cache_offsets(const PagedAttentionArgs& a, const QueryRow& row, int64_t* offsets) {
+    const int64_t kv_stride = static_cast<int64_t>(a.kv_heads) * a.head_dim;
+    int64_t first = row.visible;
+    for (int64_t j = 0; j < row.visible; ++j) {
+        const int64_t slot = slot_of(a, row, j);
+        offsets[j] = slot < 0 ? -1 : slot * kv_stride;
+        if (slot >= 0 && first == row.visible) first = j;
+    }
+    return first;
+}
+
 // Query rows [t0, t0 + nr) of one sequence for heads [h0, h0 + nh) of one kv head: one pass over its K rows and
-// one over its V rows serve them all.
-void run_tile(const F16AttentionArgs& f, float* ws, int64_t t0, int nr, int h0, int nh) {
+// one over its V rows serve them all. offsets and first: cache_offsets of the sequence's last row, which sees the
+// most positions.
+void run_tile(const F16AttentionArgs& f, float* ws, const int64_t* offsets, int64_t first, int64_t t0, int nr, int h0,
+              int nh) {
     const PagedAttentionArgs& a = f.a;
     const F16AttentionKernels& k = *f.kernels;
     const int hd = a.head_dim, half = hd / 2;
-    const int64_t kv_stride = static_cast<int64_t>(a.kv_heads) * hd;
     const int64_t kv_off = static_cast<int64_t>(h0 / (a.heads / a.kv_heads)) * hd;
     const int64_t scores_stride = scores_floats(static_cast<int64_t>(a.max_blocks) * a.block_size);
-    auto* offsets = reinterpret_cast<int64_t*>(ws);
     float* p = ws + 2 * scores_stride;
     float* acc = p + kF16AttentionTile * scores_stride;
     float* qs = acc + kF16AttentionTile * 8 * static_cast<int64_t>(hd);
-    // The rows share their sequence's table, and the last one sees the most positions.
-    const QueryRow last = query_row(a, t0 + nr - 1);
-    int64_t first = last.visible;  // the first position with a cache row
-    for (int64_t j = 0; j < last.visible; ++j) {
-        const int64_t slot = slot_of(a, last, j);
-        offsets[j] = slot < 0 ? -1 : slot * kv_stride;
-        if (slot >= 0 && first == last.visible) first = j;
-    }
     int64_t counts[kF16AttentionTile];
     float* outs[kF16AttentionTile];
     uint16_t q16[kMaxHeadDim];
@@ -190,7 +195,6 @@ void paged_attention_f16_range(const F16AttentionArgs& f, int64_t begin, int64_t
     const PagedAttentionArgs& a = f.a;
     const F16AttentionKernels& k = *f.kernels;
     const int hd = a.head_dim, half = hd / 2;
-    const int64_t kv_stride = static_cast<int64_t>(a.kv_heads) * hd;
     const auto* k_cache = static_cast<const uint16_t*>(a.k_cache);
     const auto* v_cache = static_cast<const uint16_t*>(a.v_cache);
     const int group = a.heads / a.kv_heads;
@@ -203,12 +207,16 @@ void paged_attention_f16_range(const F16AttentionArgs& f, int64_t begin, int64_t
         for (int s = 0; s < a.num_seqs; ++s) {
             const int64_t t0 = a.query_start[s], q_len = a.query_start[s + 1] - t0;
             if (!tiled(f, q_len)) continue;
+            auto* offsets = reinterpret_cast<int64_t*>(ws);  // the sequence's, once its first tile here needs them
+            int64_t first = -1;
             for (int g = 0; g < a.kv_heads; ++g)
                 for (int h0 = g * group; h0 < (g + 1) * group; h0 += tile_heads)
-                    for (int64_t r = 0; r < q_len; r += tile_rows, ++unit)
-                        if (unit % f.threads == item)
-                            run_tile(f, ws, t0 + r, static_cast<int>(std::min<int64_t>(tile_rows, q_len - r)), h0,
-                                     std::min(tile_heads, (g + 1) * group - h0));
+                    for (int64_t r = 0; r < q_len; r += tile_rows, ++unit) {
+                        if (unit % f.threads != item) continue;
+                        if (first < 0) first = cache_offsets(a, query_row(a, t0 + q_len - 1), offsets);
+                        run_tile(f, ws, offsets, first, t0 + r, static_cast<int>(std::min<int64_t>(tile_rows, q_len - r)),
+                                 h0, std::min(tile_heads, (g + 1) * group - h0));
+                    }
         }
         // The rest one (row, head) pair at a time.
         auto* offsets = reinterpret_cast<int64_t*>(ws);  // a row's key/value offsets, -1 where masked
@@ -226,12 +234,7 @@ void paged_attention_f16_range(const F16AttentionArgs& f, int64_t begin, int64_t
             if (tiled(f, row.q_len)) continue;
             if (offsets_row != t) {  // the heads of one row share its positions
                 offsets_row = t;
-                any = false;
-                for (int64_t j = 0; j < row.visible; ++j) {
-                    const int64_t slot = slot_of(a, row, j);
-                    offsets[j] = slot < 0 ? -1 : slot * kv_stride;
-                    any = any || slot >= 0;
-                }
+                any = cache_offsets(a, row, offsets) < row.visible;
             }
             if (!any) {
                 std::fill(out, out + hd, 0.0f);

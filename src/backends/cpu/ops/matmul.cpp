@@ -52,6 +52,29 @@ void run_quant_matmul(const QuantMatmulArgs& a, int64_t b, int64_t e) {
     }
 }
 
+// Prefill-sized products go to the threads by tokens instead: item i quantizes tokens [i * chunk, (i + 1) * chunk)
+// into its own region of the scratch and multiplies them by every weight row. No thread quantizes another's
+// tokens, and the threads claim items as they finish (a fixed split of the rows left one thread waiting at the
+// barrier on a busy machine). Each item streams all the weights, from cache at these sizes. Every output depends
+// on its own row and token only, so the bits are those of the split by rows.
+constexpr int64_t kTokenChunk = 32;
+struct QuantTokensArgs {
+    const float* x;
+    const void* w;
+    const float* bias;
+    float* y;
+    char* act;
+    int64_t T, K, N, act_stride;
+    DType wt;
+};
+void run_quant_matmul_tokens(const QuantTokensArgs& a, int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+        const int64_t t0 = i * kTokenChunk, n = std::min(kTokenChunk, a.T - t0);
+        matmul_quant(a.x + t0 * a.K, n, a.K, a.w, a.wt, a.bias, a.y + t0 * a.N, a.N, 0, a.N, a.act + i * a.act_stride);
+    }
+}
+bool split_by_tokens(int64_t T, int threads) { return threads > 1 && T >= 2 * threads * kTokenChunk; }
+
 }  // namespace
 
 void CpuBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) {
@@ -65,15 +88,31 @@ void CpuBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, co
                w.rows, kMatmulRowGrain, matmul_row_chunk(x.cols, w.dtype));
         return;
     }
+    if (split_by_tokens(x.rows, threads())) {
+        const int64_t items = (x.rows + kTokenChunk - 1) / kTokenChunk;
+        const size_t stride = (matmul_quant_act_bytes(w.dtype, kTokenChunk, x.cols) + 63) / 64 * 64;
+        Buffer* scratch = scratch_buffer(kQuantScratchName, stride * static_cast<size_t>(items));
+        // Any thread may run any item, so the scratch is written as a whole: a barrier parts this matmul from
+        // any other that shares the scratch.
+        const auto begin = reinterpret_cast<uintptr_t>(scratch->data);
+        Footprint tfp = fp;
+        submit(run_quant_matmul_tokens,
+               QuantTokensArgs{x.ptr<float>(), w.raw(), bias_ptr, out.ptr<float>(), static_cast<char*>(scratch->data),
+                               x.rows, x.cols, w.rows, static_cast<int64_t>(stride), w.dtype},
+               tfp.write(ByteRange{begin, begin + scratch->bytes}), items, 1, 1);
+        return;
+    }
     const size_t need = (matmul_quant_act_bytes(w.dtype, x.rows, x.cols) + 63) / 64 * 64;
     Buffer* scratch = scratch_buffer(kQuantScratchName, need * static_cast<size_t>(threads()));
     const size_t stride = scratch_slice_bytes(*scratch, threads());
-    // The scratch stays out of the footprint: item i runs on thread i and uses slice i only, so two
-    // matmuls sharing a phase never touch each other's slices from different threads.
+    // Item i runs on thread i and uses slice i only, so two such matmuls sharing a phase never touch each other's
+    // slices from different threads: the scratch is listed as read, which parts them only from a split by tokens.
+    const auto begin = reinterpret_cast<uintptr_t>(scratch->data);
+    Footprint rfp = fp;
     submit(run_quant_matmul,
            QuantMatmulArgs{x.ptr<float>(), w.raw(), bias_ptr, out.ptr<float>(), static_cast<char*>(scratch->data),
                            x.rows, x.cols, w.rows, static_cast<int64_t>(stride), threads(), w.dtype},
-           fp, threads());
+           rfp.read(ByteRange{begin, begin + scratch->bytes}), threads());
 }
 
 void CpuBackend::matmuls(const Tensor& x, std::span<const MatmulOut> outs) {
