@@ -33,8 +33,8 @@ struct ModelWeights {
 };
 
 // How quantized matmul weights are computed (src/backends/cpu/kernels/quant.h). Ggml: llama.cpp's CPU numbers,
-// bit for bit. Fast: the 32-element types repacked at load for one integer sum per block (a different float
-// order, so outputs differ from llama.cpp's by rounding); backends without the repacked types refuse it.
+// bit for bit. Fast: every GGML type repacked at load, 16 rows interleaved, for one float step per block (a different
+// float order, so outputs differ from llama.cpp's by rounding); backends without the repacked types refuse it.
 enum class Numerics { Ggml, Fast };
 
 class Model {

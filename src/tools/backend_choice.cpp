@@ -28,8 +28,8 @@ void add_prefix_cache_option(CLI::App& app, bool& off) {
 
 void add_numerics_option(CLI::App& app, Numerics& target) {
     app.add_option("--numerics", target,
-                   "quantized matmuls: ggml (llama.cpp's CPU numbers, bit for bit; the default) or fast (the 32-element "
-                   "types repacked at load, one float step per block: faster prefill and batches, outputs equal to "
+                   "quantized matmuls: ggml (llama.cpp's CPU numbers, bit for bit; the default) or fast (GGML weights "
+                   "repacked at load, one float step per block: faster prefill and batches, outputs equal to "
                    "llama.cpp's up to rounding; cpu backend)")
         ->transform(CLI::CheckedTransformer(std::map<std::string, Numerics>{{"ggml", Numerics::Ggml},
                                                                             {"fast", Numerics::Fast}}));
