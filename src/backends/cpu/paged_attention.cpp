@@ -77,7 +77,7 @@ void PagedAttentionItem::prefetch(int64_t pos) const {
 }
 
 void paged_attention_range(const PagedAttentionArgs& a, int64_t begin, int64_t end) {
-    // A head's cache rows are too sparse for the hardware prefetchers (see attention_f16_avx2.cpp).
+    // A head's cache rows are too sparse for the hardware prefetchers (see attention_f16_x86.inc).
     constexpr int64_t kRowsAhead = 4;
     for (int64_t item = begin; item < end; ++item) {
         PagedAttentionItem it(a, item);
