@@ -134,8 +134,8 @@ struct DecodeRuns {
 
 // Readies a fresh engine as llama-bench's warm-up run readies llama.cpp: the whole KV pool written once, then an
 // untimed prefill of a prompt as long that shares no cached block with `prompt`. The system maps the pool's and the
-// activations' pages on first write, which would otherwise land in the timed prefill (a server does both before
-// its first request).
+// activations' pages on first write, which would otherwise land in the timed prefill (a server writes its pool
+// before its first request, and pays for the activations' pages once).
 void warm_prefill(Engine& e, const std::vector<int32_t>& prompt, int64_t vocab) {
     e.touch_kv();
     std::vector<int32_t> other(prompt);
