@@ -1,16 +1,7 @@
 // The f16 attention kernels of attention_f16_x86.inc with the prefill tiles on 512-bit vectors (AVX-512F/DQ): the
 // same operations per lane as the AVX2 build, so the same bits, with half the instructions. Internal and
 // self-contained, as kernels_internal.h requires.
-// GCC 12's AVX-512 intrinsics trip -W(maybe-)uninitialized on their own _mm512_undefined_*() (GCC bug 105593).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#else
-#include <immintrin.h>
-#endif
+#include "backends/cpu/kernels/immintrin_avx512.h"
 
 #include <cmath>
 #include <cstdint>

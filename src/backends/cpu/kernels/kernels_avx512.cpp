@@ -10,16 +10,7 @@
 //    are added in order to 0.0f; the bias comes last.
 //  - AVX512_BF16 (bf16 weights, DotBF16): x is rounded to bf16 and each lane j collects, by vdpbf16ps over chunks
 //    of 32, the pairs k = 2j, 2j+1 (mod 32); blocks, lane sums and bias as above.
-// GCC 12's AVX-512 intrinsics trip -W(maybe-)uninitialized on their own _mm512_undefined_*() (GCC bug 105593).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#else
-#include <immintrin.h>
-#endif
+#include "backends/cpu/kernels/immintrin_avx512.h"
 
 #include <array>
 #include <cstddef>

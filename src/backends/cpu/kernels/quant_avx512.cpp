@@ -1,16 +1,7 @@
 // The quantized-weight matmul of quant_x86.inc with AVX512_VNNI's vpdpbusd (on 256-bit vectors, AVX512_VL) for
 // the dot products, reached through the AVX-512 dispatch table. The Avx512 Isa does not require VNNI, so
 // without it the AVX2 kernels run; the integers, and so the results, are the same either way.
-// GCC 12's AVX-512 intrinsics trip -W(maybe-)uninitialized on their own _mm512_undefined_*() (GCC bug 105593).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#else
-#include <immintrin.h>
-#endif
+#include "backends/cpu/kernels/immintrin_avx512.h"
 
 #include <cstdint>
 #include <cstring>

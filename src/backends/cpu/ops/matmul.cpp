@@ -57,17 +57,9 @@ void run_quant_matmul(const QuantMatmulArgs& a, int64_t b, int64_t e) {
 // tokens, and the threads claim items as they finish (a fixed split of the rows left one thread waiting at the
 // barrier on a busy machine). Each item streams all the weights, from cache at these sizes. Every output depends
 // on its own row and token only, so the bits are those of the split by rows.
+// The arguments are QuantMatmulArgs', act_stride the bytes of one item's region (threads is not used).
 constexpr int64_t kTokenChunk = 32;
-struct QuantTokensArgs {
-    const float* x;
-    const void* w;
-    const float* bias;
-    float* y;
-    char* act;
-    int64_t T, K, N, act_stride;
-    DType wt;
-};
-void run_quant_matmul_tokens(const QuantTokensArgs& a, int64_t b, int64_t e) {
+void run_quant_matmul_tokens(const QuantMatmulArgs& a, int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
         const int64_t t0 = i * kTokenChunk, n = std::min(kTokenChunk, a.T - t0);
         matmul_quant(a.x + t0 * a.K, n, a.K, a.w, a.wt, a.bias, a.y + t0 * a.N, a.N, 0, a.N, a.act + i * a.act_stride);
@@ -97,8 +89,8 @@ void CpuBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, co
         const auto begin = reinterpret_cast<uintptr_t>(scratch->data);
         Footprint tfp = fp;
         submit(run_quant_matmul_tokens,
-               QuantTokensArgs{x.ptr<float>(), w.raw(), bias_ptr, out.ptr<float>(), static_cast<char*>(scratch->data),
-                               x.rows, x.cols, w.rows, static_cast<int64_t>(stride), w.dtype},
+               QuantMatmulArgs{x.ptr<float>(), w.raw(), bias_ptr, out.ptr<float>(), static_cast<char*>(scratch->data),
+                               x.rows, x.cols, w.rows, static_cast<int64_t>(stride), threads(), w.dtype},
                tfp.write(ByteRange{begin, begin + scratch->bytes}), items, 1, 1);
         return;
     }
