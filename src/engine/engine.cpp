@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <limits>
 #include <numeric>
 #include <stdexcept>
@@ -305,7 +306,7 @@ int Engine::admit(const std::vector<int32_t>& prompt, const std::vector<int32_t>
     return static_cast<int>(it - rows_.begin());
 }
 
-void Engine::prefill_forward(int row, int64_t c0, int64_t c1, const int32_t* ids) {
+void Engine::prefill_forward(int row, int64_t c0, int64_t c1, const int32_t* ids, bool logits) {
     const Row& r = rows_[static_cast<size_t>(row)];
     const int T = static_cast<int>(c1 - c0);
     std::vector<int32_t> pos(static_cast<size_t>(T)), slots(static_cast<size_t>(T));
@@ -328,7 +329,7 @@ void Engine::prefill_forward(int row, int64_t c0, int64_t c1, const int32_t* ids
     backend_.upload(pf_seq_len_, &seq_len);
     backend_.upload(pf_table_, table.data());
     in.meta = AttentionMeta{pf_table_, pf_seq_len_, pf_qsl_, 1, opt_.block_size, interleaved_pairs()};
-    decoder_->forward(in, T);
+    decoder_->forward(in, T, logits);
 }
 
 int64_t Engine::forward_end(const std::vector<uint8_t>& one_row, int64_t n, int64_t c0) const {
@@ -357,14 +358,14 @@ bool Engine::prefill(int row, int32_t* first, int64_t budget) {
         // budget may cut a forward into pieces of several rows each, which computes the same bits).
         const int64_t c0 = r.computed, c1 = c0 + next_prefill_tokens(row, budget);
         if (c1 == c0) throw std::logic_error("prefill budget too small for the next piece");
-        prefill_forward(row, c0, c1, r.tokens.data() + c0);
+        prefill_forward(row, c0, c1, r.tokens.data() + c0, c1 == n && k == 0);
         r.computed = c1;
         if (c1 == n && opt_.prefix_cache) publish(r, n);
         if (c1 < n || k > 1) return false;
     } else if (r.computed < n + k - 1) {
         // A token generated before a preemption, fed alone as the decode step that first computed it was.
         const int64_t c0 = r.computed;
-        prefill_forward(row, c0, c0 + 1, r.tokens.data() + c0);
+        prefill_forward(row, c0, c0 + 1, r.tokens.data() + c0, false);
         r.computed = c0 + 1;
         if (r.computed < n + k - 1) return false;
     }
@@ -510,6 +511,13 @@ void Engine::capture_buckets() {
         issue_decode_step();
         g.warmed = true;
         capture(g);
+        // Two timed replays (the first may still find cold caches): a scheduler's cost of this bucket's step before
+        // any traffic. They write no KV, as the warm-up did not.
+        for (int i = 0; i < 2; ++i) {
+            const auto t0 = std::chrono::steady_clock::now();
+            backend_.replay(g.graph);
+            g.replay_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        }
     }
     bucket_ = 0;
     make_rows_inert();
@@ -534,6 +542,11 @@ void Engine::touch_kv() {
 int Engine::captured_buckets() const {
     return static_cast<int>(
         std::count_if(graphs_.begin(), graphs_.end(), [](const auto& bg) { return bg.second.graph >= 0; }));
+}
+
+double Engine::replay_seconds(int bucket) const {
+    const auto it = graphs_.find(bucket);
+    return it == graphs_.end() ? 0.0 : it->second.replay_seconds;
 }
 
 void Engine::step() {

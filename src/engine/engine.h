@@ -151,6 +151,11 @@ class Engine {
     void touch_kv();
     // Buckets with a captured graph.
     int captured_buckets() const;
+    // Seconds a replay of `bucket`'s graph took in capture_buckets() (every row inert, so only the step's fixed cost:
+    // its matmuls over the bucket's rows; attention adds a little once rows hold tokens); 0 when not measured.
+    double replay_seconds(int bucket) const;
+    // Rows the next decode step runs over (0 when nothing decodes).
+    int bucket() const { return bucket_; }
     int replays() const { return replays_; }
     int decode_steps() const { return steps_; }
     size_t kv_bytes() const { return kv_->bytes(); }
@@ -179,6 +184,7 @@ class Engine {
     struct BucketGraph {
         GraphId graph = -1;
         bool warmed = false;  // an eager step of this bucket ran, so its graph may be captured
+        double replay_seconds = 0;  // timed in capture_buckets()
     };
     void capture(BucketGraph& g);  // records issue_decode_step() of bucket_ into g
 
@@ -186,7 +192,9 @@ class Engine {
     // Entries [first, first + n) of a row's block table.
     Tensor table_entries(int row, int64_t first, int64_t n) const;
     int32_t slot_of(const Row& r, int64_t pos) const;
-    void prefill_forward(int row, int64_t c0, int64_t c1, const int32_t* ids);
+    // `logits`: whether anything samples from this forward (the prompt's last forward of a sequence without
+    // generated tokens); the others skip the LM head.
+    void prefill_forward(int row, int64_t c0, int64_t c1, const int32_t* ids, bool logits);
     // Writes the row's decode state (input id, position, slot, length, block table): it joins the next step.
     void join(int row, int32_t input, int64_t pos);
     void write_row_state(int row, int32_t input, int64_t pos, int32_t slot, int32_t len);

@@ -32,7 +32,7 @@ Decoder::~Decoder() {
     for (Buffer* b : buffers_) backend_.free(b);
 }
 
-void Decoder::forward(const StepInputs& in, int T) {
+void Decoder::forward(const StepInputs& in, int T, bool with_logits) {
     const ModelConfig& c = model_.config();
     const ModelWeights& w = model_.weights();
     const int H = c.num_attention_heads, KV = c.num_key_value_heads, hd = c.head_dim;
@@ -69,6 +69,7 @@ void Decoder::forward(const StepInputs& in, int T) {
             backend_.add(x, proj, x);
         }
     }
+    if (!with_logits) return;
     const Tensor last = last_.slice_rows(0, S);
     backend_.gather_last(x, in.meta.query_start_loc, last);
     backend_.rms_norm(last, w.final_norm, eps, last);

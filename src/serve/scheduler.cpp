@@ -9,6 +9,8 @@
 #include <mutex>
 #include <thread>
 
+#include "serve/step_pacer.h"
+
 namespace tracelm::serve {
 
 namespace {
@@ -104,6 +106,9 @@ struct Scheduler::Impl {
         // and a capture, and a step's first write into fresh KV pool memory for the system to map it.
         engine.touch_kv();
         engine.capture_buckets();
+        for (int b = 1; b <= Engine::batch_bucket(o.max_seqs); b = Engine::batch_bucket(b + 1)) {
+            if (engine.replay_seconds(b) > 0) pacer.seed_decode(b, engine.replay_seconds(b));
+        }
         stats.kv_blocks_total = engine.kv_blocks_total();
     }
 
@@ -123,6 +128,7 @@ struct Scheduler::Impl {
 
     const SchedulerOptions options;
     Engine engine;
+    StepPacer pacer{options.max_step_stretch};
     std::shared_ptr<Signal> signal;
     std::thread thread;
     std::atomic<bool> stopping{false};
@@ -249,18 +255,29 @@ void Scheduler::Impl::admit() {
 
 void Scheduler::Impl::prefill() {
     // A step computes at most max_batched_tokens tokens: one per decoding sequence, the rest prompt pieces (a
-    // recompute's generated tokens count one each), oldest sequence first. So arriving prompts lengthen a step by a
-    // bounded amount and never stall the running streams. Prompt pieces give the same bits wherever the budget cuts
-    // them (Engine::next_prefill_tokens); a floor of 3 always makes progress.
+    // recompute's generated tokens count one each), oldest sequence first; the pieces also fit in the time the
+    // pacer allows next to the decode step (StepPacer). So arriving prompts lengthen a step by a bounded amount and
+    // never stall the running streams. Prompt pieces give the same bits wherever the budgets cut them
+    // (Engine::next_prefill_tokens); a first piece of at least 3 tokens always makes progress.
     const auto decoding = std::count_if(running.begin(), running.end(), [](const auto& s) { return s->joined; });
     int64_t budget = std::max<int64_t>(options.max_batched_tokens - decoding, 3);
+    int last_row = -1;
+    for (const auto& s : running) last_row = std::max(last_row, s->row);
+    double seconds = pacer.piece_seconds(engine.bucket(), last_row < 0 ? 0 : Engine::batch_bucket(last_row + 1));
+    bool progressed = false;
     for (const auto& s : std::vector<std::shared_ptr<Sequence>>(running)) {
         while (!s->joined) {
-            const int64_t n = engine.next_prefill_tokens(s->row, budget);
+            const int64_t paced = pacer.tokens_for(seconds, budget);
+            const int64_t n = engine.next_prefill_tokens(s->row, progressed ? paced : std::max<int64_t>(paced, 3));
             if (n == 0) break;
             budget -= n;
+            progressed = true;
             int32_t first = 0;
+            const Clock::time_point t0 = Clock::now();
             s->joined = engine.prefill(s->row, &first, n);
+            const double took = std::chrono::duration<double>(Clock::now() - t0).count();
+            pacer.piece_done(n, took);
+            seconds -= took;
             if (s->joined && s->tokens.empty()) {
                 const bool lp = s->req.params.logprobs >= 0;
                 const TokenLogprobs t = lp ? engine.logprobs()[static_cast<size_t>(s->row)] : TokenLogprobs{};
@@ -280,8 +297,11 @@ void Scheduler::Impl::make_room() {
 
 void Scheduler::Impl::decode() {
     if (std::none_of(running.begin(), running.end(), [](const auto& s) { return s->joined; })) return;
+    const int bucket = engine.bucket();
+    const Clock::time_point t0 = Clock::now();
     engine.step();
     const std::vector<int32_t> ids = engine.sampled();
+    pacer.decode_done(bucket, std::chrono::duration<double>(Clock::now() - t0).count());
     const bool any_lp = std::any_of(running.begin(), running.end(),
                                     [](const auto& s) { return s->joined && s->req.params.logprobs >= 0; });
     const std::vector<TokenLogprobs> lps = any_lp ? engine.logprobs() : std::vector<TokenLogprobs>{};

@@ -2,9 +2,10 @@
 // their tokens from a Stream.
 //
 // A scheduler step: admit waiting requests (FCFS) while a decode row and KV blocks are free; prefill prompt pieces
-// within the step's token budget (max_batched_tokens, one of them per decoding sequence; where the budget cuts a
-// prompt changes no bit of its result, Engine::next_prefill_tokens); then one decode step of every running sequence
-// (a replay of the captured graph of its batch bucket).
+// within the step's token budget (max_batched_tokens, one of them per decoding sequence) and time budget (StepPacer:
+// the decoding streams wait for the pieces); where the budgets cut a prompt changes no bit of its result
+// (Engine::next_prefill_tokens); then one decode step of every running sequence (a replay of the captured graph of
+// its batch bucket).
 // Between steps the host writes only the rows whose sequence joined, left or needs its next KV block; in steady
 // state a step is a replay with no host write. KV blocks are allocated as sequences grow; when the pool runs out the
 // newest running sequence is preempted (its blocks freed, requeued, later recomputed exactly) so that every request
@@ -29,6 +30,9 @@ namespace tracelm::serve {
 struct SchedulerOptions {
     int max_seqs = 16;              // sequences decoded together
     int max_batched_tokens = 512;   // tokens per scheduler step: one per decoding sequence, the rest prompt pieces
+    // A step that carries prompt pieces takes at most this times the running set's decode step (StepPacer); 0: only
+    // max_batched_tokens bounds the pieces.
+    double max_step_stretch = 1.75;
     int64_t context = 4096;         // tokens per sequence (prompt + generated); capped by the model
     int64_t kv_blocks = 0;          // KV pool size in blocks; 0: max_seqs full contexts
     int block_size = 16;

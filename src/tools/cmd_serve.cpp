@@ -29,6 +29,7 @@ struct ServeArgs {
     int port = 8080;
     int max_seqs = 16;
     int max_batched_tokens = 512;
+    double max_step_stretch = serve::SchedulerOptions{}.max_step_stretch;
     int64_t context = 4096;
     int threads = 0;
     std::string backend = "cpu";
@@ -96,6 +97,7 @@ int run_serve(const ServeArgs& a) {
         serve::SchedulerOptions so;
         so.max_seqs = a.max_seqs;
         so.max_batched_tokens = a.max_batched_tokens;
+        so.max_step_stretch = a.max_step_stretch;
         so.context = a.context;
         so.kv_blocks = a.kv_blocks;
         so.prefix_cache = !a.no_prefix_cache;
@@ -135,6 +137,12 @@ Action add_serve(CLI::App& app) {
                    "tokens computed per scheduler step, one per decoding stream and the rest prompt pieces (lower: "
                    "steadier inter-token latency while prompts arrive; higher: shorter time to first token)")
         ->check(CLI::Range(1, 1 << 20));
+    app.add_option("--max-step-stretch", a->max_step_stretch,
+                   "a step that carries prompt pieces takes at most this many times the running batch's decode step "
+                   "(lower: steadier inter-token latency; higher: shorter time to first token and more throughput "
+                   "while prompts arrive; 0: only --max-batched-tokens bounds the pieces)")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0, 100.0));
     app.add_option("--context", a->context, "tokens per sequence (prompt and answer)")->check(CLI::Range(1, 1 << 24));
     app.add_option("--threads", a->threads, "worker threads (default: all cores)")->check(CLI::Range(1, 1024));
     add_backend_option(app, a->backend);

@@ -1,0 +1,61 @@
+// How much prompt prefill a scheduler step may carry. Every decoding stream waits for the step's prompt pieces before
+// its next token, so a step with pieces is the tail of the inter-token latency. As Sarathi-Serve sizes a step from a
+// time-between-tokens target, the pacer gives a step's pieces the time left under `stretch` times the decode step of
+// the whole running set (the step it settles into once every admitted sequence decodes), from measured costs:
+// - each batch bucket's decode step: a moving average of its steps; a bucket not run yet is estimated from a timed
+//   replay at start-up, scaled by what real steps cost against their own start-up replays (those ran with inert
+//   rows, so without attention: half of a SmolLM2 step at 150 tokens of context);
+// - a prompt piece, fitted as a + b * tokens by least squares over moving averages: a is mostly one pass over the
+//   weights, which every forward pays (about 25 ms of a qwen3-0.6b Q8_0 piece on 2 cores), so two small pieces cost
+//   far more than one of their size.
+// A token budget alone cannot keep steps even: a prompt token and a decode row cost differently on every model,
+// numerics and batch size, and a step runs over every row of its bucket, however few of them decode. Where the budget
+// cuts a prompt changes no bit of the answer (Engine::next_prefill_tokens), so the pacing is free to depend on the
+// traffic.
+#pragma once
+
+#include <cstdint>
+#include <map>
+
+namespace tracelm::serve {
+
+class StepPacer {
+   public:
+    // `stretch`: a step with prompt pieces aims at no more than this times the running set's decode step; 0 leaves
+    // the pieces unbounded in time.
+    explicit StepPacer(double stretch) : stretch_(stretch) {}
+
+    // A replay of `bucket`'s decode step with inert rows took `seconds` (Engine::replay_seconds).
+    void seed_decode(int bucket, double seconds);
+    // A decode step over `bucket` rows took `seconds`.
+    void decode_done(int bucket, double seconds);
+    // A prefill forward of `tokens` tokens took `seconds`.
+    void piece_done(int64_t tokens, double seconds);
+
+    // Seconds of prompt pieces the next step may run, given the bucket it decodes (0: nothing decodes) and the
+    // bucket of every running sequence: unbounded (infinity) when nothing decodes, since no stream waits, or while
+    // the running set's decode cost is unknown.
+    double piece_seconds(int decoding_bucket, int running_bucket) const;
+    // The most prompt tokens one forward can compute in `seconds` at the fitted cost (0 when not even a piece's
+    // fixed cost fits); `cap` when no piece was measured yet or more would fit.
+    int64_t tokens_for(double seconds, int64_t cap) const;
+
+    double decode_cost(int bucket) const;  // 0 when neither measured nor seeded
+    // The fitted cost of a piece: fixed seconds and seconds per token (both 0 before the first piece).
+    double piece_fixed() const;
+    double piece_per_token() const;
+
+   private:
+    struct Cost {
+        double seed = 0;     // the start-up replay
+        double average = 0;  // of real steps; 0 before the first
+    };
+    double stretch_;
+    std::map<int, Cost> decode_;
+    double seed_scale_ = 1;  // real step / start-up replay, of the last bucket to take its first real step
+    // Moving averages of a piece's tokens n and seconds t, and of n * n and n * t.
+    bool pieces_ = false;
+    double n_ = 0, t_ = 0, nn_ = 0, nt_ = 0;
+};
+
+}  // namespace tracelm::serve
