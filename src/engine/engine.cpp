@@ -506,11 +506,12 @@ void Engine::capture_buckets() {
     // state they advance is reset afterwards.
     for (int b = 1; b <= max_rows_; b = batch_bucket(b + 1)) {
         BucketGraph& g = graphs_[b];
-        if (g.graph >= 0) continue;
         bucket_ = b;
-        issue_decode_step();
-        g.warmed = true;
-        capture(g);
+        if (g.graph < 0) {
+            issue_decode_step();
+            g.warmed = true;
+            capture(g);
+        }
         // Two timed replays (the first may still find cold caches): a scheduler's cost of this bucket's step before
         // any traffic. They write no KV, as the warm-up did not.
         for (int i = 0; i < 2; ++i) {

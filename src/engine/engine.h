@@ -138,7 +138,7 @@ class Engine {
     int64_t context() const { return context_; }
     // Runs the eager warm-up step and the capture of every bucket's decode graph up to batch_bucket(max_seqs), with
     // every row inert, so that no later step warms up or captures: a server calls it before it takes requests (a
-    // capture costs several steps' time). Only while no sequence is admitted (else std::logic_error); the rows and the
+    // capture costs several steps' time). Then times two replays of each bucket (replay_seconds). Only while no sequence is admitted (else std::logic_error); the rows and the
     // step counter are left as the constructor leaves them, so what any sequence computes later is unchanged. Does
     // nothing without capture.
     void capture_buckets();
@@ -151,8 +151,8 @@ class Engine {
     void touch_kv();
     // Buckets with a captured graph.
     int captured_buckets() const;
-    // Seconds a replay of `bucket`'s graph took in capture_buckets() (every row inert, so only the step's fixed cost:
-    // its matmuls over the bucket's rows; attention adds a little once rows hold tokens); 0 when not measured.
+    // Seconds a replay of `bucket`'s graph took in capture_buckets(), which times every bucket (with every row inert,
+    // so without attention, which real steps add); 0 before.
     double replay_seconds(int bucket) const;
     // Rows the next decode step runs over (0 when nothing decodes).
     int bucket() const { return bucket_; }

@@ -86,8 +86,11 @@ TEST(BatchBuckets, CapturedUpFrontEveryStepIsAReplayAndChangesNothing) {
         replay.finish();
     };
     run({shared_prefix});  // bucket 1 warms up and captures on first use
+    EXPECT_EQ(replay.replay_seconds(1), 0.0);
     replay.capture_buckets();
     EXPECT_EQ(replay.captured_buckets(), 4);  // 1, 2, 4, 8 rows
+    for (const int b : {1, 2, 4, 8}) EXPECT_GT(replay.replay_seconds(b), 0.0) << b;  // timed, for a scheduler
+    EXPECT_EQ(replay.replay_seconds(16), 0.0);
     std::vector<int32_t> longer = shared_prefix;
     longer.insert(longer.end(), {7, 8, 9});
     for (const int S : {1, 3, 5, 2}) {
