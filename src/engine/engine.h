@@ -138,9 +138,9 @@ class Engine {
     int64_t context() const { return context_; }
     // Runs the eager warm-up step and the capture of every bucket's decode graph up to batch_bucket(max_seqs), with
     // every row inert, so that no later step warms up or captures: a server calls it before it takes requests (a
-    // capture costs several steps' time). Then times two replays of each bucket (replay_seconds). Only while no sequence is admitted (else std::logic_error); the rows and the
-    // step counter are left as the constructor leaves them, so what any sequence computes later is unchanged. Does
-    // nothing without capture.
+    // capture costs several steps' time), then times two replays of each bucket (replay_seconds). Only while no
+    // sequence is admitted (else std::logic_error); the rows and the step counter are left as the constructor leaves
+    // them, so what any sequence computes later is unchanged. Does nothing without capture.
     void capture_buckets();
     // Whether the bucket of the last decode step has a captured graph.
     bool captured() const;
