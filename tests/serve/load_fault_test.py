@@ -6,9 +6,10 @@ Usage: load_fault_test.py TRACELM_BINARY
 64 concurrent streaming clients with mixed prompt lengths (greedy and seeded), together with malformed bodies,
 oversized bodies, bodies with unknown fields and clients that disconnect mid-stream, on a server whose KV pool is
 too small for the load (so sequences wait and are preempted). Afterwards: every completed answer equals the same
-request run alone, /metrics shows nothing running and no KV block in use, preemptions happened, and the server still
-answers. Bounded: every request has a timeout and the server is killed at the end. Exits 77 (skipped) without the
-model, unless TRACELM_REQUIRE_MODELS is set.
+request run alone, /metrics shows nothing running and no KV block in use, and the server still answers. Whether that
+load preempts depends on timing, so a last phase forces it: three long generations that each fit the pool alone but
+together outgrow it must preempt, and still answer as they do alone. Bounded: every request has a timeout and the
+server is killed at the end. Exits 77 (skipped) without the model, unless TRACELM_REQUIRE_MODELS is set.
 """
 import http.client
 import json
@@ -93,6 +94,34 @@ def bad_request(port, payload, want, results, i):
         results[i] = ("error", repr(e))
 
 
+def forced_preemption(server, failures):
+    """Three greedy requests of about 5 KV blocks of prompt growing by 150 tokens (about 14 blocks each) on a 24-block
+    pool: all three are admitted together, so their growth must preempt; each answer still equals the request alone."""
+    words = "the river ran past a quiet town where people kept bees grew apples and told long stories at night".split()
+    bodies = [{"model": MODEL_ID, "prompt": " ".join(words[(k + j) % len(words)] for j in range(60)),
+               "max_tokens": 150, "temperature": 0, "ignore_eos": True} for k in range(3)]
+    before = metric(server.metrics_when_idle(), "tracelm:num_preemptions_total")
+    together = [None] * len(bodies)
+
+    def run(k):
+        together[k] = server.post_json("/v1/completions", bodies[k], timeout=600)
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(len(bodies))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=600)
+    preempted = metric(server.metrics_when_idle(), "tracelm:num_preemptions_total") - before
+    if preempted <= 0:
+        failures.append("three generations that outgrow the KV pool together forced no preemption")
+    for k, body in enumerate(bodies):
+        alone = server.post_json("/v1/completions", body, timeout=600)
+        if together[k] is None or together[k][0] != 200 or alone[0] != 200:
+            failures.append(f"long request {k}: status {together[k] and together[k][0]} together, {alone[0]} alone")
+        elif together[k][1]["choices"][0]["text"] != alone[1]["choices"][0]["text"]:
+            failures.append(f"long request {k}: its answer after a preemption differs from the request alone")
+
+
 def main():
     binary = sys.argv[1]
     if model_or_skip() is None:
@@ -149,10 +178,9 @@ def main():
         for name in ("tracelm:num_requests_running", "tracelm:num_requests_waiting", "tracelm:kv_blocks_used"):
             if metric(text, name) != 0:
                 failures.append(f"/metrics {name} = {metric(text, name)} after the load, want 0")
-        if not metric(text, "tracelm:num_preemptions_total") > 0:
-            failures.append("the small KV pool forced no preemption")
         if not metric(text, "tracelm:steady_decode_steps_total") > 0:
             failures.append("no decode step ran without host writes")
+        forced_preemption(server, failures)
         if server.request("GET", "/health")[0] != 200:
             failures.append("/health does not answer 200 after the load")
     finally:
