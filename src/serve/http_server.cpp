@@ -1,6 +1,7 @@
 #include "serve/http_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <climits>
 #include <ctime>
@@ -167,6 +168,7 @@ class Job {
 struct HttpServer::Impl {
     HttpOptions opt;
     httplib::Server svr;
+    int listen_fd = -1;  // the socket httplib binds (its socket-options hook sees it last)
     std::mutex mu;
     std::shared_ptr<const Ready> ready;
     bool running = false, stopping = false;  // run() is inside listen; stop() was called
@@ -181,6 +183,10 @@ struct HttpServer::Impl {
         const auto workers = static_cast<size_t>(std::max(opt.workers, 1));
         svr.new_task_queue = [workers] { return new httplib::ThreadPool(workers); };
         svr.set_tcp_nodelay(true);
+        svr.set_socket_options([this](int fd) {
+            httplib::default_socket_options(fd);
+            listen_fd = fd;
+        });
         svr.set_payload_max_length(opt.max_body_bytes);
 
         svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
@@ -303,14 +309,18 @@ HttpServer::~HttpServer() { stop(); }
 
 int HttpServer::bind() {
     const HttpOptions& o = impl_->opt;
+    int port = o.port;
     if (o.port == 0) {
-        const int port = impl_->svr.bind_to_any_port(o.host);
+        port = impl_->svr.bind_to_any_port(o.host);
         if (port < 0) throw std::runtime_error("cannot listen on " + o.host + " (any port)");
-        return port;
-    }
-    if (!impl_->svr.bind_to_port(o.host, o.port))
+    } else if (!impl_->svr.bind_to_port(o.host, o.port)) {
         throw std::runtime_error("cannot listen on " + o.host + ":" + std::to_string(o.port));
-    return o.port;
+    }
+    // httplib 0.11 listens with a backlog of 5: clients connecting together beyond that overflow the accept queue
+    // (their handshakes are dropped and retried after a second, or reset). Listening again raises the backlog.
+    if (::listen(impl_->listen_fd, SOMAXCONN) != 0)
+        throw std::runtime_error("cannot listen on " + o.host + ":" + std::to_string(port) + " with a full backlog");
+    return port;
 }
 
 void HttpServer::run() {

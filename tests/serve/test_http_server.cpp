@@ -431,5 +431,38 @@ TEST(HttpServerLifecycle, StopAtAnyMomentEndsRun) {
     }
 }
 
+// Clients that connect together all complete their handshakes, even before one is accepted: the listen backlog is the
+// system's, not httplib's 5 (beyond which the kernel drops handshakes and clients retry after a second).
+TEST(HttpServerLifecycle, ManyConnectionsQueueBeforeAccept) {
+    HttpOptions o;
+    o.port = 0;
+    HttpServer s(o);
+    const int port = s.bind();  // listening, but run() never accepts
+    constexpr int kClients = 64;
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    std::vector<pollfd> fds;
+    for (int i = 0; i < kClients; ++i) {
+        const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+        ASSERT_GE(fd, 0);
+        ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr);  // EINPROGRESS or done
+        fds.push_back({fd, POLLOUT, 0});
+    }
+    int connected = 0;
+    const auto deadline = std::chrono::steady_clock::now() + 500ms;
+    for (pollfd& p : fds) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        int err = -1;
+        socklen_t len = sizeof err;
+        if (::poll(&p, 1, static_cast<int>(std::max<int64_t>(left.count(), 0))) == 1 &&
+            ::getsockopt(p.fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0)
+            ++connected;
+        ::close(p.fd);
+    }
+    EXPECT_EQ(connected, kClients);
+}
+
 }  // namespace
 }  // namespace tracelm::serve
