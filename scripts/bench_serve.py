@@ -152,15 +152,16 @@ def main():
     ap.add_argument("--slots", type=int, default=0, help="sequences decoded together (default: the largest level)")
     ap.add_argument("--context", type=int, default=1024, help="tokens per sequence")
     ap.add_argument("--max-batched-tokens", type=int, default=512, help="tracelm serve's tokens per scheduler step")
-    ap.add_argument("--numerics", default="ggml",
-                    help="tracelm's --numerics, a comma list (one tracelm server each, e.g. ggml,fast)")
+    ap.add_argument("--numerics", default="fast",
+                    help="tracelm's --numerics, a comma list (one tracelm server each, e.g. fast,ggml; fast is serve's "
+                         "default on the CPU)")
     ap.add_argument("--json", help="also write the results here")
     a = ap.parse_args()
     levels = [int(x) for x in a.concurrency.split(",")]
     slots = a.slots or max(levels)
     servers = {}
     for numerics in a.numerics.split(","):
-        name = "tracelm" if numerics == "ggml" else f"tracelm --numerics {numerics}"
+        name = "tracelm" if numerics == "fast" else f"tracelm --numerics {numerics}"
         port = free_port()
         servers[name] = (port, start_server(name, [a.tracelm, "serve", "--model", a.model, "--port", str(port),
                                                    "--threads", str(a.threads), "--max-seqs", str(slots),

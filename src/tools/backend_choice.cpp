@@ -26,11 +26,13 @@ void add_prefix_cache_option(CLI::App& app, bool& off) {
                  "recompute every prompt instead of sharing the KV blocks of cached prefixes");
 }
 
-void add_numerics_option(CLI::App& app, Numerics& target) {
-    app.add_option("--numerics", target,
-                   "quantized matmuls: ggml (llama.cpp's CPU numbers, bit for bit; the default) or fast (GGML weights "
-                   "repacked at load, one float step per block: faster prefill and batches, outputs equal to "
-                   "llama.cpp's up to rounding; cpu backend)")
+CLI::Option* add_numerics_option(CLI::App& app, Numerics& target, const std::string& default_help) {
+    return app
+        .add_option("--numerics", target,
+                    "quantized matmuls: ggml (llama.cpp's CPU numbers, bit for bit) or fast (GGML weights repacked at "
+                    "load, one float step per block: faster prefill and batches, outputs equal to llama.cpp's up to "
+                    "rounding; cpu backend); default: " +
+                        default_help)
         ->transform(CLI::CheckedTransformer(std::map<std::string, Numerics>{{"ggml", Numerics::Ggml},
                                                                             {"fast", Numerics::Fast}}));
 }

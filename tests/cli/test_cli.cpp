@@ -237,6 +237,27 @@ TEST(Cli, NumericsFastRepacksTheMatmulWeights) {
     EXPECT_NE(bad.out.find("--numerics"), std::string::npos) << bad.out;
 }
 
+// `serve` defaults to the fast numerics on the CPU (it is there for throughput); --numerics ggml still serves
+// llama.cpp's order. The server is started on a free loopback port, read until ready, and stopped by SIGINT.
+TEST(Cli, ServeDefaultsToTheFastNumerics) {
+    testing::TempDir dir;
+    const std::string gguf = dir.file("tiny-q4_0.gguf");
+    ASSERT_EQ(run("make-checkpoint --geometry tiny --seed 2 --format gguf --dtype q4_0 --out " + quote(gguf)).code, 0);
+    const auto serve = [&](const std::string& extra) {
+        const std::string log = dir.file("serve.log");
+        return testing::run_command(std::string(TRACELM_BINARY) + " serve --model " + quote(gguf) +
+                                    " --port 0 --context 64 --max-seqs 2 " + extra + " >" + quote(log) +
+                                    " 2>&1 & pid=$!; for i in $(seq 600); do grep -q '^ready' " + quote(log) +
+                                    " && break; sleep 0.1; done; kill -INT $pid; wait $pid; cat " + quote(log));
+    };
+    const Result fast = serve("");
+    EXPECT_EQ(fast.code, 0) << fast.out;
+    EXPECT_NE(fast.out.find("ready: tiny-q4_0 (numerics fast)"), std::string::npos) << fast.out;
+    const Result ggml = serve("--numerics ggml");
+    EXPECT_EQ(ggml.code, 0) << ggml.out;
+    EXPECT_NE(ggml.out.find("ready: tiny-q4_0 (numerics ggml)"), std::string::npos) << ggml.out;
+}
+
 TEST_F(CliModel, SafetensorsCheckpointsDefaultToAnF32KvCache) {
     const Result r = run("generate " + model() + " --prompt Hi --max-tokens 2 --context 64");
     ASSERT_EQ(r.code, 0) << r.out;
