@@ -155,18 +155,25 @@ def main():
     ap.add_argument("--numerics", default="fast",
                     help="tracelm's --numerics, a comma list (one tracelm server each, e.g. fast,ggml; fast is serve's "
                          "default on the CPU)")
+    ap.add_argument("--max-step-stretch", default="",
+                    help="tracelm's --max-step-stretch, a comma list (one tracelm server per numerics and stretch; "
+                         "default: serve's)")
     ap.add_argument("--json", help="also write the results here")
     a = ap.parse_args()
     levels = [int(x) for x in a.concurrency.split(",")]
     slots = a.slots or max(levels)
     servers = {}
     for numerics in a.numerics.split(","):
-        name = "tracelm" if numerics == "fast" else f"tracelm --numerics {numerics}"
-        port = free_port()
-        servers[name] = (port, start_server(name, [a.tracelm, "serve", "--model", a.model, "--port", str(port),
-                                                   "--threads", str(a.threads), "--max-seqs", str(slots),
-                                                   "--context", str(a.context), "--numerics", numerics,
-                                                   "--max-batched-tokens", str(a.max_batched_tokens)], port))
+        for stretch in a.max_step_stretch.split(","):
+            name = "tracelm" if numerics == "fast" else f"tracelm --numerics {numerics}"
+            extra = ["--max-step-stretch", stretch] if stretch else []
+            name += f" --max-step-stretch {stretch}" if stretch else ""
+            port = free_port()
+            servers[name] = (port, start_server(name, [a.tracelm, "serve", "--model", a.model, "--port", str(port),
+                                                       "--threads", str(a.threads), "--max-seqs", str(slots),
+                                                       "--context", str(a.context), "--numerics", numerics,
+                                                       "--max-batched-tokens", str(a.max_batched_tokens)] + extra,
+                                                port))
     if a.llama_server:
         port = free_port()
         servers["llama-server"] = (port, start_server("llama-server", [
