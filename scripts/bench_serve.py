@@ -181,9 +181,10 @@ def main():
             "--host", "127.0.0.1", "--port", str(port)], port))
     rows = []
     try:
-        for c in levels:
+        for i, c in enumerate(levels):
             n = a.requests or max(8, 2 * c)
-            texts = prompts(n, a.prompt_words, seed=c)
+            # A repeated level gets new prompts: the old ones would hit each server's prefix cache.
+            texts = prompts(n, a.prompt_words, seed=c + 1000 * levels[:i].count(c))
             for name, (port, _) in servers.items():
                 before = counters(port)
                 results, failed, wall = level(port, texts, c, a.output_tokens)
