@@ -154,7 +154,7 @@ def main():
     ap.add_argument("--max-batched-tokens", type=int, default=512, help="tracelm serve's tokens per scheduler step")
     ap.add_argument("--numerics", default="fast",
                     help="tracelm's --numerics, a comma list (one tracelm server each, e.g. fast,ggml; fast is serve's "
-                         "default on the CPU)")
+                         "default on CPUs with AVX2)")
     ap.add_argument("--max-step-stretch", default="",
                     help="tracelm's --max-step-stretch, a comma list (one tracelm server per numerics and stretch; "
                          "default: serve's)")

@@ -107,6 +107,8 @@ struct BackendCapabilities {
     std::vector<DType> weight_types;  // matmul and embedding weights
     std::vector<DType> kv_types;      // KV cache values
     int max_head_dim = 0;             // rope, attention
+    // The repacked weight types (the fast numerics) run faster here than GGML's own: a server's default.
+    bool repacked_faster = false;
 
     bool has_weight_type(DType dt) const { return std::find(weight_types.begin(), weight_types.end(), dt) != weight_types.end(); }
     bool has_kv_type(DType dt) const { return std::find(kv_types.begin(), kv_types.end(), dt) != kv_types.end(); }

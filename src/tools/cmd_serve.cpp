@@ -34,7 +34,7 @@ struct ServeArgs {
     int threads = 0;
     std::string backend = "cpu";
     Numerics numerics = Numerics::Ggml;
-    const CLI::Option* numerics_given = nullptr;  // unset: fast where the backend has it
+    const CLI::Option* numerics_given = nullptr;  // unset: fast where the backend runs it faster
     std::string api_key;
     int64_t kv_blocks = 0;
     bool no_prefix_cache = false;
@@ -96,9 +96,9 @@ int run_serve(const ServeArgs& a) {
         device = make_backend(a.backend, {a.threads});
         // A server is there for throughput: the fast numerics by default, as accurate as llama.cpp's order (fewer
         // roundings) and still batch-invariant; --numerics ggml serves llama.cpp's bits.
-        const Numerics numerics = a.numerics_given->count() > 0 ? a.numerics
-                                  : device->capabilities().has_weight_type(DType::Q8_0_R16) ? Numerics::Fast
-                                                                                             : Numerics::Ggml;
+        const Numerics numerics = a.numerics_given->count() > 0                ? a.numerics
+                                  : device->capabilities().repacked_faster ? Numerics::Fast
+                                                                           : Numerics::Ggml;
         lm = load_model(a.model, *device, numerics);
         serve::SchedulerOptions so;
         so.max_seqs = a.max_seqs;
@@ -153,7 +153,7 @@ Action add_serve(CLI::App& app) {
     app.add_option("--context", a->context, "tokens per sequence (prompt and answer)")->check(CLI::Range(1, 1 << 24));
     app.add_option("--threads", a->threads, "worker threads (default: all cores)")->check(CLI::Range(1, 1024));
     add_backend_option(app, a->backend);
-    a->numerics_given = add_numerics_option(app, a->numerics, "fast where the backend has it (cpu), else ggml");
+    a->numerics_given = add_numerics_option(app, a->numerics, "fast where it runs faster (cpu with AVX2), else ggml");
     app.add_option("--api-key", a->api_key, "require 'Authorization: Bearer KEY' on /v1/*")->envname("TRACELM_API_KEY");
     app.add_option("--kv-blocks", a->kv_blocks, "KV cache blocks in the pool (default: max-seqs full contexts)")
         ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <nlohmann/json.hpp>
 
+#include "backends/cpu/kernels/cpu_features.h"
 #include "support/test_support.h"
 
 namespace tracelm {
@@ -237,25 +238,32 @@ TEST(Cli, NumericsFastRepacksTheMatmulWeights) {
     EXPECT_NE(bad.out.find("--numerics"), std::string::npos) << bad.out;
 }
 
-// `serve` defaults to the fast numerics on the CPU (it is there for throughput); --numerics ggml still serves
+// `serve` defaults to the fast numerics on the CPU (it is there for throughput) where its SIMD kernels run, not with
+// the portable kernels alone (there the fast order's products are a slow reference); --numerics ggml still serves
 // llama.cpp's order. The server is started on a free loopback port, read until ready, and stopped by SIGINT.
 TEST(Cli, ServeDefaultsToTheFastNumerics) {
     testing::TempDir dir;
     const std::string gguf = dir.file("tiny-q4_0.gguf");
     ASSERT_EQ(run("make-checkpoint --geometry tiny --seed 2 --format gguf --dtype q4_0 --out " + quote(gguf)).code, 0);
-    const auto serve = [&](const std::string& extra) {
+    const auto serve = [&](const std::string& extra, const std::string& env = "") {
         const std::string log = dir.file("serve.log");
-        return testing::run_command(std::string(TRACELM_BINARY) + " serve --model " + quote(gguf) +
+        return testing::run_command(env + std::string(TRACELM_BINARY) + " serve --model " + quote(gguf) +
                                     " --port 0 --context 64 --max-seqs 2 " + extra + " >" + quote(log) +
                                     " 2>&1 & pid=$!; for i in $(seq 600); do grep -q '^ready' " + quote(log) +
                                     " && break; sleep 0.1; done; kill -INT $pid; wait $pid; cat " + quote(log));
     };
-    const Result fast = serve("");
-    EXPECT_EQ(fast.code, 0) << fast.out;
-    EXPECT_NE(fast.out.find("ready: tiny-q4_0 (numerics fast)"), std::string::npos) << fast.out;
+    const Result dflt = serve("");
+    EXPECT_EQ(dflt.code, 0) << dflt.out;
+    const bool simd = cpu::active_isa() != cpu::Isa::Portable;  // the child reads the same machine and TRACELM_ISA
+    EXPECT_NE(dflt.out.find(simd ? "ready: tiny-q4_0 (numerics fast)" : "ready: tiny-q4_0 (numerics ggml)"),
+              std::string::npos)
+        << dflt.out;
     const Result ggml = serve("--numerics ggml");
     EXPECT_EQ(ggml.code, 0) << ggml.out;
     EXPECT_NE(ggml.out.find("ready: tiny-q4_0 (numerics ggml)"), std::string::npos) << ggml.out;
+    const Result portable = serve("", "TRACELM_ISA=portable ");
+    EXPECT_EQ(portable.code, 0) << portable.out;
+    EXPECT_NE(portable.out.find("ready: tiny-q4_0 (numerics ggml)"), std::string::npos) << portable.out;
 }
 
 TEST_F(CliModel, SafetensorsCheckpointsDefaultToAnF32KvCache) {

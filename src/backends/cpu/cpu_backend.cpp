@@ -8,6 +8,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "backends/cpu/kernels/cpu_features.h"
 #include "backends/cpu/kernels/kernels.h"
 #include "backends/cpu/ops/op_support.h"
 #include "backends/cpu/paged_attention.h"
@@ -23,7 +24,9 @@ CpuBackend::CpuBackend(int threads) : pool_(threads) {
 }
 
 const BackendCapabilities& CpuBackend::static_capabilities() {
-    static const BackendCapabilities caps{checks::all_weight_types(), {DType::F32, DType::F16}, kMaxHeadDim};
+    // The portable products of the repacked types are a slow reference; the SIMD ones several times GGML's order.
+    static const BackendCapabilities caps{checks::all_weight_types(), {DType::F32, DType::F16}, kMaxHeadDim,
+                                          active_isa() != Isa::Portable};
     return caps;
 }
 
