@@ -84,7 +84,8 @@ Engine::Engine(const Model& model, Backend& backend, EngineOptions options)
       backend_(backend),
       opt_(options),
       max_rows_(batch_bucket(options.max_seqs)),
-      rows_(static_cast<size_t>(std::max(options.max_seqs, 0))) {
+      rows_(static_cast<size_t>(std::max(options.max_seqs, 0))),
+      inert_pending_(rows_.size(), 0) {
     const ModelConfig& c = model.config();
     if (opt_.block_size <= 0 || opt_.max_seqs <= 0 || opt_.prefill_chunk <= 0 || opt_.context <= 0 ||
         opt_.kv_blocks < 0) {
@@ -157,6 +158,7 @@ void Engine::make_rows_inert() {
     backend_.upload(state_.step, zeros.data());
     backend_.upload(sampling_.params, greedy.data());
     global_step_ = 0;
+    std::fill(inert_pending_.begin(), inert_pending_.end(), 0);
 }
 
 Engine::~Engine() {
@@ -271,6 +273,12 @@ int Engine::admit(const std::vector<int32_t>& prompt, const std::vector<int32_t>
     const int available = cache_->free_count() + cache_->lru_count();
     const int shareable = opt_.prefix_cache ? shareable_blocks(one_row, n, max_blocks_) : 0;
     if (need - shareable > available) return -1;
+    if (std::none_of(rows_.begin(), rows_.end(), [](const Row& x) { return x.decoding; })) {
+        // Nothing decodes: the step counter restarts (every row's draws count from its own draw_base). Written
+        // before any block is taken, so a device error here leaves nothing held.
+        global_step_ = 0;
+        backend_.upload(state_.step, &global_step_);
+    }
     // A prompt's leading cached blocks (computed as this sequence computes them) are shared, as many as leave a
     // canonical start for the rest, which gets fresh blocks.
     const int shared =
@@ -282,27 +290,29 @@ int Engine::admit(const std::vector<int32_t>& prompt, const std::vector<int32_t>
         cache_->release(blocks);
         return -1;
     }
+    const int64_t matched = static_cast<int64_t>(blocks.size());
+    blocks.reserve(static_cast<size_t>(need));
     const std::vector<int32_t> more = cache_->allocate(fresh);
-    Row& r = *it;
-    r = Row{};
-    r.admitted = true;
-    r.n = n;
-    r.k = k;
-    // Room for every position its blocks hold, so recording the decoded ids never reallocates.
-    r.tokens.reserve(static_cast<size_t>(need) * opt_.block_size);
-    r.tokens = prompt;
-    r.tokens.insert(r.tokens.end(), generated.begin(), generated.end());
-    r.one_row = std::move(one_row);
-    r.one_row.reserve(r.tokens.capacity());
-    r.params = params;
-    r.computed = static_cast<int64_t>(blocks.size()) * opt_.block_size;
-    r.blocks = std::move(blocks);
-    r.blocks.insert(r.blocks.end(), more.begin(), more.end());
-    if (std::none_of(rows_.begin(), rows_.end(), [](const Row& x) { return x.decoding; })) {
-        // Nothing decodes: the step counter restarts (every row's draws count from its own draw_base).
-        global_step_ = 0;
-        backend_.upload(state_.step, &global_step_);
+    blocks.insert(blocks.end(), more.begin(), more.end());
+    Row r;
+    try {
+        r.admitted = true;
+        r.n = n;
+        r.k = k;
+        // Room for every position its blocks hold, so recording the decoded ids never reallocates.
+        r.tokens.reserve(static_cast<size_t>(need) * opt_.block_size);
+        r.tokens = prompt;
+        r.tokens.insert(r.tokens.end(), generated.begin(), generated.end());
+        r.one_row = std::move(one_row);
+        r.one_row.reserve(r.tokens.capacity());
+    } catch (...) {
+        cache_->release(blocks);  // the references match() and allocate() took
+        throw;
     }
+    r.params = params;
+    r.computed = matched * opt_.block_size;
+    r.blocks = std::move(blocks);
+    *it = std::move(r);
     return static_cast<int>(it - rows_.begin());
 }
 
@@ -400,6 +410,7 @@ void Engine::write_row_state(int row, int32_t input, int64_t pos, int32_t slot, 
 
 void Engine::join(int row, int32_t input, int64_t pos) {
     Row& r = rows_[static_cast<size_t>(row)];
+    inert_pending_[static_cast<size_t>(row)] = 0;  // everything the inert write would write is written here
     std::vector<int32_t> table(static_cast<size_t>(max_blocks_), -1);
     std::copy(r.blocks.begin(), r.blocks.end(), table.begin());
     backend_.upload(block_tables_.slice_rows(row, 1), table.data());
@@ -438,17 +449,26 @@ std::vector<int> Engine::grow() {
 void Engine::release(int row) {
     Row& r = rows_.at(static_cast<size_t>(row));
     if (!r.admitted) return;
+    // Host state only: a device write that failed halfway would leave the blocks returned but the row live on the
+    // device, or a retry releasing blocks twice. The device row is made inert before the next decode step.
     if (opt_.prefix_cache) publish(r, r.decoding ? r.pos : r.computed);
     cache_->release(r.blocks);
-    if (r.decoding) {
-        const std::vector<int32_t> table(static_cast<size_t>(max_blocks_), -1);
-        const sampling::RowParams greedy;
+    // Also a row that never joined: a join that failed partway may have written some of its state.
+    inert_pending_[static_cast<size_t>(row)] = 1;
+    r = Row{};
+    update_bucket();
+}
+
+void Engine::write_released_rows() {
+    const std::vector<int32_t> table(static_cast<size_t>(max_blocks_), -1);
+    const sampling::RowParams greedy;
+    for (int row = 0; row < static_cast<int>(rows_.size()); ++row) {
+        if (inert_pending_[static_cast<size_t>(row)] == 0) continue;
         backend_.upload(block_tables_.slice_rows(row, 1), table.data());
         backend_.upload(sampling_.params.slice_rows(row, 1), &greedy);
         write_row_state(row, 0, 0, -1, 0);
+        inert_pending_[static_cast<size_t>(row)] = 0;  // only once written: a failed write is retried
     }
-    r = Row{};
-    update_bucket();
 }
 
 void Engine::update_bucket() {
@@ -552,6 +572,7 @@ double Engine::replay_seconds(int bucket) const {
 
 void Engine::step() {
     if (num_seqs_ == 0) throw std::logic_error("step() with no decoding sequence");
+    write_released_rows();
     BucketGraph& g = graphs_[bucket_];
     if (!uses_graphs() || !g.warmed) {
         // Eager decode, which also serves as the warm-up that exercises the exact ops to capture (and lets

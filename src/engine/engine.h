@@ -103,7 +103,8 @@ class Engine {
     // into the lowest free row with KV blocks for max(reserve, all tokens + 1) tokens. `decoded`: the prompt's
     // spans that decode generated (ascending, disjoint, non-empty, before the prompt's last token; else
     // std::invalid_argument), computed one row per forward too. Returns the row, or -1 when no row or too few KV
-    // blocks are free (nothing is held then). The caller has checked the prompt.
+    // blocks are free (nothing is held then). The caller has checked the prompt. When it throws (a device error),
+    // nothing is held either.
     int admit(const std::vector<int32_t>& prompt, const std::vector<int32_t>& generated,
               const sampling::RowParams& params, int64_t reserve, const std::vector<TokenSpan>& decoded = {});
     // Runs the next prefill forward of an admitted row (a chunk of the prompt, or one generated token), of
@@ -114,6 +115,8 @@ class Engine {
     std::vector<int> grow();
     // Returns a row's blocks to the cache and makes the row inert. With prefix caching, its full blocks whose
     // tokens are known (the prompt, the tokens it was admitted with, and those sampled() read) are published first.
+    // Changes host state only, so it cannot fail halfway through; the device row is written inert before the next
+    // decode step (a device error there fails that step, and the write is retried before the one after).
     void release(int row);
     int free_rows() const;
     // Tokens the next prefill(row, budget) forward computes: the rest of the prompt's prefilled run (up to a decoded
@@ -198,6 +201,8 @@ class Engine {
     // Writes the row's decode state (input id, position, slot, length, block table): it joins the next step.
     void join(int row, int32_t input, int64_t pos);
     void write_row_state(int row, int32_t input, int64_t pos, int32_t slot, int32_t len);
+    // Writes the device state of the rows released since the last step inert (release()).
+    void write_released_rows();
     void update_bucket();
     void make_rows_inert();
     bool uses_graphs() const;
@@ -237,6 +242,7 @@ class Engine {
 
     int max_rows_;  // batch_bucket(max_seqs): rows of every decode-state buffer
     std::vector<Row> rows_;  // max_seqs of them
+    std::vector<uint8_t> inert_pending_;  // per row: released while decoding, its device state not yet inert
     int num_seqs_ = 0;  // last decoding row + 1
     int bucket_ = 0;    // batch_bucket(num_seqs_), 0 when nothing decodes
     int last_bucket_ = 0;  // of the last decode step

@@ -76,6 +76,7 @@ class Sequence final : public Stream {
     std::atomic<bool> cancelled{false};
     int row = -1;       // engine row while admitted
     bool joined = false;
+    bool prompt_counted = false;  // in prompt_tokens (once, whatever preemptions recompute it)
     std::vector<int32_t> tokens;  // generated so far (kept across preemptions)
     Clock::time_point last_token;
 
@@ -122,8 +123,10 @@ struct Scheduler::Impl {
     void decode();
     // Hands a sampled token to its sequence; ends the sequence on a stop id, max_new_tokens or a full context.
     void deliver(const std::shared_ptr<Sequence>& s, int32_t id, const TokenLogprobs* lp);
-    void end(const std::shared_ptr<Sequence>& s, Finish f, std::string error = {});
-    void preempt(const std::shared_ptr<Sequence>& s);
+    // Both take the sequence by value: they erase it from `running`, which may hold its last reference (a client
+    // gone without its cancellation processed yet), so a reference into `running` would dangle.
+    void end(std::shared_ptr<Sequence> s, Finish f, std::string error = {});
+    void preempt(std::shared_ptr<Sequence> s);
     void publish_stats();
 
     const SchedulerOptions options;
@@ -239,17 +242,28 @@ void Scheduler::Impl::drop_cancelled() {
 void Scheduler::Impl::admit() {
     // FCFS: the oldest waiting request first, and none past it while it cannot get a row or its KV blocks.
     while (!waiting.empty()) {
-        const std::shared_ptr<Sequence>& s = waiting.front();
+        const std::shared_ptr<Sequence> s = waiting.front();
         const int64_t total = static_cast<int64_t>(s->req.prompt.size() + s->tokens.size());
-        const int row = engine.admit(s->req.prompt, s->tokens, s->req.params, total + 1);
+        int row = -1;
+        try {
+            row = engine.admit(s->req.prompt, s->tokens, s->req.params, total + 1);
+        } catch (const std::exception& e) {
+            // The engine holds nothing for it (Engine::admit); it fails alone, the running set goes on.
+            std::fprintf(stderr, "scheduler: admitting a request failed: %s\n", e.what());
+            waiting.pop_front();
+            ++finished;
+            s->end(Finish::Error, e.what());
+            continue;
+        }
         if (row < 0) return;
         s->row = row;
         s->joined = false;
-        if (s->tokens.empty()) prompt_tokens += s->req.prompt.size();
+        if (!s->prompt_counted) prompt_tokens += s->req.prompt.size();
+        s->prompt_counted = true;
+        waiting.pop_front();
         running.insert(std::upper_bound(running.begin(), running.end(), s,
                                         [](const auto& a, const auto& b) { return a->arrival < b->arrival; }),
                        s);
-        waiting.pop_front();
     }
 }
 
@@ -274,7 +288,14 @@ void Scheduler::Impl::prefill() {
             progressed = true;
             int32_t first = 0;
             const Clock::time_point t0 = Clock::now();
-            s->joined = engine.prefill(s->row, &first, n);
+            try {
+                s->joined = engine.prefill(s->row, &first, n);
+            } catch (const std::exception& e) {
+                // A failed prompt forward ends its own request; the others go on.
+                std::fprintf(stderr, "scheduler: a prompt forward failed: %s\n", e.what());
+                end(s, Finish::Error, e.what());
+                break;
+            }
             const double took = std::chrono::duration<double>(Clock::now() - t0).count();
             pacer.piece_done(n, took);
             seconds -= took;
@@ -284,7 +305,7 @@ void Scheduler::Impl::prefill() {
                 deliver(s, first, lp ? &t : nullptr);
             }
         }
-        if (!s->joined) return;  // the next sequence waits for this one (FCFS)
+        if (s->row >= 0 && !s->joined) return;  // the next sequence waits for this one (FCFS)
     }
 }
 
@@ -331,7 +352,7 @@ void Scheduler::Impl::deliver(const std::shared_ptr<Sequence>& s, int32_t id, co
     }
 }
 
-void Scheduler::Impl::end(const std::shared_ptr<Sequence>& s, Finish f, std::string error) {
+void Scheduler::Impl::end(std::shared_ptr<Sequence> s, Finish f, std::string error) {
     engine.release(s->row);
     s->row = -1;
     running.erase(std::find(running.begin(), running.end(), s));
@@ -339,7 +360,7 @@ void Scheduler::Impl::end(const std::shared_ptr<Sequence>& s, Finish f, std::str
     s->end(f, std::move(error));
 }
 
-void Scheduler::Impl::preempt(const std::shared_ptr<Sequence>& s) {
+void Scheduler::Impl::preempt(std::shared_ptr<Sequence> s) {
     engine.release(s->row);
     s->row = -1;
     s->joined = false;

@@ -12,6 +12,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "engine/engine.h"
 #include "serve/scheduler.h"
+#include "support/scheduler_support.h"
 #include "support/test_support.h"
 
 namespace tracelm {
@@ -21,45 +22,10 @@ using serve::Finish;
 using serve::GenerationRequest;
 using serve::Scheduler;
 using serve::SchedulerOptions;
-
-struct Outcome {
-    std::vector<int32_t> tokens;
-    Finish finish = Finish::None;
-};
-
-// Reads a stream to its end (bounded: a stuck scheduler fails the test instead of hanging it).
-Outcome drain(serve::Stream& s) {
-    Outcome o;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-    while (o.finish == Finish::None && std::chrono::steady_clock::now() < deadline) {
-        serve::StreamUpdate u = s.next(std::chrono::milliseconds(200));
-        o.tokens.insert(o.tokens.end(), u.tokens.begin(), u.tokens.end());
-        o.finish = u.finish;
-    }
-    return o;
-}
-
-// The tokens a request gives on an engine of its own, one sequence: first token, then one per step until
-// max_new_tokens or a stop id.
-std::vector<int32_t> alone(const Model& model, Backend& be, const GenerationRequest& r, int64_t context) {
-    EngineOptions opt;
-    opt.context = context;
-    Engine e(model, be, opt);
-    std::vector<int32_t> out = e.start({r.prompt}, r.max_new_tokens, {r.params});
-    auto stopped = [&] { return std::find(r.stop_ids.begin(), r.stop_ids.end(), out.back()) != r.stop_ids.end(); };
-    while (!stopped() && static_cast<int>(out.size()) < r.max_new_tokens) {
-        e.step();
-        out.push_back(e.sampled()[0]);
-    }
-    if (stopped()) out.pop_back();
-    return out;
-}
-
-std::vector<int32_t> prompt_of(int i, int len) {
-    std::vector<int32_t> p;
-    for (int j = 0; j < len; ++j) p.push_back(static_cast<int32_t>((i * 7919 + j * 104729) % 30000 + 100));
-    return p;
-}
+using testing::alone;
+using testing::drain;
+using testing::Outcome;
+using testing::prompt_of;
 
 sampling::RowParams seeded(uint32_t seed) {
     sampling::RowParams p;
@@ -146,6 +112,72 @@ TEST(Scheduler, PreemptedRequestsCompleteAsAlone) {
     const serve::SchedulerStats st = s.stats();
     EXPECT_GT(st.preemptions, 0u);
     EXPECT_EQ(st.kv_blocks_used, 0);
+}
+
+// Two requests in a pool of five 16-token blocks, prompts prefilled 8 tokens a step: A (30 prompt tokens, 2 blocks)
+// joins first; B (40 prompt tokens, 3 blocks), admitted while A prefills, is still prefilling when A's next block
+// is due two steps later. The pool is empty then, so B, the newest running sequence, is preempted before its first
+// token, and waits for A to finish (A grows to 4 blocks; B needs 3).
+struct PreemptedBeforeFirstToken {
+    SchedulerOptions options() const {
+        SchedulerOptions o;
+        o.max_seqs = 2;
+        o.context = 80;  // the pool holds one context
+        o.kv_blocks = 5;
+        o.max_batched_tokens = 8;
+        return o;
+    }
+    GenerationRequest a() const {
+        GenerationRequest r;
+        r.prompt = prompt_of(1, 30);
+        r.max_new_tokens = 30;
+        return r;
+    }
+    GenerationRequest b() const {
+        GenerationRequest r;
+        r.prompt = prompt_of(2, 40);
+        r.max_new_tokens = 10;
+        r.params = seeded(77);
+        return r;
+    }
+};
+
+// The preempted sequence's only owner is the scheduler (its client dropped the stream; a cancellation that arrives
+// after the step's drop_cancelled leaves the same ownership): preempting it must not free it while it is requeued
+// (issue 40: `preempt` took a reference into `running`, erased it there and read it again; AddressSanitizer saw the
+// freed sequence read). It completes unread, and every block comes back.
+TEST(Scheduler, PreemptingASequenceOnlyTheSchedulerHoldsRequeuesIt) {
+    cpu::CpuBackend be(2);
+    const auto model = Model::load(testing::generated_checkpoint("tiny", 7, DType::F32), be);
+    const PreemptedBeforeFirstToken w;
+    Scheduler s(*model, be, w.options());
+    const std::shared_ptr<serve::Stream> a = s.submit(w.a());
+    s.submit(w.b());  // dropped at once, never cancelled
+    const Outcome got = drain(*a);
+    ASSERT_TRUE(testing::wait_for_stats(s, [](const auto& st) { return st.requests_finished == 2; }));
+    const serve::SchedulerStats st = s.stats();
+    EXPECT_GE(st.preemptions, 1u);
+    EXPECT_EQ(st.running, 0);
+    EXPECT_EQ(st.waiting, 0);
+    EXPECT_EQ(st.kv_blocks_used, 0);
+    EXPECT_EQ(got.finish, Finish::Length);
+    EXPECT_EQ(got.tokens, alone(*model, be, w.a(), w.options().context));
+}
+
+// A prompt recomputed after a preemption before its first token counts once in prompt_tokens (the metric
+// tracelm:prompt_tokens_total); both requests still give what they give alone.
+TEST(Scheduler, APromptPreemptedBeforeItsFirstTokenCountsOnce) {
+    cpu::CpuBackend be(2);
+    const auto model = Model::load(testing::generated_checkpoint("tiny", 7, DType::F32), be);
+    const PreemptedBeforeFirstToken w;
+    Scheduler s(*model, be, w.options());
+    const std::vector<Outcome> got = run_all(s, {w.a(), w.b()});
+    ASSERT_TRUE(testing::wait_for_stats(s, [](const auto& st) { return st.requests_finished == 2; }));
+    const serve::SchedulerStats st = s.stats();
+    EXPECT_GE(st.preemptions, 1u);
+    EXPECT_EQ(st.prompt_tokens, w.a().prompt.size() + w.b().prompt.size());
+    EXPECT_EQ(st.kv_blocks_used, 0);
+    expect_all_alone(*model, be, {w.a(), w.b()}, got, w.options().context);
 }
 
 // The real model (Q4_1 weights, f16 KV: the configuration where attention over one row sums in another order than
@@ -285,12 +317,17 @@ TEST(ContinuousBatching, SteadyStepsWriteNothingAndChangesWriteOnlyTheirRow) {
     }
     EXPECT_GT(grown_steps, 3);
     EXPECT_GT(steady, 30);
-    // A leave rewrites one row: its block table, its sampling parameters and its four decode-state entries.
+    // A leave rewrites one row, before the next step (release() itself changes host state only): its block table,
+    // its sampling parameters and its four decode-state entries.
     const uint64_t before = be.uploads(), rows = e.row_writes();
     e.release(1);
-    EXPECT_EQ(e.row_writes(), rows + 1);
-    EXPECT_EQ(be.uploads(), before + 6);
+    EXPECT_EQ(be.uploads(), before);
     EXPECT_EQ(e.free_rows(), 2);
+    ASSERT_TRUE(e.grow().empty());
+    const uint64_t grown = be.uploads() - before;
+    e.step();
+    EXPECT_EQ(e.row_writes(), rows + 1 + grown);
+    EXPECT_EQ(be.uploads(), before + grown + 6);
 }
 
 }  // namespace

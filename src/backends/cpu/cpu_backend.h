@@ -17,7 +17,7 @@
 
 namespace tracelm::cpu {
 
-class CpuBackend final : public Backend {
+class CpuBackend : public Backend {
    public:
     explicit CpuBackend(int threads = ThreadPool::default_threads());
     ~CpuBackend() override;
