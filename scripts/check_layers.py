@@ -11,6 +11,8 @@ import re
 import sys
 import tempfile
 
+import repo_check
+
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
@@ -74,18 +76,7 @@ def self_test():
     print("check_layers self-test: an upward include is reported, downward ones are not")
 
 
-def main():
-    if sys.argv[1:] == ["--self-test"]:
-        self_test()
-        return
-    repo = pathlib.Path(sys.argv[1]) if len(sys.argv) > 1 else pathlib.Path(__file__).resolve().parent.parent
-    errors = check(repo)
-    for e in errors:
-        print(e)
-    if errors:
-        sys.exit(f"check_layers: {len(errors)} include(s) break the layering")
-    print("check_layers: every include in src/ points down")
-
-
 if __name__ == "__main__":
-    main()
+    repo_check.main(check, self_test,
+                    "check_layers: {n} include(s) break the layering",
+                    "check_layers: every include in src/ points down")

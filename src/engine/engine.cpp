@@ -460,6 +460,8 @@ void Engine::release(int row) {
 }
 
 void Engine::write_released_rows() {
+    // The common case, every steady step: nothing to write and nothing allocated.
+    if (std::none_of(inert_pending_.begin(), inert_pending_.end(), [](uint8_t p) { return p != 0; })) return;
     const std::vector<int32_t> table(static_cast<size_t>(max_blocks_), -1);
     const sampling::RowParams greedy;
     for (int row = 0; row < static_cast<int>(rows_.size()); ++row) {
@@ -469,6 +471,20 @@ void Engine::write_released_rows() {
         write_row_state(row, 0, 0, -1, 0);
         inert_pending_[static_cast<size_t>(row)] = 0;  // only once written: a failed write is retried
     }
+}
+
+std::vector<int> Engine::buckets() const {
+    std::vector<int> out;
+    for (int b = 1; b <= max_rows_; b = batch_bucket(b + 1)) out.push_back(b);
+    return out;
+}
+
+int Engine::bucket_once_joined() const {
+    int rows = 0;
+    for (int row = 0; row < static_cast<int>(rows_.size()); ++row) {
+        if (rows_[static_cast<size_t>(row)].admitted) rows = row + 1;
+    }
+    return rows > 0 ? batch_bucket(rows) : 0;
 }
 
 void Engine::update_bucket() {
@@ -524,7 +540,7 @@ void Engine::capture_buckets() {
     }
     // Every row is inert (the constructor, or the last release), so the warm-up steps write no KV, and the decode
     // state they advance is reset afterwards.
-    for (int b = 1; b <= max_rows_; b = batch_bucket(b + 1)) {
+    for (const int b : buckets()) {
         BucketGraph& g = graphs_[b];
         bucket_ = b;
         if (g.graph < 0) {
@@ -623,18 +639,18 @@ std::vector<int32_t> Engine::history(int n) {
     return out;
 }
 
-std::vector<TokenLogprobs> Engine::logprobs() {
+std::vector<sampling::TokenLogprobs> Engine::logprobs() {
     const int S = num_seqs_;
     std::vector<float> lp(static_cast<size_t>(S) * (1 + sampling::kMaxLogprobs));
     std::vector<int32_t> top(static_cast<size_t>(S) * sampling::kMaxLogprobs);
     const std::vector<int32_t> ids = sampled();
     backend_.download(sampling_.logprobs.slice_rows(0, S), lp.data());
     backend_.download(sampling_.top_ids.slice_rows(0, S), top.data());
-    std::vector<TokenLogprobs> out(static_cast<size_t>(S));
+    std::vector<sampling::TokenLogprobs> out(static_cast<size_t>(S));
     for (int s = 0; s < S; ++s) {
         const int n = rows_[static_cast<size_t>(s)].params.logprobs;
         if (n < 0) continue;
-        TokenLogprobs& t = out[static_cast<size_t>(s)];
+        sampling::TokenLogprobs& t = out[static_cast<size_t>(s)];
         const float* row = lp.data() + static_cast<size_t>(s) * (1 + sampling::kMaxLogprobs);
         t.id = ids[static_cast<size_t>(s)];
         t.logprob = row[0];

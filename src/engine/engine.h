@@ -53,12 +53,6 @@ struct TokenSpan {
     int64_t begin = 0, end = 0;
 };
 
-// Log-probabilities of one sampled token (ops/sampling/sampling.h, step 2).
-struct TokenLogprobs {
-    int32_t id = 0;
-    float logprob = 0.0f;
-    std::vector<std::pair<int32_t, float>> top;  // the best tokens, best first
-};
 
 class Engine {
    public:
@@ -83,7 +77,7 @@ class Engine {
     std::vector<int32_t> history(int n);
     // Log-probabilities of the tokens sampled last, for the sequences that asked for them (empty entries for
     // the others), read from the device.
-    std::vector<TokenLogprobs> logprobs();
+    std::vector<sampling::TokenLogprobs> logprobs();
     // Logits [S, vocab] of the last forward (after the sampling penalties), read from the device.
     std::vector<float> logits();
     // Returns the blocks of every sequence to the cache.
@@ -137,6 +131,10 @@ class Engine {
 
     // Rows a decode step of S sequences runs over.
     static int batch_bucket(int S);
+    // Every bucket up to batch_bucket(max_seqs), ascending.
+    std::vector<int> buckets() const;
+    // Rows the decode step will run over once every admitted row decodes (0 when none is admitted).
+    int bucket_once_joined() const;
 
     int64_t context() const { return context_; }
     // Runs the eager warm-up step and the capture of every bucket's decode graph up to batch_bucket(max_seqs), with

@@ -11,6 +11,7 @@
 #include <thread>
 #include <utility>
 
+#include "engine/prompt.h"
 #include "serve/metrics.h"
 #include "serve/openai_request.h"
 #include "serve/openai_response.h"
@@ -85,7 +86,7 @@ class Job {
             if (!sink.is_writable()) return false;
             return !streamed_ || write(sink, ": keep-alive\n\n");
         }
-        std::vector<TokenLogprobs> batch;
+        std::vector<sampling::TokenLogprobs> batch;
         std::string text;
         const Finish finish = consume(u, text, batch);
         if (finish == Finish::Cancelled) return false;  // the scheduler is shutting down: end the connection
@@ -94,7 +95,7 @@ class Job {
 
    private:
     // Feeds the update's tokens to the text stream; returns how the request ends (None: not yet).
-    Finish consume(const StreamUpdate& u, std::string& text, std::vector<TokenLogprobs>& batch) {
+    Finish consume(const StreamUpdate& u, std::string& text, std::vector<sampling::TokenLogprobs>& batch) {
         for (size_t i = 0; i < u.tokens.size() && !text_.stopped(); ++i) {
             offsets_.push_back(text_.decoded_chars());
             text += text_.push(u.tokens[i]);
@@ -113,7 +114,7 @@ class Job {
     }
 
     bool send_chunk(httplib::DataSink& sink, Finish finish, const std::string& error, const std::string& text,
-                    const std::vector<TokenLogprobs>& batch) {
+                    const std::vector<sampling::TokenLogprobs>& batch) {
         const bool finished = finish != Finish::None;
         if (finish == Finish::Error) {
             if (!write(sink, sse(error_body(ApiError(500, error, "server_error"))))) return false;
@@ -131,7 +132,7 @@ class Job {
     }
 
     bool collect(httplib::DataSink& sink, Finish finish, const std::string& error, const std::string& text,
-                 const std::vector<TokenLogprobs>& batch) {
+                 const std::vector<sampling::TokenLogprobs>& batch) {
         answer_ += text;
         all_logprobs_.insert(all_logprobs_.end(), batch.begin(), batch.end());
         if (finish == Finish::None) return true;
@@ -143,7 +144,7 @@ class Job {
         return true;
     }
 
-    json logprobs(const std::vector<TokenLogprobs>& lps, const std::vector<size_t>& offsets) const {
+    json logprobs(const std::vector<sampling::TokenLogprobs>& lps, const std::vector<size_t>& offsets) const {
         return logprobs_ ? logprobs_json(endpoint_, ready_->model.tokenizer, lps, offsets) : json(nullptr);
     }
 
@@ -159,7 +160,7 @@ class Job {
     Usage usage_;
     bool started_ = false, done_ = false;
     std::string answer_;
-    std::vector<TokenLogprobs> all_logprobs_;
+    std::vector<sampling::TokenLogprobs> all_logprobs_;
     std::vector<size_t> offsets_;
 };
 
@@ -271,17 +272,11 @@ struct HttpServer::Impl {
 
         GenerationRequest g;
         if (r.prompt_ids) {
-            for (const int32_t id : *r.prompt_ids)
-                if (id >= m.tokenizer.vocab_size())
-                    throw invalid_param("prompt", "token id " + std::to_string(id) + " is outside the vocabulary of " +
-                                                      std::to_string(m.tokenizer.vocab_size()));
-            g.prompt = *r.prompt_ids;
+            g.prompt = *r.prompt_ids;  // the scheduler checks the ids (Engine::check_prompt): a 400 naming `prompt`
         } else {
             if (chat && !m.chat_template)
                 throw invalid_param("messages", "the model has no chat template; use /v1/completions");
-            if (m.bos) g.prompt.push_back(*m.bos);
-            const std::vector<int32_t> body = m.tokenizer.encode(chat ? m.chat_template->apply(r.messages) : r.prompt);
-            g.prompt.insert(g.prompt.end(), body.begin(), body.end());
+            g.prompt = encode_prompt(m.tokenizer, chat ? m.chat_template->apply(r.messages) : r.prompt);
         }
         const auto prompt_tokens = static_cast<int64_t>(g.prompt.size());
         const int64_t budget = r.max_tokens ? *r.max_tokens : m.context - prompt_tokens;

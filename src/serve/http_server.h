@@ -37,8 +37,7 @@ struct HttpOptions {
 struct ServedModel {
     Tokenizer tokenizer;
     std::optional<ChatTemplate> chat_template;  // none: chat completions get a 400
-    std::optional<int32_t> bos;                 // put before a text prompt's tokens
-    std::vector<int32_t> end_ids;               // end generation (not with ignore_eos)
+    std::vector<int32_t> end_ids;               // end generation (not with ignore_eos): end_of_generation_ids
     int64_t context = 0;                        // tokens per sequence
 };
 

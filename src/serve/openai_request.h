@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "chat/chat_template.h"
-#include "sampling/request.h"
+#include "ops/sampling/options.h"
 
 namespace tracelm::serve {
 

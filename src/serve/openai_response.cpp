@@ -46,11 +46,11 @@ json envelope(const ResponseMeta& meta, const char* object) {
 
 }  // namespace
 
-json logprobs_json(Endpoint endpoint, const Tokenizer& tok, const std::vector<TokenLogprobs>& lps,
+json logprobs_json(Endpoint endpoint, const Tokenizer& tok, const std::vector<sampling::TokenLogprobs>& lps,
                    const std::vector<size_t>& text_offsets) {
     if (chat(endpoint)) {
         json content = json::array();
-        for (const TokenLogprobs& t : lps) {
+        for (const sampling::TokenLogprobs& t : lps) {
             json entry = chat_token(tok, t.id, t.logprob);
             json top = json::array();
             for (const auto& [id, lp] : t.top) top.push_back(chat_token(tok, id, lp));
@@ -60,7 +60,7 @@ json logprobs_json(Endpoint endpoint, const Tokenizer& tok, const std::vector<To
         return {{"content", std::move(content)}};
     }
     json tokens = json::array(), token_logprobs = json::array(), top_logprobs = json::array();
-    for (const TokenLogprobs& t : lps) {
+    for (const sampling::TokenLogprobs& t : lps) {
         tokens.push_back(tok.decode({t.id}));
         token_logprobs.push_back(api_logprob(t.logprob));
         json top = json::object();

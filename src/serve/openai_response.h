@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/engine.h"
+#include "ops/sampling/sampling.h"
 #include "serve/openai_request.h"
 #include "serve/scheduler.h"
 #include "tokenizer/tokenizer.h"
@@ -32,7 +32,7 @@ const char* finish_reason(Finish f);
 // completions: {"tokens", "token_logprobs", "top_logprobs": [{token: logprob}], "text_offset"} with each token's
 // offset in characters from `text_offsets`. A token's text is its decoded form (U+FFFD for part of a character);
 // "bytes" are its raw bytes. -inf becomes -9999.0 as in OpenAI's API.
-nlohmann::json logprobs_json(Endpoint endpoint, const Tokenizer& tok, const std::vector<TokenLogprobs>& lps,
+nlohmann::json logprobs_json(Endpoint endpoint, const Tokenizer& tok, const std::vector<sampling::TokenLogprobs>& lps,
                              const std::vector<size_t>& text_offsets = {});
 
 // The non-streamed answer. `logprobs` null when not asked for.

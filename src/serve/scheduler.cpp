@@ -9,6 +9,7 @@
 #include <mutex>
 #include <thread>
 
+#include "engine/engine.h"
 #include "serve/step_pacer.h"
 
 namespace tracelm::serve {
@@ -53,7 +54,7 @@ class Sequence final : public Stream {
     }
 
     // Scheduler side.
-    void push(int32_t id, const TokenLogprobs* lp) {
+    void push(int32_t id, const sampling::TokenLogprobs* lp) {
         {
             std::lock_guard<std::mutex> lock(mu_);
             out_.tokens.push_back(id);
@@ -95,6 +96,7 @@ EngineOptions engine_options(const SchedulerOptions& o) {
     e.context = o.context;
     e.prefix_cache = o.prefix_cache;
     e.kv_blocks = o.kv_blocks;
+    e.kv_dtype = o.kv_dtype;
     return e;
 }
 
@@ -107,7 +109,7 @@ struct Scheduler::Impl {
         // and a capture, and a step's first write into fresh KV pool memory for the system to map it.
         engine.touch_kv();
         engine.capture_buckets();
-        for (int b = 1; b <= Engine::batch_bucket(o.max_seqs); b = Engine::batch_bucket(b + 1)) {
+        for (const int b : engine.buckets()) {
             if (engine.replay_seconds(b) > 0) pacer.seed_decode(b, engine.replay_seconds(b));
         }
         stats.kv_blocks_total = engine.kv_blocks_total();
@@ -122,7 +124,7 @@ struct Scheduler::Impl {
     void make_room();
     void decode();
     // Hands a sampled token to its sequence; ends the sequence on a stop id, max_new_tokens or a full context.
-    void deliver(const std::shared_ptr<Sequence>& s, int32_t id, const TokenLogprobs* lp);
+    void deliver(const std::shared_ptr<Sequence>& s, int32_t id, const sampling::TokenLogprobs* lp);
     // Both take the sequence by value: they erase it from `running`, which may hold its last reference (a client
     // gone without its cancellation processed yet), so a reference into `running` would dangle.
     void end(std::shared_ptr<Sequence> s, Finish f, std::string error = {});
@@ -160,6 +162,8 @@ Scheduler::~Scheduler() {
 }
 
 int64_t Scheduler::context() const { return impl_->engine.context(); }
+
+DType Scheduler::kv_dtype() const { return impl_->engine.kv_dtype(); }
 
 SchedulerStats Scheduler::stats() const {
     std::lock_guard<std::mutex> lock(impl_->mu);
@@ -275,9 +279,7 @@ void Scheduler::Impl::prefill() {
     // (Engine::next_prefill_tokens); a first piece of at least 3 tokens always makes progress.
     const auto decoding = std::count_if(running.begin(), running.end(), [](const auto& s) { return s->joined; });
     int64_t budget = std::max<int64_t>(options.max_batched_tokens - decoding, 3);
-    int last_row = -1;
-    for (const auto& s : running) last_row = std::max(last_row, s->row);
-    double seconds = pacer.piece_seconds(engine.bucket(), last_row < 0 ? 0 : Engine::batch_bucket(last_row + 1));
+    double seconds = pacer.piece_seconds(engine.bucket(), engine.bucket_once_joined());
     bool progressed = false;
     for (const auto& s : std::vector<std::shared_ptr<Sequence>>(running)) {
         while (!s->joined) {
@@ -301,7 +303,7 @@ void Scheduler::Impl::prefill() {
             seconds -= took;
             if (s->joined && s->tokens.empty()) {
                 const bool lp = s->req.params.logprobs >= 0;
-                const TokenLogprobs t = lp ? engine.logprobs()[static_cast<size_t>(s->row)] : TokenLogprobs{};
+                const sampling::TokenLogprobs t = lp ? engine.logprobs()[static_cast<size_t>(s->row)] : sampling::TokenLogprobs{};
                 deliver(s, first, lp ? &t : nullptr);
             }
         }
@@ -325,7 +327,7 @@ void Scheduler::Impl::decode() {
     pacer.decode_done(bucket, std::chrono::duration<double>(Clock::now() - t0).count());
     const bool any_lp = std::any_of(running.begin(), running.end(),
                                     [](const auto& s) { return s->joined && s->req.params.logprobs >= 0; });
-    const std::vector<TokenLogprobs> lps = any_lp ? engine.logprobs() : std::vector<TokenLogprobs>{};
+    const std::vector<sampling::TokenLogprobs> lps = any_lp ? engine.logprobs() : std::vector<sampling::TokenLogprobs>{};
     for (const auto& s : std::vector<std::shared_ptr<Sequence>>(running)) {
         if (!s->joined) continue;
         const auto r = static_cast<size_t>(s->row);
@@ -333,7 +335,7 @@ void Scheduler::Impl::decode() {
     }
 }
 
-void Scheduler::Impl::deliver(const std::shared_ptr<Sequence>& s, int32_t id, const TokenLogprobs* lp) {
+void Scheduler::Impl::deliver(const std::shared_ptr<Sequence>& s, int32_t id, const sampling::TokenLogprobs* lp) {
     const Clock::time_point now = Clock::now();
     const std::vector<int32_t>& stops = s->req.stop_ids;
     if (std::find(stops.begin(), stops.end(), id) != stops.end()) {

@@ -15,11 +15,11 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "engine/engine.h"
 #include "model/model.h"
 #include "ops/sampling/sampling.h"
 #include "runtime/backend.h"
@@ -35,6 +35,7 @@ struct SchedulerOptions {
     double max_step_stretch = 1.75;
     int64_t context = 4096;         // tokens per sequence (prompt + generated); capped by the model
     int64_t kv_blocks = 0;          // KV pool size in blocks; 0: max_seqs full contexts
+    std::optional<DType> kv_dtype;  // unset: the model's default (EngineOptions::kv_dtype)
     int block_size = 16;
     bool prefix_cache = true;
     bool capture = true;
@@ -57,7 +58,7 @@ enum class Finish { None, Stop, Length, Cancelled, Error };
 
 struct StreamUpdate {
     std::vector<int32_t> tokens;          // tokens produced since the last update, in order
-    std::vector<TokenLogprobs> logprobs;  // one per token when the request asked for logprobs (params.logprobs >= 0)
+    std::vector<sampling::TokenLogprobs> logprobs;  // one per token when the request asked for logprobs (params.logprobs >= 0)
     Finish finish = Finish::None;         // set on the last update of the request
     std::string error;                    // with Finish::Error: what failed
 };
@@ -99,6 +100,7 @@ class Scheduler {
     std::shared_ptr<Stream> submit(GenerationRequest request);
     SchedulerStats stats() const;
     int64_t context() const;
+    DType kv_dtype() const;
 
    private:
     struct Impl;

@@ -1,12 +1,12 @@
-// The token ids `tracelm chat` keeps across turns (tools/chat_session.h).
+// The token ids `tracelm chat` keeps across turns (chat/chat_session.h).
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "support/test_support.h"
-#include "tools/chat_session.h"
-#include "tools/model_loading.h"
+#include "chat/chat_session.h"
+#include "cli/model_loading.h"
 
 namespace tracelm {
 namespace {
@@ -31,11 +31,11 @@ std::vector<int32_t> cat(std::vector<int32_t> a, const std::vector<int32_t>& b) 
 TEST(ChatSession, KeepsEarlierTurnsIdsAndNamesRepliesAsDecodedSpans) {
     const Tokenizer& tok = qwen3_tokenizer();
     const ChatTemplate tmpl = golden_template("qwen3");
-    tools::ChatSession s(tok, tmpl, "Be brief.");
+    ChatSession s(tok, tmpl, "Be brief.");
     std::vector<ChatMessage> conv = {{"system", "Be brief."}, {"user", "Hello"}};
 
     const auto p1 = s.user("Hello");
-    EXPECT_EQ(p1.ids, tools::encode_prompt(tok, tmpl.apply(conv)));
+    EXPECT_EQ(p1.ids, encode_prompt(tok, tmpl.apply(conv)));
     EXPECT_TRUE(p1.decoded.empty());
     EXPECT_FALSE(p1.reencoded);
 
@@ -74,7 +74,7 @@ TEST(ChatSession, KeepsEarlierTurnsIdsAndNamesRepliesAsDecodedSpans) {
 TEST(ChatSession, ATemplateThatRewritesEarlierTurnsIsEncodedAfresh) {
     const Tokenizer& tok = qwen3_tokenizer();
     const ChatTemplate tmpl = golden_template("llama3");
-    tools::ChatSession s(tok, tmpl, "");
+    ChatSession s(tok, tmpl, "");
     std::vector<ChatMessage> conv = {{"user", "Hello"}};
     s.user("Hello");
     s.assistant(tok.encode("Hi\n"), "Hi\n");
@@ -83,7 +83,7 @@ TEST(ChatSession, ATemplateThatRewritesEarlierTurnsIsEncodedAfresh) {
     const auto p = s.user("More");
     EXPECT_TRUE(p.reencoded);
     EXPECT_TRUE(p.decoded.empty());
-    EXPECT_EQ(p.ids, tools::encode_prompt(tok, tmpl.apply(conv)));
+    EXPECT_EQ(p.ids, encode_prompt(tok, tmpl.apply(conv)));
     // The next turn continues from the fresh encoding.
     s.assistant(tok.encode("Yes"), "Yes");
     const auto q = s.user("Ok");

@@ -255,15 +255,30 @@ TEST(Cli, ServeDefaultsToTheFastNumerics) {
     const Result dflt = serve("");
     EXPECT_EQ(dflt.code, 0) << dflt.out;
     const bool simd = cpu::active_isa() != cpu::Isa::Portable;  // the child reads the same machine and TRACELM_ISA
-    EXPECT_NE(dflt.out.find(simd ? "ready: tiny-q4_0 (numerics fast)" : "ready: tiny-q4_0 (numerics ggml)"),
+    EXPECT_NE(dflt.out.find(simd ? "ready: tiny-q4_0 (numerics fast, KV cache f16)"
+                                 : "ready: tiny-q4_0 (numerics ggml, KV cache f16)"),
               std::string::npos)
         << dflt.out;
-    const Result ggml = serve("--numerics ggml");
+    const Result ggml = serve("--numerics ggml --kv-type f32");
     EXPECT_EQ(ggml.code, 0) << ggml.out;
-    EXPECT_NE(ggml.out.find("ready: tiny-q4_0 (numerics ggml)"), std::string::npos) << ggml.out;
+    EXPECT_NE(ggml.out.find("ready: tiny-q4_0 (numerics ggml, KV cache f32)"), std::string::npos) << ggml.out;
     const Result portable = serve("", "TRACELM_ISA=portable ");
     EXPECT_EQ(portable.code, 0) << portable.out;
-    EXPECT_NE(portable.out.find("ready: tiny-q4_0 (numerics ggml)"), std::string::npos) << portable.out;
+    EXPECT_NE(portable.out.find("ready: tiny-q4_0 (numerics ggml,"), std::string::npos) << portable.out;
+}
+
+// Every command that loads a model takes the same model flags, defined once (cli/model_flags.h); bench sizes its
+// own context.
+TEST(Cli, EveryCommandThatLoadsAModelTakesTheModelFlags) {
+    for (const std::string cmd : {"generate", "chat", "serve", "bench"}) {
+        const Result r = run(cmd + " --help");
+        EXPECT_EQ(r.code, 0) << r.out;
+        for (const std::string flag :
+             {"--model", "--backend", "--threads", "--context", "--kv-type", "--numerics", "--no-prefix-cache"}) {
+            if (cmd == "bench" && flag == "--context") continue;
+            EXPECT_NE(r.out.find(flag), std::string::npos) << cmd << " lacks " << flag;
+        }
+    }
 }
 
 TEST_F(CliModel, SafetensorsCheckpointsDefaultToAnF32KvCache) {

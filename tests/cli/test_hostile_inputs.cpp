@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "model/config.h"
-#include "tools/gguf_convert.h"
+#include "checkpoint/gguf_convert.h"
 #include "model/weight_check.h"
 #include "runtime/untrusted.h"
 #include "support/test_support.h"

@@ -14,7 +14,7 @@
 #include "backends/cpu/kernels/cpu_features.h"
 #include "engine/engine.h"
 #include "support/test_support.h"
-#include "tools/gguf_convert.h"
+#include "checkpoint/gguf_convert.h"
 
 namespace tracelm {
 namespace {

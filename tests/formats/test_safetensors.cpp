@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "tools/random_checkpoint.h"
+#include "checkpoint/random_checkpoint.h"
 #include "formats/safetensors_writer.h"
-#include "tools/rng.h"
+#include "checkpoint/rng.h"
 #include "formats/safetensors.h"
 
 namespace tracelm {

@@ -16,7 +16,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "engine/engine.h"
-#include "tools/gguf_convert.h"
+#include "checkpoint/gguf_convert.h"
 #include "runtime/rope.h"
 #include "support/test_support.h"
 

@@ -23,7 +23,7 @@
 #include "model/config.h"
 #include "formats/gguf.h"
 #include "formats/gguf_names.h"
-#include "tools/gguf_convert.h"
+#include "checkpoint/gguf_convert.h"
 #include "formats/safetensors.h"
 #include "runtime/rope.h"
 #include "support/test_support.h"

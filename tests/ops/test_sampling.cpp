@@ -20,7 +20,7 @@
 #include "backends/registry.h"
 #include "engine/engine.h"
 #include "ops/sampling/sampling.h"
-#include "sampling/request.h"
+#include "ops/sampling/options.h"
 #include "support/test_support.h"
 
 namespace tracelm {
@@ -546,7 +546,7 @@ TEST(SamplingEngine, LogprobsMatchDownloadedLogits) {
     e.start({kPrompts[0], kPrompts[1]}, 21, {p, params(1.0f, 0, 1.0f, 0.0f, 4)});
     for (int step = 1; step <= 20; ++step) {
         e.step();
-        const std::vector<TokenLogprobs> lps = e.logprobs();
+        const std::vector<sampling::TokenLogprobs> lps = e.logprobs();
         const std::vector<float> logits = e.logits();
         const int64_t V = static_cast<int64_t>(logits.size()) / 2;
         const float* row = logits.data();

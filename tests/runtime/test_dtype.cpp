@@ -5,7 +5,7 @@
 #include <cstring>
 #include <limits>
 
-#include "tools/rng.h"
+#include "checkpoint/rng.h"
 #include "runtime/dtype.h"
 
 namespace tracelm {

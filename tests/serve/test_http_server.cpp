@@ -75,10 +75,12 @@ class HttpServerTest : public ::testing::Test {
         if (ready) make_ready();
     }
     void make_ready() {
-        ServedModel m{qwen(), ChatTemplate::detect(qwen().chat_template()), std::nullopt,
-                      qwen().end_of_generation_ids(), kContext};
+        ServedModel m{qwen(), ChatTemplate::detect(qwen().chat_template()), qwen().end_of_generation_ids(), kContext};
         Generator g;
         g.submit = [this](GenerationRequest r) -> std::shared_ptr<Stream> {
+            // The scheduler's refusals (Engine::check_prompt): ids outside the vocabulary, a prompt that cannot fit.
+            for (const int32_t id : r.prompt)
+                if (id < 0 || id >= qwen().vocab_size()) throw RequestError("invalid token id " + std::to_string(id));
             if (static_cast<int64_t>(r.prompt.size()) + 1 > kContext)
                 throw RequestError("prompt of " + std::to_string(r.prompt.size()) + " tokens does not fit");
             std::lock_guard<std::mutex> lock(mu_);

@@ -52,7 +52,7 @@ TEST(OpenAIResponse, Chunks) {
 
 TEST(OpenAIResponse, ChatLogprobs) {
     const int32_t hello = *qwen().token_id("Hello"), hi = *qwen().token_id("Hi");
-    const std::vector<TokenLogprobs> lps = {{hello, -0.25f, {{hello, -0.25f}, {hi, -1.5f}}}, {hi, -INFINITY, {}}};
+    const std::vector<sampling::TokenLogprobs> lps = {{hello, -0.25f, {{hello, -0.25f}, {hi, -1.5f}}}, {hi, -INFINITY, {}}};
     const json got = logprobs_json(Endpoint::ChatCompletions, qwen(), lps);
     const json want = json::parse(R"({"content": [
         {"token": "Hello", "logprob": -0.25, "bytes": [72, 101, 108, 108, 111], "top_logprobs": [
@@ -65,7 +65,7 @@ TEST(OpenAIResponse, ChatLogprobs) {
 TEST(OpenAIResponse, CompletionLogprobsAndPartialCharacters) {
     // The first byte of "你" (E4 BD A0) alone is not text: its token is U+FFFD, its bytes exact.
     const int32_t part = *qwen().token_id("\xE4"), a = *qwen().token_id("a");
-    const std::vector<TokenLogprobs> lps = {{a, -0.5f, {{a, -0.5f}, {part, -2.0f}}}, {part, -1.0f, {}}};
+    const std::vector<sampling::TokenLogprobs> lps = {{a, -0.5f, {{a, -0.5f}, {part, -2.0f}}}, {part, -1.0f, {}}};
     const json got = logprobs_json(Endpoint::Completions, qwen(), lps, {0, 1});
     const json want = json::parse(R"({"tokens": ["a", "\ufffd"], "token_logprobs": [-0.5, -1.0],
         "top_logprobs": [{"a": -0.5, "\ufffd": -2.0}, {}], "text_offset": [0, 1]})");

@@ -54,18 +54,27 @@ void expect_nothing_held(const Scheduler& s) {
     EXPECT_EQ(s.stats().kv_blocks_used, 0);
 }
 
-void expect_alone(const Model& model, Backend& be, const GenerationRequest& r, const Outcome& got, int64_t context) {
-    EXPECT_EQ(got.finish, Finish::Length) << got.error;
-    EXPECT_EQ(got.tokens, alone(model, be, r, context));
-}
+// The tiny model on a backend that fails on demand.
+class SchedulerFaults : public ::testing::Test {
+   protected:
+    SchedulerOptions options(int max_seqs, int64_t context) const {
+        SchedulerOptions o;
+        o.max_seqs = max_seqs;
+        o.context = context;
+        return o;
+    }
+    void expect_alone(const GenerationRequest& r, const Outcome& got, int64_t context) {
+        EXPECT_EQ(got.finish, Finish::Length) << got.error;
+        EXPECT_EQ(got.tokens, alone(*model, be, r, context));
+    }
+
+    FaultInjectingBackend be{2};
+    const std::unique_ptr<Model> model = Model::load(testing::generated_checkpoint("tiny", 7, DType::F32), be);
+};
 
 // A decode step that fails ends every running request with the error; the scheduler goes on serving.
-TEST(SchedulerFaults, AFailedDecodeStepEndsTheRunningRequestsAndServingGoesOn) {
-    FaultInjectingBackend be(2);
-    const auto model = Model::load(testing::generated_checkpoint("tiny", 7, DType::F32), be);
-    SchedulerOptions o;
-    o.max_seqs = 4;
-    o.context = 256;
+TEST_F(SchedulerFaults, AFailedDecodeStepEndsTheRunningRequestsAndServingGoesOn) {
+    const SchedulerOptions o = options(4, 256);
     Scheduler s(*model, be, o);
     std::vector<std::shared_ptr<serve::Stream>> streams;
     for (int i = 0; i < 3; ++i) streams.push_back(s.submit(request(i, 10 + 5 * i, 230)));
@@ -81,18 +90,14 @@ TEST(SchedulerFaults, AFailedDecodeStepEndsTheRunningRequestsAndServingGoesOn) {
     for (int i = 3; i < 5; ++i) {
         const GenerationRequest r = request(i, 12, 20);
         const Outcome got = drain(*s.submit(r));
-        expect_alone(*model, be, r, got, o.context);
+        expect_alone(r, got, o.context);
     }
     expect_nothing_held(s);
 }
 
 // A prompt forward that fails ends that request alone: the one decoding beside it completes as it would alone.
-TEST(SchedulerFaults, AFailedPromptForwardEndsOnlyItsRequest) {
-    FaultInjectingBackend be(2);
-    const auto model = Model::load(testing::generated_checkpoint("tiny", 7, DType::F32), be);
-    SchedulerOptions o;
-    o.max_seqs = 4;
-    o.context = 256;
+TEST_F(SchedulerFaults, AFailedPromptForwardEndsOnlyItsRequest) {
+    const SchedulerOptions o = options(4, 256);
     Scheduler s(*model, be, o);
     const GenerationRequest r1 = request(1, 10, 150);
     const std::shared_ptr<serve::Stream> decoding = s.submit(r1);
@@ -109,21 +114,17 @@ TEST(SchedulerFaults, AFailedPromptForwardEndsOnlyItsRequest) {
         << failed.error;
     Outcome rest = drain(*decoding);
     rest.tokens.insert(rest.tokens.begin(), first.tokens.begin(), first.tokens.end());
-    expect_alone(*model, be, r1, rest, o.context);
+    expect_alone(r1, rest, o.context);
     expect_nothing_held(s);
     const GenerationRequest r3 = request(2, 20, 10);
-    expect_alone(*model, be, r3, drain(*s.submit(r3)), o.context);
+    expect_alone(r3, drain(*s.submit(r3)), o.context);
 }
 
 // Admission writes the device's step counter when nothing decodes yet. When that write fails, the request being
 // admitted ends with the error and holds nothing; the request still prefilling beside it is untouched, and the
 // same request submitted again is served.
-TEST(SchedulerFaults, ARequestWhoseAdmissionFailsEndsAloneAndTheOthersGoOn) {
-    FaultInjectingBackend be(2);
-    const auto model = Model::load(testing::generated_checkpoint("tiny", 7, DType::F32), be);
-    SchedulerOptions o;
-    o.max_seqs = 4;
-    o.context = 512;
+TEST_F(SchedulerFaults, ARequestWhoseAdmissionFailsEndsAloneAndTheOthersGoOn) {
+    SchedulerOptions o = options(4, 512);
     o.max_batched_tokens = 3;  // the first request's 400-token prompt takes over a hundred steps
     Scheduler s(*model, be, o);
     be.fail_uploads("decode.step", 1, /*skip=*/1);  // the first admission's write goes through
@@ -132,17 +133,15 @@ TEST(SchedulerFaults, ARequestWhoseAdmissionFailsEndsAloneAndTheOthersGoOn) {
     const Outcome failed = drain(*s.submit(r2));
     EXPECT_EQ(failed.finish, Finish::Error);
     EXPECT_NE(failed.error.find("'decode.step'"), std::string::npos) << failed.error;
-    expect_alone(*model, be, r1, drain(*first), o.context);
+    expect_alone(r1, drain(*first), o.context);
     expect_nothing_held(s);
-    expect_alone(*model, be, r2, drain(*s.submit(r2)), o.context);
+    expect_alone(r2, drain(*s.submit(r2)), o.context);
 }
 
 // release() changes host state only; the device write that makes the row inert comes before the next step. When
 // that write fails, the step fails without running; the next one writes it and runs, the remaining row goes on as
 // it would alone, and every block's references come back to zero (a retried release never drops them twice).
-TEST(SchedulerFaults, AFailedInertWriteFailsOneStepAndIsRetried) {
-    FaultInjectingBackend be(2);
-    const auto model = Model::load(testing::generated_checkpoint("tiny", 7, DType::F32), be);
+TEST_F(SchedulerFaults, AFailedInertWriteFailsOneStepAndIsRetried) {
     EngineOptions opt;
     opt.max_seqs = 2;
     opt.context = 128;
@@ -180,14 +179,9 @@ TEST(SchedulerFaults, AFailedInertWriteFailsOneStepAndIsRetried) {
 
 // Over HTTP: a request whose decode step fails gets an OpenAI-shaped server error (in the stream, an error event
 // before [DONE]); the server keeps answering, and the next request is served.
-TEST(SchedulerFaults, TheServerAnswersAFailedStepWithAServerErrorAndGoesOn) {
+TEST_F(SchedulerFaults, TheServerAnswersAFailedStepWithAServerErrorAndGoesOn) {
     using nlohmann::json;
-    FaultInjectingBackend be(2);
-    const auto model = Model::load(testing::generated_checkpoint("tiny", 7, DType::F32), be);
-    SchedulerOptions so;
-    so.max_seqs = 2;
-    so.context = 128;
-    Scheduler s(*model, be, so);
+    Scheduler s(*model, be, options(2, 128));
     serve::HttpOptions ho;
     ho.host = "127.0.0.1";
     ho.port = 0;
@@ -196,7 +190,7 @@ TEST(SchedulerFaults, TheServerAnswersAFailedStepWithAServerErrorAndGoesOn) {
     serve::HttpServer server(ho);
     const int port = server.bind();
     std::thread http([&] { server.run(); });
-    server.set_ready(serve::ServedModel{testing::qwen3_tokenizer(), std::nullopt, std::nullopt, {}, s.context()},
+    server.set_ready(serve::ServedModel{testing::qwen3_tokenizer(), std::nullopt, {}, s.context()},
                      {[&s](GenerationRequest r) { return s.submit(std::move(r)); }, [&s] { return s.stats(); }});
     httplib::Client c("127.0.0.1", port);
     c.set_read_timeout(60, 0);

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
-#include "tools/random_checkpoint.h"
+#include "checkpoint/random_checkpoint.h"
 
 namespace tracelm::testing {
 

@@ -35,6 +35,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "runtime/backend.h"
 
@@ -159,6 +161,13 @@ void check_sample_args(const Tensor& logits, const SamplingIo& io, const Tensor&
 void check_params(const RowParams& p);
 // The workspace Backend::sample needs for up to max_rows rows of `vocab` tokens, allocated once.
 SamplingWorkspace make_workspace(Backend& backend, int64_t max_rows, int64_t vocab);
+
+// Log-probabilities of one sampled token (step 2 above).
+struct TokenLogprobs {
+    int32_t id = 0;
+    float logprob = 0.0f;
+    std::vector<std::pair<int32_t, float>> top;  // the best tokens, best first
+};
 
 // What one row's sampling gives.
 struct RowResult {

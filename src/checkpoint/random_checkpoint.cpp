@@ -1,0 +1,295 @@
+#include "checkpoint/random_checkpoint.h"
+
+#include <bit>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
+
+#include "formats/gguf_names.h"
+#include "formats/quantize.h"
+#include "formats/safetensors_writer.h"
+#include "model/config.h"
+#include "checkpoint/gguf_convert.h"
+#include "checkpoint/rng.h"
+
+namespace tracelm {
+
+// safetensors data is little-endian and handed out (or written) as raw host memory.
+static_assert(std::endian::native == std::endian::little);
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+namespace {
+
+// ---- random Qwen3 checkpoints ----
+
+std::string tokenizer_dir(const MakeCheckpointOptions& opts) {
+    return opts.tokenizer_dir.empty() ? default_tokenizer_dir() : opts.tokenizer_dir;
+}
+
+
+struct Geometry {
+    int hidden, intermediate, layers, heads, kv_heads, head_dim, max_positions;
+};
+constexpr int kQwen3Vocab = 151936;
+
+Geometry geometry_by_name(const std::string& name) {
+    if (name == "tiny") return {64, 192, 2, 4, 2, 32, 4096};
+    if (name == "qwen3-0.6b") return {1024, 3072, 28, 16, 8, 128, 40960};
+    throw std::runtime_error("unknown checkpoint geometry '" + name + "' (supported: tiny, qwen3-0.6b)");
+}
+
+// How a tensor's values are drawn: fan_in > 0: uniform in +-sqrt(3 / fan_in) (unit-variance
+// outputs for unit-variance inputs); fan_in == 0: a norm weight, 1 + uniform(+-0.1).
+struct RandomTensor {
+    SafetensorsTensorSpec spec;
+    int64_t fan_in;
+};
+
+// In HF's state-dict order, which also decides how shards are cut.
+std::vector<RandomTensor> qwen3_tensors(const Geometry& g, DType dt) {
+    const int64_t H = g.hidden, I = g.intermediate, q = int64_t{g.heads} * g.head_dim,
+                  kv = int64_t{g.kv_heads} * g.head_dim, hd = g.head_dim;
+    std::vector<RandomTensor> out;
+    auto add = [&](std::string name, std::vector<int64_t> shape, int64_t fan_in) {
+        out.push_back({{std::move(name), dt, std::move(shape)}, fan_in});
+    };
+    add("model.embed_tokens.weight", {kQwen3Vocab, H}, 3);  // fan_in 3: uniform +-1
+    for (int l = 0; l < g.layers; ++l) {
+        const std::string p = "model.layers." + std::to_string(l) + ".";
+        add(p + "self_attn.q_proj.weight", {q, H}, H);
+        add(p + "self_attn.k_proj.weight", {kv, H}, H);
+        add(p + "self_attn.v_proj.weight", {kv, H}, H);
+        add(p + "self_attn.o_proj.weight", {H, q}, q);
+        add(p + "self_attn.q_norm.weight", {hd}, 0);
+        add(p + "self_attn.k_norm.weight", {hd}, 0);
+        add(p + "mlp.gate_proj.weight", {I, H}, H);
+        add(p + "mlp.up_proj.weight", {I, H}, H);
+        add(p + "mlp.down_proj.weight", {H, I}, I);
+        add(p + "input_layernorm.weight", {H}, 0);
+        add(p + "post_attention_layernorm.weight", {H}, 0);
+    }
+    add("model.norm.weight", {H}, 0);
+    return out;
+}
+
+// Hands the tensor's values to `sink` in order, in chunks of a whole number of 32-element blocks.
+void random_values(const RandomTensor& t, uint64_t seed, const std::function<void(const float*, size_t)>& sink) {
+    Xoshiro256 rng(SplitMix64(seed).next() ^ fnv1a64(t.spec.name));
+    // sqrt and division are exactly rounded, so the scale is the same everywhere.
+    const float scale = t.fan_in > 0 ? static_cast<float>(std::sqrt(3.0 / static_cast<double>(t.fan_in))) : 0.0f;
+    constexpr int32_t kTenth = 838860;  // 0.1 * 2^23
+
+    constexpr size_t kChunk = size_t{1} << 20;
+    std::vector<float> vals(kChunk);
+    uint64_t left = 1;
+    for (int64_t d : t.spec.shape) left *= static_cast<uint64_t>(d);
+    while (left > 0) {
+        const size_t n = left < kChunk ? static_cast<size_t>(left) : kChunk;
+        if (t.fan_in > 0) {
+            for (size_t i = 0; i < n; ++i) vals[i] = rng.uniform_pm1() * scale;
+        } else {
+            // 1 + k * 2^-23 as one exact conversion, so no rounding (or FMA contraction) can differ.
+            for (size_t i = 0; i < n; ++i) {
+                const int32_t k = static_cast<int32_t>(rng.below(2 * kTenth + 1)) - kTenth;
+                vals[i] = static_cast<float>((1 << 23) + k) * (1.0f / 8388608.0f);
+            }
+        }
+        sink(vals.data(), n);
+        left -= n;
+    }
+}
+
+// The values stored as `dtype` (a plain float type or a GGUF block type) in the sink's pieces; with
+// `round_to_bf16`, each value is first rounded to bf16.
+void write_random_tensor(const RandomTensor& t, uint64_t seed, DType dtype, bool round_to_bf16,
+                         const std::function<void(const void*, size_t)>& out) {
+    std::vector<uint8_t> buf;
+    std::vector<float> rounded;
+    random_values(t, seed, [&](const float* v, size_t n) {
+        if (round_to_bf16) {
+            rounded.resize(n);
+            for (size_t i = 0; i < n; ++i) rounded[i] = bf16_to_f32(f32_to_bf16(v[i]));
+            v = rounded.data();
+        }
+        buf.resize(dtype_row_bytes(dtype, static_cast<int64_t>(n)));
+        quantize_row(dtype, v, static_cast<int64_t>(n), buf.data());
+        out(buf.data(), buf.size());
+    });
+}
+
+json qwen3_config_json(const Geometry& g, DType dt) {
+    return json{
+        {"architectures", {"Qwen3ForCausalLM"}},
+        {"attention_bias", false},
+        {"attention_dropout", 0.0},
+        {"bos_token_id", 151643},
+        {"eos_token_id", 151645},
+        {"head_dim", g.head_dim},
+        {"hidden_act", "silu"},
+        {"hidden_size", g.hidden},
+        {"initializer_range", 0.02},
+        {"intermediate_size", g.intermediate},
+        {"max_position_embeddings", g.max_positions},
+        {"max_window_layers", g.layers},
+        {"model_type", "qwen3"},
+        {"num_attention_heads", g.heads},
+        {"num_hidden_layers", g.layers},
+        {"num_key_value_heads", g.kv_heads},
+        {"rms_norm_eps", 1e-6},
+        {"rope_scaling", nullptr},
+        {"rope_theta", 1000000},
+        {"sliding_window", nullptr},
+        {"tie_word_embeddings", true},
+        {"torch_dtype", dt == DType::BF16 ? "bfloat16" : "float32"},
+        {"use_cache", true},
+        {"use_sliding_window", false},
+        {"vocab_size", kQwen3Vocab},
+    };
+}
+
+void write_text(const fs::path& path, const std::string& text) {
+    std::ofstream out(path, std::ios::binary);
+    out << text;
+    out.close();
+    if (!out) throw std::runtime_error(path.string() + ": write failed");
+}
+
+// Splits like huggingface_hub's split_state_dict_into_shards: a tensor larger than the limit gets
+// a shard of its own (emitted at once), otherwise a shard is closed when the next tensor would
+// push it over the limit.
+std::vector<std::vector<size_t>> plan_shards(const std::vector<RandomTensor>& tensors, uint64_t max_bytes) {
+    std::vector<std::vector<size_t>> shards;
+    std::vector<size_t> current;
+    uint64_t current_bytes = 0;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+        const uint64_t b = tensors[i].spec.bytes();
+        if (max_bytes == 0) {
+            current.push_back(i);
+            continue;
+        }
+        if (b > max_bytes) {
+            shards.push_back({i});
+            continue;
+        }
+        if (current_bytes + b > max_bytes && !current.empty()) {
+            shards.push_back(std::move(current));
+            current.clear();
+            current_bytes = 0;
+        }
+        current.push_back(i);
+        current_bytes += b;
+    }
+    if (!current.empty()) shards.push_back(std::move(current));
+    return shards;
+}
+
+// Removes weight files an earlier run may have left, which would otherwise shadow or mix with ours.
+void remove_old_weights(const fs::path& dir) {
+    for (const auto& entry : fs::directory_iterator(dir)) {
+        const std::string n = entry.path().filename().string();
+        const bool shard = n.rfind("model-", 0) == 0 && n.find("-of-") != std::string::npos &&
+                           n.size() > 12 && n.compare(n.size() - 12, 12, ".safetensors") == 0;
+        if (shard || n == "model.safetensors" || n == "model.safetensors.index.json") fs::remove(entry.path());
+    }
+}
+
+// The same model as one GGUF file (general.architecture qwen3, the tokenizer in the metadata). Matrices are of
+// the requested type, quantized from the f32 values; the norms are f32, as llama.cpp's converter keeps them,
+// holding what a checkpoint of that dtype holds (the bf16 values for bf16).
+void write_random_gguf(const Geometry& g, const MakeCheckpointOptions& opts) {
+    if (!can_quantize_to(opts.dtype))
+        throw std::runtime_error("GGUF random checkpoints are f32, f16, bf16, q8_0 or q4_0, not " +
+                                 std::string(dtype_name(opts.dtype)));
+    const ModelConfig c = ModelConfig::from_json_text(qwen3_config_json(g, opts.dtype).dump());
+    GgufWriter w;
+    add_arch_metadata(w, std::string(arch_name(c.arch)), c);
+    add_bpe_tokenizer_metadata(w, tokenizer_dir(opts), c.vocab_size, c.bos_token_id);
+    for (const RandomTensor& t : qwen3_tensors(g, DType::F32)) {
+        const DType dt = t.spec.shape.size() == 2 ? opts.dtype : DType::F32;
+        const bool round_to_bf16 = dt == DType::F32 && opts.dtype == DType::BF16;
+        w.add_tensor(gguf_tensor_name(t.spec.name), dt, {t.spec.shape.rbegin(), t.spec.shape.rend()},
+                     [t, seed = opts.seed, dt, round_to_bf16](const GgufWriter::Sink& sink) {
+                         write_random_tensor(t, seed, dt, round_to_bf16, sink);
+                     });
+    }
+    w.write(opts.out);
+}
+
+std::string shard_name(size_t i, size_t n) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "model-%05zu-of-%05zu.safetensors", i + 1, n);
+    return buf;
+}
+
+}  // namespace
+
+void make_random_checkpoint(const MakeCheckpointOptions& opts) {
+    const Geometry g = geometry_by_name(opts.geometry);
+    if (opts.out.empty()) throw std::runtime_error("random checkpoint: no output path given");
+    if (opts.format == CheckpointFormat::Gguf) {
+        write_random_gguf(g, opts);
+        return;
+    }
+    if (opts.dtype != DType::F32 && opts.dtype != DType::BF16)
+        throw std::runtime_error("random safetensors checkpoints are f32 or bf16, not " +
+                                 std::string(dtype_name(opts.dtype)));
+    const fs::path dir(opts.out);
+    const fs::path tok(tokenizer_dir(opts));
+    for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+        if (!fs::is_regular_file(tok / f))
+            throw std::runtime_error((tok / f).string() + ": missing (the random checkpoint copies it)");
+
+    fs::create_directories(dir);
+    remove_old_weights(dir);
+
+    const std::vector<RandomTensor> tensors = qwen3_tensors(g, opts.dtype);
+    const auto shards = plan_shards(tensors, opts.max_shard_bytes);
+    const std::map<std::string, std::string> metadata{{"format", "pt"}};
+    json weight_map = json::object();
+    uint64_t total_bytes = 0;
+    for (size_t s = 0; s < shards.size(); ++s) {
+        const std::string file = shards.size() == 1 ? "model.safetensors" : shard_name(s, shards.size());
+        std::vector<SafetensorsTensorSpec> specs;
+        for (size_t i : shards[s]) {
+            specs.push_back(tensors[i].spec);
+            weight_map[tensors[i].spec.name] = file;
+            total_bytes += tensors[i].spec.bytes();
+        }
+        write_safetensors_streamed((dir / file).string(), specs, metadata, [&](size_t k, const ByteSink& out) {
+            write_random_tensor(tensors[shards[s][k]], opts.seed, opts.dtype, false, out);
+        });
+    }
+    if (shards.size() > 1) {
+        // As transformers writes it: json.dumps(index, indent=2, sort_keys=True) + "\n".
+        const json index{{"metadata", {{"total_size", total_bytes}}}, {"weight_map", weight_map}};
+        write_text(dir / "model.safetensors.index.json", index.dump(2) + "\n");
+    }
+    write_text(dir / "config.json", qwen3_config_json(g, opts.dtype).dump(2) + "\n");
+    for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+        fs::copy_file(tok / f, dir / f, fs::copy_options::overwrite_existing);
+}
+
+uint64_t fnv1a64_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw std::runtime_error(path + ": cannot open");
+    std::vector<char> buf(size_t{1} << 20);
+    uint64_t h = kFnv1a64Offset;
+    while (in) {
+        in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+        h = fnv1a64(std::string_view(buf.data(), static_cast<size_t>(in.gcount())), h);
+    }
+    if (in.bad()) throw std::runtime_error(path + ": read error");
+    return h;
+}
+
+}  // namespace tracelm

@@ -1,0 +1,150 @@
+// `tracelm serve`: the OpenAI-compatible server. It listens first (/health answers 503 while the model loads), then
+// loads the model and starts the scheduler; SIGINT or SIGTERM stop it cleanly (connections finish, the scheduler
+// cancels what is left and joins its thread).
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <optional>
+#include <thread>
+
+#include "backends/registry.h"
+#include "chat/chat_template.h"
+#include "serve/http_server.h"
+#include "serve/scheduler.h"
+#include "cli/model_flags.h"
+#include "cli/commands.h"
+#include "checkpoint/model_cache.h"
+#include "cli/model_loading.h"
+
+namespace tracelm::cli {
+
+namespace {
+struct ServeArgs {
+    ModelFlags m;
+    std::string host = "127.0.0.1";
+    int port = 8080;
+    int max_seqs = 16;
+    int max_batched_tokens = 512;
+    double max_step_stretch = serve::SchedulerOptions{}.max_step_stretch;
+    std::string api_key;
+    int64_t kv_blocks = 0;
+};
+
+// The name clients use: the model file's or folder's name (without .gguf).
+std::string served_model_id(const std::string& path) {
+    std::filesystem::path p = path.empty() ? std::filesystem::path(DefaultModel::kFile) : std::filesystem::path(path);
+    if (!p.has_filename()) p = p.parent_path();  // a folder given with a trailing slash
+    return p.extension() == ".gguf" ? p.stem().string() : p.filename().string();
+}
+
+// Waits for SIGINT / SIGTERM (blocked in every thread, so only this one takes them) and calls on_signal; returns
+// without calling it once `done` is set.
+void wait_for_signal(const sigset_t& signals, const std::atomic<bool>& done, const std::function<void()>& on_signal) {
+    const timespec tick{0, 100 * 1000 * 1000};
+    while (!done.load()) {
+        if (sigtimedwait(&signals, nullptr, &tick) > 0) {
+            on_signal();
+            return;
+        }
+    }
+}
+
+int run_serve(const ServeArgs& a) {
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // before any thread starts: they inherit the mask
+    signal(SIGPIPE, SIG_IGN);                       // a client gone mid-write is an error return, not a signal
+
+    // Declared before the server, so destroyed after it: the server's handlers use them until run() returns.
+    std::unique_ptr<Backend> device;
+    std::optional<LoadedModel> lm;
+    std::unique_ptr<serve::Scheduler> scheduler;
+
+    serve::HttpOptions ho;
+    ho.host = a.host;
+    ho.port = a.port;
+    ho.api_key = a.api_key;
+    ho.model_id = served_model_id(a.m.model);
+    ho.workers = a.max_seqs + 4;  // every stream, plus health checks and metrics scrapes
+    serve::HttpServer server(ho);
+    const int port = server.bind();
+    std::printf("listening on http://%s:%d\n", a.host.c_str(), port);
+    std::fflush(stdout);
+
+    std::thread http([&] { server.run(); });
+    std::atomic<bool> done{false};
+    std::thread watcher([&] { wait_for_signal(signals, done, [&] { server.stop(); }); });
+    const auto shut_down = [&] {
+        server.stop();
+        http.join();
+        done = true;
+        watcher.join();
+    };
+    try {
+        device = make_backend(a.m.backend, a.m.backend_options());
+        // A server is there for throughput: the fast numerics by default, as accurate as llama.cpp's order (fewer
+        // roundings) and still batch-invariant; --numerics ggml serves llama.cpp's bits.
+        const Numerics numerics = a.m.numerics_given->count() > 0              ? a.m.numerics
+                                  : device->capabilities().repacked_faster ? Numerics::Fast
+                                                                           : Numerics::Ggml;
+        lm = load_model(a.m.model, *device, numerics);
+        serve::SchedulerOptions so;
+        so.max_seqs = a.max_seqs;
+        so.max_batched_tokens = a.max_batched_tokens;
+        so.max_step_stretch = a.max_step_stretch;
+        const EngineOptions eo = a.m.engine_options();
+        so.context = eo.context;
+        so.kv_dtype = eo.kv_dtype;
+        so.kv_blocks = a.kv_blocks;
+        so.prefix_cache = eo.prefix_cache;
+        scheduler = std::make_unique<serve::Scheduler>(*lm->model, *device, so);
+
+        const Tokenizer& tok = lm->tokenizer;
+        serve::ServedModel m{tok, std::nullopt, lm->end_ids, scheduler->context()};
+        if (!tok.chat_template().empty()) m.chat_template = ChatTemplate::detect(tok.chat_template());
+        serve::Scheduler& s = *scheduler;
+        server.set_ready(std::move(m), {[&s](serve::GenerationRequest r) { return s.submit(std::move(r)); },
+                                        [&s] { return s.stats(); }});
+        std::fprintf(stderr, "ready: %s (numerics %s, KV cache %s)\n", ho.model_id.c_str(),
+                     numerics == Numerics::Fast ? "fast" : "ggml", std::string(dtype_name(scheduler->kv_dtype())).c_str());
+    } catch (...) {
+        shut_down();
+        throw;
+    }
+    http.join();  // until a signal stops the server
+    done = true;
+    watcher.join();
+    std::fprintf(stderr, "stopped\n");
+    return 0;
+}
+}  // namespace
+
+Action add_serve(CLI::App& app) {
+    auto a = std::make_shared<ServeArgs>();
+    add_model_flags(app, a->m, {.numerics_default = "fast where it runs faster (cpu with AVX2), else ggml"});
+    app.add_option("--host", a->host, "address to listen on (default: loopback only)");
+    app.add_option("--port", a->port, "port to listen on (0: any free port, printed)")->check(CLI::Range(0, 65535));
+    app.add_option("--max-seqs", a->max_seqs, "sequences decoded together")->check(CLI::Range(1, 1024));
+    app.add_option("--max-batched-tokens", a->max_batched_tokens,
+                   "tokens computed per scheduler step, one per decoding stream and the rest prompt pieces (lower: "
+                   "steadier inter-token latency while prompts arrive; higher: shorter time to first token)")
+        ->check(CLI::Range(1, 1 << 20));
+    app.add_option("--max-step-stretch", a->max_step_stretch,
+                   "a step that carries prompt pieces takes at most this many times the running batch's decode step "
+                   "(lower: steadier inter-token latency; higher: shorter time to first token and more throughput "
+                   "while prompts arrive; 0: only --max-batched-tokens bounds the pieces)")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0, 100.0));
+    app.add_option("--api-key", a->api_key, "require 'Authorization: Bearer KEY' on /v1/*")->envname("TRACELM_API_KEY");
+    app.add_option("--kv-blocks", a->kv_blocks, "KV cache blocks in the pool (default: max-seqs full contexts)")
+        ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+    return [a] { return run_serve(*a); };
+}
+
+}  // namespace tracelm::cli
