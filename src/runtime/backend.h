@@ -7,6 +7,10 @@
 // Capture: between begin_capture() and end_capture() only device ops may be issued. Host<->device
 // transfers, allocation, free and synchronisation throw CaptureViolation naming the op and buffer.
 // The checks live here, in the non-virtual entry points, so no backend can forget them.
+//
+// Ops: each is a non-virtual entry point that checks its arguments (runtime/op_checks.h; the sampling and DSA ops'
+// own checks in ops/sampling and ops/dsa, whose files define those entry points) and then calls the backend's
+// protected do_<op>; a backend implements only the do_ functions and cannot skip a check.
 #pragma once
 
 #include <algorithm>
@@ -143,71 +147,101 @@ class Backend {
 
     // ---- device ops (allowed everywhere; recorded when capturing) ----
     // out[r,:] = src[r,:] (same shape, dtype); also used to seed device state.
-    virtual void copy(const Tensor& dst, const Tensor& src) = 0;
+    void copy(const Tensor& dst, const Tensor& src);
     // out[t,:] = table[ids[t],:] as f32; ids outside [0, rows) give a zero row.
-    virtual void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) = 0;
+    void embedding(const Tensor& ids, const Tensor& table, const Tensor& out);
     // out[r,:] = x[r,:] / sqrt(mean(x[r,:]^2) + eps) * w (w: f32/bf16/f16 of length cols).
-    virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) = 0;
+    void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out);
     // out[t,n] = sum_k x[t,k] * w[n,k] (+ bias[n]); w is [N,K] in f32/bf16/f16, bias may be null.
-    virtual void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) = 0;
+    void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out);
     // In place NeoX rotary embedding of x [T, heads*head_dim] at positions[t], with the frequencies of `rope`.
-    virtual void rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, const RopeSpec& rope) = 0;
+    void rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, const RopeSpec& rope);
     // k_cache/v_cache [slots, kv_dim], both f32 or both f16 (values rounded to nearest even); row t of k/v goes to
     // slot_mapping[t] (skipped when < 0).
-    virtual void kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
-                          const Tensor& v_cache) = 0;
+    void kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
+                  const Tensor& v_cache);
     // Causal paged attention. q/out [T, heads*head_dim]. Query i of a sequence with q_len new tokens
     // and seq_len cached tokens sees keys [0, seq_len - q_len + i]. With f16 caches the CPU backend computes what
     // llama.cpp's CPU backend does (q and the probabilities rounded to f16, its dot orders and softmax).
-    virtual void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta,
-                           int heads, int kv_heads, int head_dim, float scale, const Tensor& out) = 0;
-    virtual void add(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+    void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta,
+                   int heads, int kv_heads, int head_dim, float scale, const Tensor& out);
+    void add(const Tensor& a, const Tensor& b, const Tensor& out);
     // out = silu(gate) * up
-    virtual void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) = 0;
+    void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out);
     // ---- fused ops (each equals the composition of the ops above it names, and removes launches / barriers) ----
     // x += delta, then out = rms_norm(x, w): a residual add fused with the norm that follows it.
-    virtual void add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w, float eps, const Tensor& out) = 0;
+    void add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w, float eps, const Tensor& out);
     // The attention prologue of one layer: per-head rms_norm of p.q and p.k (when p.q_norm / p.k_norm are given),
     // rope_neox of both, then kv_write of k and v.
-    virtual void qk_norm_rope_kv_write(const QkvPrologue& p) = 0;
+    void qk_norm_rope_kv_write(const QkvPrologue& p);
     // Several matmuls of one input, outs[i].out = x . outs[i].w^T (+ outs[i].bias): the q/k/v and gate/up
     // projections, in one launch where the backend can. At most kMaxMatmuls outputs.
     static constexpr size_t kMaxMatmuls = 3;
-    virtual void matmuls(const Tensor& x, std::span<const MatmulOut> outs) = 0;
+    void matmuls(const Tensor& x, std::span<const MatmulOut> outs);
     // out = silu_mul(gate, up) . w^T (as matmul, no bias): the down projection with its input fused. gate and up
     // are consumed: afterwards their contents are unspecified (a backend may use them as scratch).
-    virtual void silu_mul_matmul(const Tensor& gate, const Tensor& up, const Tensor& w, const Tensor& out) = 0;
+    void silu_mul_matmul(const Tensor& gate, const Tensor& up, const Tensor& w, const Tensor& out);
 
     // out[s,:] = x[query_start_loc[s+1]-1, :]: the last token of each sequence.
-    virtual void gather_last(const Tensor& x, const Tensor& query_start_loc, const Tensor& out) = 0;
+    void gather_last(const Tensor& x, const Tensor& query_start_loc, const Tensor& out);
     // ids[r] = argmax(logits[r,:]); the lowest index wins ties; NaN never wins.
-    virtual void argmax(const Tensor& logits, const Tensor& ids) = 0;
+    void argmax(const Tensor& logits, const Tensor& ids);
     // ---- sampling (semantics in ops/sampling/sampling.h) ----
     virtual size_t sampling_workspace_bytes(int64_t max_rows, int64_t vocab) const = 0;
     // ids[r]: row r of logits sampled with its parameters in io; penalises the logits in place.
-    virtual void sample(const Tensor& logits, const SamplingIo& io, const Tensor& ids) = 0;
+    void sample(const Tensor& logits, const SamplingIo& io, const Tensor& ids);
     // Feeds sampled ids into the next step: history[step] = sampled, token_ids = sampled, positions,
     // seq_lens += 1, slot from the block table (-1 past the reserved blocks), step += 1.
-    virtual void advance_decode(const Tensor& sampled, const DecodeState& st) = 0;
+    void advance_decode(const Tensor& sampled, const DecodeState& st);
 
     // ---- DeepSeek sparse attention (semantics in ops/dsa/dsa_topk.h) ----
     // Bytes DsaTopkWorkspace::buffer needs for up to max_rows rows of max_keys keys.
     virtual size_t dsa_topk_workspace_bytes(int64_t max_rows, int64_t max_keys) const = 0;
     // indices [T, topk] i64: the topk best keys of each row of scores [T, nk] f32 within
     // [window_start[t], window_end[t]) (i64), in ascending key order, -1 padded.
-    virtual void dsa_topk(const Tensor& scores, const Tensor& window_start, const Tensor& window_end,
-                          const DsaTopkWorkspace& ws, const Tensor& indices) = 0;
+    void dsa_topk(const Tensor& scores, const Tensor& window_start, const Tensor& window_end,
+                  const DsaTopkWorkspace& ws, const Tensor& indices);
     // Indexer score: scores[t, s] = sum_h w[t, h] * relu(q[t, h*D:(h+1)*D] . keys[s, :]) with q [T, heads*D],
     // w [T, heads], keys [nk, D], scores [T, nk] (all f32).
-    virtual void dsa_indexer(const Tensor& q, const Tensor& weights, const Tensor& keys, int heads,
-                             const Tensor& scores) = 0;
+    void dsa_indexer(const Tensor& q, const Tensor& weights, const Tensor& keys, int heads,
+                     const Tensor& scores);
     // attention() restricted, for each query row t, to the cached positions indices[t, :] (i64); -1 entries and
     // positions the row may not see are skipped. Given all of them in ascending order it equals attention().
-    virtual void sparse_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                                  const AttentionMeta& meta, const Tensor& indices, int heads, int kv_heads,
-                                  int head_dim, float scale, const Tensor& out) = 0;
+    void sparse_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                          const AttentionMeta& meta, const Tensor& indices, int heads, int kv_heads,
+                          int head_dim, float scale, const Tensor& out);
 
    protected:
+    // The ops as each backend runs them, after the public entry points above checked their arguments.
+    virtual void do_copy(const Tensor& dst, const Tensor& src) = 0;
+    virtual void do_embedding(const Tensor& ids, const Tensor& table, const Tensor& out) = 0;
+    virtual void do_rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) = 0;
+    virtual void do_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) = 0;
+    virtual void do_rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim,
+                              const RopeSpec& rope) = 0;
+    virtual void do_kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
+                             const Tensor& v_cache) = 0;
+    virtual void do_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta,
+                              int heads, int kv_heads, int head_dim, float scale, const Tensor& out) = 0;
+    virtual void do_add(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+    virtual void do_silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) = 0;
+    virtual void do_add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w, float eps,
+                                 const Tensor& out) = 0;
+    virtual void do_qk_norm_rope_kv_write(const QkvPrologue& p) = 0;
+    virtual void do_matmuls(const Tensor& x, std::span<const MatmulOut> outs) = 0;
+    virtual void do_silu_mul_matmul(const Tensor& gate, const Tensor& up, const Tensor& w, const Tensor& out) = 0;
+    virtual void do_gather_last(const Tensor& x, const Tensor& query_start_loc, const Tensor& out) = 0;
+    virtual void do_argmax(const Tensor& logits, const Tensor& ids) = 0;
+    virtual void do_sample(const Tensor& logits, const SamplingIo& io, const Tensor& ids) = 0;
+    virtual void do_advance_decode(const Tensor& sampled, const DecodeState& st) = 0;
+    virtual void do_dsa_topk(const Tensor& scores, const Tensor& window_start, const Tensor& window_end,
+                             const DsaTopkWorkspace& ws, const Tensor& indices) = 0;
+    virtual void do_dsa_indexer(const Tensor& q, const Tensor& weights, const Tensor& keys, int heads,
+                                const Tensor& scores) = 0;
+    virtual void do_sparse_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                                     const AttentionMeta& meta, const Tensor& indices, int heads, int kv_heads,
+                                     int head_dim, float scale, const Tensor& out) = 0;
+
     virtual Buffer* do_alloc(size_t bytes, const std::string& name) = 0;
     virtual void do_free(Buffer* b) = 0;
     virtual void do_upload(const Tensor& dst, const void* src) = 0;

@@ -1,5 +1,6 @@
-// Argument checks of the Backend ops (dtypes and shapes), written once and called by every backend, so that every
-// backend rejects the same calls with the same std::invalid_argument ("<op>: <what>") before it touches memory.
+// Argument checks of the Backend ops (dtypes and shapes), written once and called by Backend's entry points, so
+// that every backend rejects the same calls with the same std::invalid_argument ("<op>: <what>") before it touches
+// memory.
 // What differs between backends (weight and KV types, head sizes) comes from their BackendCapabilities.
 #pragma once
 

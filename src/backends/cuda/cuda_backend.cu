@@ -230,38 +230,32 @@ size_t CudaBackend::graph_nodes(GraphId g) const { return impl_->graphs.at(stati
 
 // ---- ops ----
 
-void CudaBackend::copy(const Tensor& dst, const Tensor& src) {
-    checks::copy(dst, src);
+void CudaBackend::do_copy(const Tensor& dst, const Tensor& src) {
     if (dst.nbytes() == 0) return;
     check(cudaMemcpyAsync(dst.raw(), src.raw(), dst.nbytes(), cudaMemcpyDeviceToDevice, impl_->stream), "copy");
 }
 
-void CudaBackend::embedding(const Tensor& ids, const Tensor& table, const Tensor& out) {
-    checks::embedding(ids, table, out, capabilities());
+void CudaBackend::do_embedding(const Tensor& ids, const Tensor& table, const Tensor& out) {
     ops::embedding(ids.ptr<int32_t>(), out.rows, table.raw(), table.dtype, table.rows, table.cols, out.ptr<float>(),
                    impl_->stream);
 }
 
-void CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) {
-    checks::rms_norm(x, w, out);
+void CudaBackend::do_rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) {
     ops::rms_norm(x.ptr<float>(), w.raw(), w.dtype, eps, out.ptr<float>(), x.rows, x.cols, impl_->stream);
 }
 
-void CudaBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) {
-    checks::matmul(x, w, bias, out, capabilities());
+void CudaBackend::do_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) {
     ops::matmul(x.ptr<float>(), x.rows, x.cols, w.raw(), w.dtype, bias ? bias->ptr<float>() : nullptr, out.ptr<float>(),
                 w.rows, impl_->stream);
 }
 
-void CudaBackend::rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, const RopeSpec& rope) {
-    checks::rope_neox(x, positions, heads, head_dim, rope, capabilities());
+void CudaBackend::do_rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, const RopeSpec& rope) {
     ops::rope_neox(x.ptr<float>(), positions.ptr<int32_t>(), x.rows, heads, head_dim, rope_freqs(head_dim, rope),
                    impl_->stream);
 }
 
-void CudaBackend::kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
+void CudaBackend::do_kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
                            const Tensor& v_cache) {
-    checks::kv_write(k, v, slot_mapping, k_cache, v_cache, capabilities());
     ops::kv_write(k.ptr<float>(), v.ptr<float>(), slot_mapping.ptr<int32_t>(), k_cache.raw(), v_cache.raw(),
                   k_cache.dtype, k.rows, k.cols, k_cache.rows, impl_->stream);
 }
@@ -269,7 +263,6 @@ void CudaBackend::kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_
 void CudaBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                                   const AttentionMeta& meta, const Tensor* indices, int heads, int kv_heads,
                                   int head_dim, float scale, const Tensor& out, const char* op) {
-    checks::attention(q, k_cache, v_cache, meta, heads, kv_heads, head_dim, out, op, capabilities());
     ops::AttentionParams p{q.ptr<float>(),
                            k_cache.raw(),
                            v_cache.raw(),
@@ -304,31 +297,27 @@ void CudaBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const 
     ops::attention(p, splits, impl_->scratch, impl_->stream);
 }
 
-void CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta,
+void CudaBackend::do_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta,
                             int heads, int kv_heads, int head_dim, float scale, const Tensor& out) {
     paged_attention(q, k_cache, v_cache, meta, nullptr, heads, kv_heads, head_dim, scale, out, "attention");
 }
 
-void CudaBackend::sparse_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+void CudaBackend::do_sparse_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                                    const AttentionMeta& meta, const Tensor& indices, int heads, int kv_heads,
                                    int head_dim, float scale, const Tensor& out) {
-    checks::sparse_attention_indices(q, indices);
     paged_attention(q, k_cache, v_cache, meta, &indices, heads, kv_heads, head_dim, scale, out, "sparse_attention");
 }
 
-void CudaBackend::add(const Tensor& a, const Tensor& b, const Tensor& out) {
-    checks::elementwise(a, b, out, "add");
+void CudaBackend::do_add(const Tensor& a, const Tensor& b, const Tensor& out) {
     ops::add(a.ptr<float>(), b.ptr<float>(), out.ptr<float>(), out.numel(), impl_->stream);
 }
 
-void CudaBackend::silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) {
-    checks::elementwise(gate, up, out, "silu_mul");
+void CudaBackend::do_silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) {
     ops::silu_mul(gate.ptr<float>(), up.ptr<float>(), out.ptr<float>(), out.numel(), impl_->stream);
 }
 
-void CudaBackend::matmuls(const Tensor& x, std::span<const MatmulOut> outs) {
+void CudaBackend::do_matmuls(const Tensor& x, std::span<const MatmulOut> outs) {
     static_assert(std::size(ops::GemvSegments{}.w) >= Backend::kMaxMatmuls);
-    checks::matmuls(x, outs, capabilities());
     bool fuse = x.rows <= ops::kGemvMaxT;
     for (const MatmulOut& o : outs) fuse = fuse && o.w->dtype == outs[0].w->dtype;
     if (!fuse) {
@@ -346,14 +335,12 @@ void CudaBackend::matmuls(const Tensor& x, std::span<const MatmulOut> outs) {
     ops::gemv(x.ptr<float>(), x.rows, x.cols, g, outs[0].w->dtype, impl_->stream);
 }
 
-void CudaBackend::add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w, float eps, const Tensor& out) {
-    checks::add_rms_norm(x, delta, w, out);
+void CudaBackend::do_add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w, float eps, const Tensor& out) {
     ops::add_rms_norm(x.ptr<float>(), delta.ptr<float>(), w.raw(), w.dtype, eps, out.ptr<float>(), x.rows, x.cols,
                       impl_->stream);
 }
 
-void CudaBackend::qk_norm_rope_kv_write(const QkvPrologue& p) {
-    checks::qk_norm_rope_kv_write(p, capabilities());
+void CudaBackend::do_qk_norm_rope_kv_write(const QkvPrologue& p) {
     ops::qk_norm_rope_kv_write({p.q.ptr<float>(), p.k.ptr<float>(), p.v.ptr<float>(),
                                 p.q_norm ? p.q_norm->raw() : nullptr, p.k_norm ? p.k_norm->raw() : nullptr,
                                 p.q_norm ? p.q_norm->dtype : DType::F32, p.eps, p.positions.ptr<int32_t>(),
@@ -362,8 +349,7 @@ void CudaBackend::qk_norm_rope_kv_write(const QkvPrologue& p) {
                                rope_freqs(p.head_dim, p.rope), impl_->stream);
 }
 
-void CudaBackend::silu_mul_matmul(const Tensor& gate, const Tensor& up, const Tensor& w, const Tensor& out) {
-    checks::silu_mul_matmul(gate, up, w, out, capabilities());
+void CudaBackend::do_silu_mul_matmul(const Tensor& gate, const Tensor& up, const Tensor& w, const Tensor& out) {
     if (!ops::silu_mul_matmul_fuses(gate.rows, gate.cols)) {
         // Prefill-sized batches take the tiled GEMM, which reads its input from memory: form it in gate first.
         silu_mul(gate, up, gate);
@@ -374,14 +360,12 @@ void CudaBackend::silu_mul_matmul(const Tensor& gate, const Tensor& up, const Te
                          w.rows, impl_->stream);
 }
 
-void CudaBackend::gather_last(const Tensor& x, const Tensor& query_start_loc, const Tensor& out) {
-    checks::gather_last(x, query_start_loc, out);
+void CudaBackend::do_gather_last(const Tensor& x, const Tensor& query_start_loc, const Tensor& out) {
     ops::gather_last(x.ptr<float>(), query_start_loc.ptr<int32_t>(), out.ptr<float>(), x.rows, x.cols, out.rows,
                      impl_->stream);
 }
 
-void CudaBackend::argmax(const Tensor& logits, const Tensor& ids) {
-    checks::argmax(logits, ids);
+void CudaBackend::do_argmax(const Tensor& logits, const Tensor& ids) {
     ops::argmax(logits.ptr<float>(), ids.ptr<int32_t>(), logits.rows, logits.cols, impl_->stream);
 }
 
@@ -389,8 +373,7 @@ size_t CudaBackend::sampling_workspace_bytes(int64_t max_rows, int64_t vocab) co
     return cuda::sampling_workspace_bytes(max_rows, vocab);
 }
 
-void CudaBackend::sample(const Tensor& logits, const SamplingIo& io, const Tensor& ids) {
-    sampling::check_sample_args(logits, io, ids, sampling_workspace_bytes(io.ws.max_rows, io.ws.vocab));
+void CudaBackend::do_sample(const Tensor& logits, const SamplingIo& io, const Tensor& ids) {
     cuda::sample({logits.ptr<float>(), reinterpret_cast<const sampling::RowParams*>(io.params.raw()),
                   io.counts.ptr<int32_t>(), io.step.ptr<int32_t>(), io.step_offset, ids.ptr<int32_t>(),
                   io.logprobs.ptr<float>(), io.top_ids.ptr<int32_t>(), static_cast<int32_t*>(io.ws.buffer->data),
@@ -398,8 +381,7 @@ void CudaBackend::sample(const Tensor& logits, const SamplingIo& io, const Tenso
                  logits.rows, impl_->stream);
 }
 
-void CudaBackend::advance_decode(const Tensor& sampled, const DecodeState& st) {
-    checks::advance_decode(sampled, st);
+void CudaBackend::do_advance_decode(const Tensor& sampled, const DecodeState& st) {
     ops::advance_decode({sampled.ptr<int32_t>(), st.token_ids.ptr<int32_t>(), st.positions.ptr<int32_t>(),
                          st.slot_mapping.ptr<int32_t>(), st.seq_lens.ptr<int32_t>(), st.block_tables.ptr<int32_t>(),
                          st.step.ptr<int32_t>(), st.history.ptr<int32_t>(), st.history.rows,
@@ -412,18 +394,15 @@ size_t CudaBackend::dsa_topk_workspace_bytes(int64_t max_rows, int64_t max_keys)
     return cuda::dsa_topk_workspace_bytes(max_rows, max_keys);
 }
 
-void CudaBackend::dsa_topk(const Tensor& scores, const Tensor& window_start, const Tensor& window_end,
+void CudaBackend::do_dsa_topk(const Tensor& scores, const Tensor& window_start, const Tensor& window_end,
                            const DsaTopkWorkspace& ws, const Tensor& indices) {
-    dsa::check_topk_args(scores, window_start, window_end, indices);
-    dsa::check_topk_workspace(ws, scores.rows, scores.cols, dsa_topk_workspace_bytes(ws.max_rows, ws.max_keys));
     cuda::dsa_topk({scores.ptr<float>(), window_start.ptr<int64_t>(), window_end.ptr<int64_t>(), indices.ptr<int64_t>(),
                     ws.buffer->data, ws.buffer->bytes, scores.rows, scores.cols, indices.cols},
                    impl_->stream);
 }
 
-void CudaBackend::dsa_indexer(const Tensor& q, const Tensor& weights, const Tensor& keys, int heads,
+void CudaBackend::do_dsa_indexer(const Tensor& q, const Tensor& weights, const Tensor& keys, int heads,
                               const Tensor& scores) {
-    dsa::check_indexer_args(q, weights, keys, heads, scores);
     ops::dsa_indexer(q.ptr<float>(), weights.ptr<float>(), keys.ptr<float>(), scores.ptr<float>(), q.rows, keys.rows,
                      heads, keys.cols, impl_->stream);
 }

@@ -43,36 +43,37 @@ class CudaBackend final : public Backend {
     // Device memory the pool holds (in use, free and held back for live graphs).
     size_t pool_bytes() const;
 
-    void copy(const Tensor& dst, const Tensor& src) override;
-    void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) override;
-    void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) override;
-    void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) override;
-    void rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, const RopeSpec& rope) override;
-    void kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
-                  const Tensor& v_cache) override;
-    void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta, int heads,
-                   int kv_heads, int head_dim, float scale, const Tensor& out) override;
-    void add(const Tensor& a, const Tensor& b, const Tensor& out) override;
-    void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) override;
-    void matmuls(const Tensor& x, std::span<const MatmulOut> outs) override;
-    void add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w, float eps, const Tensor& out) override;
-    void qk_norm_rope_kv_write(const QkvPrologue& p) override;
-    void silu_mul_matmul(const Tensor& gate, const Tensor& up, const Tensor& w, const Tensor& out) override;
-    void gather_last(const Tensor& x, const Tensor& query_start_loc, const Tensor& out) override;
-    void argmax(const Tensor& logits, const Tensor& ids) override;
     size_t sampling_workspace_bytes(int64_t max_rows, int64_t vocab) const override;
-    void sample(const Tensor& logits, const SamplingIo& io, const Tensor& ids) override;
-    void advance_decode(const Tensor& sampled, const DecodeState& st) override;
     size_t dsa_topk_workspace_bytes(int64_t max_rows, int64_t max_keys) const override;
-    void dsa_topk(const Tensor& scores, const Tensor& window_start, const Tensor& window_end,
-                  const DsaTopkWorkspace& ws, const Tensor& indices) override;
-    void dsa_indexer(const Tensor& q, const Tensor& weights, const Tensor& keys, int heads,
-                     const Tensor& scores) override;
-    void sparse_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta,
-                          const Tensor& indices, int heads, int kv_heads, int head_dim, float scale,
-                          const Tensor& out) override;
 
    protected:
+    void do_copy(const Tensor& dst, const Tensor& src) override;
+    void do_embedding(const Tensor& ids, const Tensor& table, const Tensor& out) override;
+    void do_rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) override;
+    void do_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) override;
+    void do_rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, const RopeSpec& rope) override;
+    void do_kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
+                     const Tensor& v_cache) override;
+    void do_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta, int heads,
+                      int kv_heads, int head_dim, float scale, const Tensor& out) override;
+    void do_add(const Tensor& a, const Tensor& b, const Tensor& out) override;
+    void do_silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) override;
+    void do_matmuls(const Tensor& x, std::span<const MatmulOut> outs) override;
+    void do_add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w, float eps, const Tensor& out) override;
+    void do_qk_norm_rope_kv_write(const QkvPrologue& p) override;
+    void do_silu_mul_matmul(const Tensor& gate, const Tensor& up, const Tensor& w, const Tensor& out) override;
+    void do_gather_last(const Tensor& x, const Tensor& query_start_loc, const Tensor& out) override;
+    void do_argmax(const Tensor& logits, const Tensor& ids) override;
+    void do_sample(const Tensor& logits, const SamplingIo& io, const Tensor& ids) override;
+    void do_advance_decode(const Tensor& sampled, const DecodeState& st) override;
+    void do_dsa_topk(const Tensor& scores, const Tensor& window_start, const Tensor& window_end,
+                     const DsaTopkWorkspace& ws, const Tensor& indices) override;
+    void do_dsa_indexer(const Tensor& q, const Tensor& weights, const Tensor& keys, int heads,
+                        const Tensor& scores) override;
+    void do_sparse_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta,
+                             const Tensor& indices, int heads, int kv_heads, int head_dim, float scale,
+                             const Tensor& out) override;
+
     Buffer* do_alloc(size_t bytes, const std::string& name) override;
     void do_free(Buffer* b) override;
     void do_upload(const Tensor& dst, const void* src) override;

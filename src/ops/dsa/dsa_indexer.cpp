@@ -3,6 +3,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "runtime/backend.h"
+
 namespace tracelm::dsa {
 
 void check_indexer_args(const Tensor& q, const Tensor& weights, const Tensor& keys, int heads, const Tensor& scores) {
@@ -23,3 +25,13 @@ void check_indexer_args(const Tensor& q, const Tensor& weights, const Tensor& ke
 }
 
 }  // namespace tracelm::dsa
+
+namespace tracelm {
+
+// The entry point of the DSA indexer op, here beside its checks (runtime/backend.h).
+void Backend::dsa_indexer(const Tensor& q, const Tensor& weights, const Tensor& keys, int heads, const Tensor& scores) {
+    dsa::check_indexer_args(q, weights, keys, heads, scores);
+    do_dsa_indexer(q, weights, keys, heads, scores);
+}
+
+}  // namespace tracelm

@@ -113,3 +113,15 @@ std::vector<int64_t> TopkRunner::run(const TopkCase& c) {
 }
 
 }  // namespace tracelm::dsa
+
+namespace tracelm {
+
+// The entry point of the DSA top-k op, here beside its checks (runtime/backend.h).
+void Backend::dsa_topk(const Tensor& scores, const Tensor& window_start, const Tensor& window_end,
+                       const DsaTopkWorkspace& ws, const Tensor& indices) {
+    dsa::check_topk_args(scores, window_start, window_end, indices);
+    dsa::check_topk_workspace(ws, scores.rows, scores.cols, dsa_topk_workspace_bytes(ws.max_rows, ws.max_keys));
+    do_dsa_topk(scores, window_start, window_end, ws, indices);
+}
+
+}  // namespace tracelm

@@ -119,3 +119,13 @@ RowResult sample_row_reference(float* x, int64_t V, const RowParams& p, int32_t*
 }
 
 }  // namespace tracelm::sampling
+
+namespace tracelm {
+
+// The entry point of the sampling op, here beside its checks (runtime/backend.h).
+void Backend::sample(const Tensor& logits, const SamplingIo& io, const Tensor& ids) {
+    sampling::check_sample_args(logits, io, ids, sampling_workspace_bytes(io.ws.max_rows, io.ws.vocab));
+    do_sample(logits, io, ids);
+}
+
+}  // namespace tracelm

@@ -29,8 +29,7 @@ void run_kv_write(const KvWriteArgs& a, int64_t b, int64_t e) {
 
 PagedAttentionArgs attention_args(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                                   const AttentionMeta& meta, int heads, int kv_heads, int head_dim, float scale,
-                                  const Tensor& out, const char* op, const BackendCapabilities& caps) {
-    checks::attention(q, k_cache, v_cache, meta, heads, kv_heads, head_dim, out, op, caps);
+                                  const Tensor& out) {
     return {q.ptr<float>(),
             k_cache.raw(),
             v_cache.raw(),
@@ -60,19 +59,18 @@ Footprint attention_footprint(const Tensor& q, const Tensor& k_cache, const Tens
         .write(out);
 }
 
-void CpuBackend::kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
+void CpuBackend::do_kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
                           const Tensor& v_cache) {
-    checks::kv_write(k, v, slot_mapping, k_cache, v_cache, capabilities());
     submit(run_kv_write,
            KvWriteArgs{k.ptr<float>(), v.ptr<float>(), slot_mapping.ptr<int32_t>(), k_cache.raw(), v_cache.raw(),
                        k.cols, k_cache.rows, k_cache.dtype == DType::F16},
            Footprint().read(k).read(v).read(slot_mapping).write(k_cache).write(v_cache), k.rows);
 }
 
-void CpuBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta,
+void CpuBackend::do_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta,
                            int heads, int kv_heads, int head_dim, float scale, const Tensor& out) {
     const PagedAttentionArgs a =
-        attention_args(q, k_cache, v_cache, meta, heads, kv_heads, head_dim, scale, out, "attention", capabilities());
+        attention_args(q, k_cache, v_cache, meta, heads, kv_heads, head_dim, scale, out);
     const Footprint fp = attention_footprint(q, k_cache, v_cache, meta, out);
     if (k_cache.dtype == DType::F32) {
         submit(paged_attention_range, a, fp, q.rows * heads);

@@ -46,14 +46,12 @@ void run_advance(const AdvanceArgs& a, int64_t, int64_t) {
 
 }  // namespace
 
-void CpuBackend::argmax(const Tensor& logits, const Tensor& ids) {
-    checks::argmax(logits, ids);
+void CpuBackend::do_argmax(const Tensor& logits, const Tensor& ids) {
     submit(run_argmax, ArgmaxArgs{logits.ptr<float>(), ids.ptr<int32_t>(), logits.cols},
            Footprint().read(logits).write(ids), logits.rows);
 }
 
-void CpuBackend::advance_decode(const Tensor& sampled, const DecodeState& st) {
-    checks::advance_decode(sampled, st);
+void CpuBackend::do_advance_decode(const Tensor& sampled, const DecodeState& st) {
     submit(run_advance,
            AdvanceArgs{sampled.ptr<int32_t>(), st.token_ids.ptr<int32_t>(), st.positions.ptr<int32_t>(),
                        st.slot_mapping.ptr<int32_t>(), st.seq_lens.ptr<int32_t>(), st.block_tables.ptr<int32_t>(),

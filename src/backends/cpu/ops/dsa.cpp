@@ -61,10 +61,8 @@ size_t CpuBackend::dsa_topk_workspace_bytes(int64_t, int64_t max_keys) const {
     return dsa::array_bytes(threads(), dsa::topk_cpu_slot_elems(max_keys), sizeof(uint32_t));
 }
 
-void CpuBackend::dsa_topk(const Tensor& scores, const Tensor& window_start, const Tensor& window_end,
+void CpuBackend::do_dsa_topk(const Tensor& scores, const Tensor& window_start, const Tensor& window_end,
                           const DsaTopkWorkspace& ws, const Tensor& indices) {
-    dsa::check_topk_args(scores, window_start, window_end, indices);
-    dsa::check_topk_workspace(ws, scores.rows, scores.cols, dsa_topk_workspace_bytes(ws.max_rows, ws.max_keys));
     if (scores.rows == 0) return;
     submit(dsa::topk_cpu_range,
            dsa::TopkCpuArgs{scores.ptr<float>(), window_start.ptr<int64_t>(), window_end.ptr<int64_t>(),
@@ -80,22 +78,20 @@ void CpuBackend::dsa_topk(const Tensor& scores, const Tensor& window_start, cons
            threads());
 }
 
-void CpuBackend::dsa_indexer(const Tensor& q, const Tensor& weights, const Tensor& keys, int heads,
+void CpuBackend::do_dsa_indexer(const Tensor& q, const Tensor& weights, const Tensor& keys, int heads,
                              const Tensor& scores) {
-    dsa::check_indexer_args(q, weights, keys, heads, scores);
     submit(indexer_range,
            IndexerArgs{q.ptr<float>(), weights.ptr<float>(), keys.ptr<float>(), scores.ptr<float>(), keys.rows,
                             heads, keys.cols},
            Footprint().read(q).read(weights).read(keys).write(scores), scores.numel(), 16);
 }
 
-void CpuBackend::sparse_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+void CpuBackend::do_sparse_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                                   const AttentionMeta& meta, const Tensor& indices, int heads, int kv_heads,
                                   int head_dim, float scale, const Tensor& out) {
     const PagedAttentionArgs a =
-        attention_args(q, k_cache, v_cache, meta, heads, kv_heads, head_dim, scale, out, "sparse_attention", capabilities());
+        attention_args(q, k_cache, v_cache, meta, heads, kv_heads, head_dim, scale, out);
     checks::require(k_cache.dtype == DType::F32, "sparse_attention", "needs an f32 KV cache");
-    checks::sparse_attention_indices(q, indices);
     submit(sparse_attention_range, SparseAttentionArgs{a, indices.ptr<int64_t>(), indices.cols},
            attention_footprint(q, k_cache, v_cache, meta, out).read(indices), q.rows * heads);
 }

@@ -71,8 +71,7 @@ void run_gather_last(const GatherArgs& a, int64_t b, int64_t e) {
 
 }  // namespace
 
-void CpuBackend::copy(const Tensor& dst, const Tensor& src) {
-    checks::copy(dst, src);
+void CpuBackend::do_copy(const Tensor& dst, const Tensor& src) {
     if (dst.rows == 0) return;
     submit(run_copy,
            CopyArgs{static_cast<const char*>(src.raw()), static_cast<char*>(dst.raw()),
@@ -80,28 +79,24 @@ void CpuBackend::copy(const Tensor& dst, const Tensor& src) {
            Footprint().read(src).write(dst), dst.rows);
 }
 
-void CpuBackend::embedding(const Tensor& ids, const Tensor& table, const Tensor& out) {
-    checks::embedding(ids, table, out, capabilities());
+void CpuBackend::do_embedding(const Tensor& ids, const Tensor& table, const Tensor& out) {
     submit(run_embedding,
            EmbeddingArgs{ids.ptr<int32_t>(), static_cast<const char*>(table.raw()), out.ptr<float>(), table.rows,
                          table.cols, table.dtype},
            Footprint().read(ids).read(table).write(out), out.rows);
 }
 
-void CpuBackend::add(const Tensor& a, const Tensor& b, const Tensor& out) {
-    checks::elementwise(a, b, out, "add");
+void CpuBackend::do_add(const Tensor& a, const Tensor& b, const Tensor& out) {
     submit(run_add, BinaryArgs{a.ptr<float>(), b.ptr<float>(), out.ptr<float>()}, Footprint().read(a).read(b).write(out),
            out.numel(), 1024);
 }
 
-void CpuBackend::silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) {
-    checks::elementwise(gate, up, out, "silu_mul");
+void CpuBackend::do_silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) {
     submit(run_silu_mul, SiluMulArgs{gate.ptr<float>(), up.ptr<float>(), out.ptr<float>(), gate.cols},
            Footprint().read(gate).read(up).write(out), out.numel(), 1024);
 }
 
-void CpuBackend::gather_last(const Tensor& x, const Tensor& query_start_loc, const Tensor& out) {
-    checks::gather_last(x, query_start_loc, out);
+void CpuBackend::do_gather_last(const Tensor& x, const Tensor& query_start_loc, const Tensor& out) {
     submit(run_gather_last, GatherArgs{x.ptr<float>(), query_start_loc.ptr<int32_t>(), out.ptr<float>(), x.rows, x.cols},
            Footprint().read(x).read(query_start_loc).write(out), out.rows);
 }

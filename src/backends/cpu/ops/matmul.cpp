@@ -69,8 +69,7 @@ bool split_by_tokens(int64_t T, int threads) { return threads > 1 && T >= 2 * th
 
 }  // namespace
 
-void CpuBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) {
-    checks::matmul(x, w, bias, out, capabilities());
+void CpuBackend::do_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) {
     const float* bias_ptr = bias ? bias->ptr<float>() : nullptr;
     const Footprint fp =
         bias ? Footprint().read(x).read(w).read(*bias).write(out) : Footprint().read(x).read(w).write(out);
@@ -107,14 +106,13 @@ void CpuBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, co
            rfp.read(ByteRange{begin, begin + scratch->bytes}), threads());
 }
 
-void CpuBackend::matmuls(const Tensor& x, std::span<const MatmulOut> outs) {
-    checks::matmuls(x, outs, capabilities());
+void CpuBackend::do_matmuls(const Tensor& x, std::span<const MatmulOut> outs) {
     // Separate recorded ops: they read the same input and write disjoint outputs, so barrier elision
     // already runs them in one phase.
     for (const MatmulOut& o : outs) matmul(x, *o.w, o.bias, o.out);
 }
 
-void CpuBackend::silu_mul_matmul(const Tensor& gate, const Tensor& up, const Tensor& w, const Tensor& out) {
+void CpuBackend::do_silu_mul_matmul(const Tensor& gate, const Tensor& up, const Tensor& w, const Tensor& out) {
     // Two recorded ops: a matvec thread needs the whole activation vector, so the product is formed first
     // (in gate, which the interface lets us consume) behind one barrier.
     silu_mul(gate, up, gate);

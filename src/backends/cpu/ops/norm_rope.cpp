@@ -91,8 +91,7 @@ void run_qkv_prologue(const QkvPrologueArgs& a, int64_t b, int64_t e) {
 
 }  // namespace
 
-void CpuBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) {
-    checks::rms_norm(x, w, out);
+void CpuBackend::do_rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) {
     submit(run_rms_norm, RmsNormArgs{x.ptr<float>(), w.raw(), out.ptr<float>(), x.cols, eps, w.dtype},
            Footprint().read(x).read(w).write(out), x.rows);
 }
@@ -108,23 +107,20 @@ const CpuBackend::RopeTable& CpuBackend::rope_table(int head_dim, const RopeSpec
     return t;
 }
 
-void CpuBackend::rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, const RopeSpec& rope) {
-    checks::rope_neox(x, positions, heads, head_dim, rope, capabilities());
+void CpuBackend::do_rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, const RopeSpec& rope) {
     const RopeTable& t = rope_table(head_dim, rope);
     submit(run_rope,
            RopeArgs{x.ptr<float>(), positions.ptr<int32_t>(), t.factors_or_null(), t.theta_scale, heads, head_dim},
            Footprint().read(positions).write(x), x.rows);
 }
 
-void CpuBackend::add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w, float eps, const Tensor& out) {
-    checks::add_rms_norm(x, delta, w, out);
+void CpuBackend::do_add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w, float eps, const Tensor& out) {
     submit(run_add_rms_norm,
            AddRmsNormArgs{x.ptr<float>(), delta.ptr<float>(), w.raw(), out.ptr<float>(), x.cols, eps, w.dtype},
            Footprint().read(delta).read(w).write(x).write(out), x.rows);
 }
 
-void CpuBackend::qk_norm_rope_kv_write(const QkvPrologue& p) {
-    checks::qk_norm_rope_kv_write(p, capabilities());
+void CpuBackend::do_qk_norm_rope_kv_write(const QkvPrologue& p) {
     Footprint fp;
     fp.read(p.v).read(p.positions).read(p.slot_mapping).write(p.q).write(p.k).write(p.k_cache).write(p.v_cache);
     if (p.q_norm != nullptr) fp.read(*p.q_norm).read(*p.k_norm);

@@ -66,11 +66,11 @@ inline void store_kv_row(const float* x, void* cache, int64_t slot, int64_t dim,
     }
 }
 
-// Checks an attention call (named `op` in errors) and resolves its arguments (defined in ops/attention.cpp, used by
+// Resolves the arguments of an attention call, checked by Backend (defined in ops/attention.cpp, used by
 // the dense and the sparse attention).
 PagedAttentionArgs attention_args(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                                   const AttentionMeta& meta, int heads, int kv_heads, int head_dim, float scale,
-                                  const Tensor& out, const char* op, const BackendCapabilities& caps);
+                                  const Tensor& out);
 Footprint attention_footprint(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta,
                               const Tensor& out);
 

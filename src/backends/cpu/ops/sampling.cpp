@@ -211,8 +211,7 @@ size_t CpuBackend::sampling_workspace_bytes(int64_t, int64_t vocab) const {
     return static_cast<size_t>(threads()) * static_cast<size_t>(slot_bytes(vocab));
 }
 
-void CpuBackend::sample(const Tensor& logits, const SamplingIo& io, const Tensor& ids) {
-    sampling::check_sample_args(logits, io, ids, sampling_workspace_bytes(io.ws.max_rows, io.ws.vocab));
+void CpuBackend::do_sample(const Tensor& logits, const SamplingIo& io, const Tensor& ids) {
     if (logits.rows == 0) return;
     const ByteRange ws{reinterpret_cast<uintptr_t>(io.ws.buffer->data),
                        reinterpret_cast<uintptr_t>(io.ws.buffer->data) + io.ws.buffer->bytes};
