@@ -51,32 +51,6 @@ uint64_t prefix_seed(const Model& model, DType kv_dtype, int block_size) {
     return h;
 }
 
-// How a sequence of an n-token prompt (with its `decoded` spans) and k generated tokens is computed, per position:
-// 1 for a forward of one row, 0 for one of several. The prompt's runs outside the decoded spans are prefilled in
-// chunks cut at the run's start and end and at the multiples of C (so a prompt without decoded spans is cut where
-// llama.cpp cuts it); decoded spans and generated tokens take one forward each. Throws std::invalid_argument on
-// spans that are not ascending, disjoint, non-empty and before the prompt's last token.
-std::vector<uint8_t> plan_one_row(int64_t n, int64_t k, const std::vector<TokenSpan>& decoded, int64_t C) {
-    std::vector<uint8_t> one_row(static_cast<size_t>(n + k), 1);
-    const auto prefill_run = [&](int64_t b, int64_t e) {
-        for (int64_t c0 = b; c0 < e;) {
-            const int64_t c1 = std::min(e, (c0 / C + 1) * C);
-            if (c1 - c0 >= 2) std::fill(one_row.begin() + c0, one_row.begin() + c1, 0);
-            c0 = c1;
-        }
-    };
-    int64_t at = 0;
-    for (const TokenSpan& d : decoded) {
-        if (d.begin < at || d.end <= d.begin || d.end >= n) {
-            throw std::invalid_argument("engine: decoded spans must be ascending, disjoint, non-empty and end before "
-                                        "the prompt's last token");
-        }
-        prefill_run(at, d.begin);
-        at = d.end;
-    }
-    prefill_run(at, n);
-    return one_row;
-}
 }  // namespace
 
 Engine::Engine(const Model& model, Backend& backend, EngineOptions options)
@@ -168,13 +142,6 @@ Engine::~Engine() {
     for (Buffer* b : buffers_) backend_.free(b);
 }
 
-bool Engine::captured() const {
-    const auto it = graphs_.find(last_bucket_);
-    return it != graphs_.end() && it->second.graph >= 0;
-}
-
-size_t Engine::graph_ops() const { return captured() ? backend_.graph_nodes(graphs_.at(last_bucket_).graph) : 0; }
-
 SamplingIo Engine::sampling_rows(int64_t r0, int64_t n, int step_offset) const {
     SamplingIo io = sampling_;
     io.params = sampling_.params.slice_rows(r0, n);
@@ -183,16 +150,6 @@ SamplingIo Engine::sampling_rows(int64_t r0, int64_t n, int step_offset) const {
     io.top_ids = sampling_.top_ids.slice_rows(r0, n);
     io.step_offset = step_offset;
     return io;
-}
-
-Tensor Engine::table_entries(int row, int64_t first, int64_t n) const {
-    const Tensor flat = whole(block_tables_.buf, DType::I32, block_tables_.numel(), 1);
-    return flat.slice_rows(static_cast<int64_t>(row) * max_blocks_ + first, n);
-}
-
-int32_t Engine::slot_of(const Row& r, int64_t pos) const {
-    const int bs = opt_.block_size;
-    return r.blocks[static_cast<size_t>(pos / bs)] * bs + static_cast<int32_t>(pos % bs);
 }
 
 void Engine::check_prompt(const std::vector<int32_t>& prompt, int64_t new_tokens) const {
@@ -257,236 +214,6 @@ std::vector<int32_t> Engine::start(const std::vector<std::vector<int32_t>>& prom
     return first;
 }
 
-int Engine::free_rows() const {
-    return static_cast<int>(std::count_if(rows_.begin(), rows_.end(), [](const Row& r) { return !r.admitted; }));
-}
-
-int Engine::admit(const std::vector<int32_t>& prompt, const std::vector<int32_t>& generated,
-                  const sampling::RowParams& params, int64_t reserve, const std::vector<TokenSpan>& decoded) {
-    const int64_t n = static_cast<int64_t>(prompt.size()), k = static_cast<int64_t>(generated.size());
-    std::vector<uint8_t> one_row = plan_one_row(n, k, decoded, opt_.prefill_chunk);
-    const auto it = std::find_if(rows_.begin(), rows_.end(), [](const Row& r) { return !r.admitted; });
-    if (it == rows_.end()) return -1;
-    const int need = kv_->blocks_for(std::min(std::max(reserve, n + k + 1), context_));
-    // Not even with every shareable block matched: refuse before matching, so a request that waits is not counted
-    // as a prefix hit again at every retry.
-    const int available = cache_->free_count() + cache_->lru_count();
-    const int shareable = opt_.prefix_cache ? shareable_blocks(one_row, n, max_blocks_) : 0;
-    if (need - shareable > available) return -1;
-    if (std::none_of(rows_.begin(), rows_.end(), [](const Row& x) { return x.decoding; })) {
-        // Nothing decodes: the step counter restarts (every row's draws count from its own draw_base). Written
-        // before any block is taken, so a device error here leaves nothing held.
-        global_step_ = 0;
-        backend_.upload(state_.step, &global_step_);
-    }
-    // A prompt's leading cached blocks (computed as this sequence computes them) are shared, as many as leave a
-    // canonical start for the rest, which gets fresh blocks.
-    const int shared =
-        shareable > 0 ? shareable_blocks(one_row, n, cache_->cached(prompt.data(), one_row.data(), shareable)) : 0;
-    std::vector<int32_t> blocks =
-        shared > 0 ? cache_->match(prompt.data(), one_row.data(), shared) : std::vector<int32_t>{};
-    const int fresh = need - static_cast<int>(blocks.size());
-    if (fresh > cache_->free_count() + cache_->lru_count()) {
-        cache_->release(blocks);
-        return -1;
-    }
-    const int64_t matched = static_cast<int64_t>(blocks.size());
-    blocks.reserve(static_cast<size_t>(need));
-    const std::vector<int32_t> more = cache_->allocate(fresh);
-    blocks.insert(blocks.end(), more.begin(), more.end());
-    Row r;
-    try {
-        r.admitted = true;
-        r.n = n;
-        r.k = k;
-        // Room for every position its blocks hold, so recording the decoded ids never reallocates.
-        r.tokens.reserve(static_cast<size_t>(need) * opt_.block_size);
-        r.tokens = prompt;
-        r.tokens.insert(r.tokens.end(), generated.begin(), generated.end());
-        r.one_row = std::move(one_row);
-        r.one_row.reserve(r.tokens.capacity());
-    } catch (...) {
-        cache_->release(blocks);  // the references match() and allocate() took
-        throw;
-    }
-    r.params = params;
-    r.computed = matched * opt_.block_size;
-    r.blocks = std::move(blocks);
-    *it = std::move(r);
-    return static_cast<int>(it - rows_.begin());
-}
-
-void Engine::prefill_forward(int row, int64_t c0, int64_t c1, const int32_t* ids, bool logits) {
-    const Row& r = rows_[static_cast<size_t>(row)];
-    const int T = static_cast<int>(c1 - c0);
-    std::vector<int32_t> pos(static_cast<size_t>(T)), slots(static_cast<size_t>(T));
-    for (int i = 0; i < T; ++i) {
-        pos[static_cast<size_t>(i)] = static_cast<int32_t>(c0 + i);
-        slots[static_cast<size_t>(i)] = slot_of(r, c0 + i);
-    }
-    std::vector<int32_t> table(static_cast<size_t>(max_blocks_), -1);
-    std::copy(r.blocks.begin(), r.blocks.end(), table.begin());
-    const int32_t qsl[2] = {0, T};
-    const int32_t seq_len = static_cast<int32_t>(c1);
-    StepInputs in;
-    in.token_ids = pf_ids_.slice_rows(0, T);
-    in.positions = pf_pos_.slice_rows(0, T);
-    in.slot_mapping = pf_slots_.slice_rows(0, T);
-    backend_.upload(in.token_ids, ids);
-    backend_.upload(in.positions, pos.data());
-    backend_.upload(in.slot_mapping, slots.data());
-    backend_.upload(pf_qsl_, qsl);
-    backend_.upload(pf_seq_len_, &seq_len);
-    backend_.upload(pf_table_, table.data());
-    in.meta = AttentionMeta{pf_table_, pf_seq_len_, pf_qsl_, 1, opt_.block_size, interleaved_pairs()};
-    decoder_->forward(in, T, logits);
-}
-
-int64_t Engine::forward_end(const std::vector<uint8_t>& one_row, int64_t n, int64_t c0) const {
-    if (one_row[static_cast<size_t>(c0)] != 0) return c0 + 1;
-    // A forward of several rows ends where its run (at a decoded span or the prompt's end) or its chunk ends.
-    const int64_t C = opt_.prefill_chunk, limit = std::min(n, (c0 / C + 1) * C);
-    int64_t c1 = c0 + 1;
-    while (c1 < limit && one_row[static_cast<size_t>(c1)] == 0) ++c1;
-    return c1;
-}
-
-int64_t Engine::next_prefill_tokens(int row, int64_t budget) const {
-    const Row& r = rows_.at(static_cast<size_t>(row));
-    const int64_t rest = r.computed < r.n ? forward_end(r.one_row, r.n, r.computed) - r.computed : 1;
-    if (budget >= rest) return rest;
-    const int64_t piece = std::min(budget, rest - 2);
-    return piece >= 2 ? piece : 0;
-}
-
-bool Engine::prefill(int row, int32_t* first, int64_t budget) {
-    Row& r = rows_.at(static_cast<size_t>(row));
-    if (!r.admitted || r.decoding) throw std::logic_error("prefill of a row that is not being admitted");
-    const int64_t n = r.n, k = r.k;
-    if (r.computed < n) {
-        // Forwards end where a run without shared blocks ends them too (plan_one_row), so the KV is the same (a
-        // budget may cut a forward into pieces of several rows each, which computes the same bits).
-        const int64_t c0 = r.computed, c1 = c0 + next_prefill_tokens(row, budget);
-        if (c1 == c0) throw std::logic_error("prefill budget too small for the next piece");
-        prefill_forward(row, c0, c1, r.tokens.data() + c0, c1 == n && k == 0);
-        r.computed = c1;
-        if (c1 == n && opt_.prefix_cache) publish(r, n);
-        if (c1 < n || k > 1) return false;
-    } else if (r.computed < n + k - 1) {
-        // A token generated before a preemption, fed alone as the decode step that first computed it was.
-        const int64_t c0 = r.computed;
-        prefill_forward(row, c0, c0 + 1, r.tokens.data() + c0, false);
-        r.computed = c0 + 1;
-        if (r.computed < n + k - 1) return false;
-    }
-    // Complete: the row's sampling state, then its first sampled token (or its last generated one) joins decode.
-    // Draw numbers count the sequence's own tokens: draw k - 1 made generated[k - 1], the next step draws k.
-    const int64_t V = model_.config().vocab_size;
-    r.params.draw_base = global_step_ - static_cast<int32_t>(std::max<int64_t>(k - 1, 0));
-    std::vector<int32_t> counts(static_cast<size_t>(V), 0);
-    for (int64_t i = 0; i < n; ++i) counts[static_cast<size_t>(r.tokens[static_cast<size_t>(i)])] |= sampling::kPromptBit;
-    for (int64_t i = n; i < n + k; ++i) counts[static_cast<size_t>(r.tokens[static_cast<size_t>(i)])] += 1;
-    backend_.upload(sampling_.params.slice_rows(row, 1), &r.params);
-    backend_.upload(sampling_.counts.slice_rows(row, 1), counts.data());
-    if (k > 0) {
-        join(row, r.tokens.back(), n + k - 1);
-        return true;
-    }
-    backend_.sample(decoder_->logits(1), sampling_rows(row, 1, 0), sampled_.slice_rows(row, 1));
-    backend_.download(sampled_.slice_rows(row, 1), first);
-    join(row, *first, n);
-    return true;
-}
-
-void Engine::write_row_state(int row, int32_t input, int64_t pos, int32_t slot, int32_t len) {
-    const int32_t p = static_cast<int32_t>(pos);
-    backend_.upload(state_.token_ids.slice_rows(row, 1), &input);
-    backend_.upload(state_.positions.slice_rows(row, 1), &p);
-    backend_.upload(state_.slot_mapping.slice_rows(row, 1), &slot);
-    backend_.upload(state_.seq_lens.slice_rows(row, 1), &len);
-    ++row_writes_;
-    rows_written_ = true;
-}
-
-void Engine::join(int row, int32_t input, int64_t pos) {
-    Row& r = rows_[static_cast<size_t>(row)];
-    inert_pending_[static_cast<size_t>(row)] = 0;  // everything the inert write would write is written here
-    std::vector<int32_t> table(static_cast<size_t>(max_blocks_), -1);
-    std::copy(r.blocks.begin(), r.blocks.end(), table.begin());
-    backend_.upload(block_tables_.slice_rows(row, 1), table.data());
-    write_row_state(row, input, pos, slot_of(r, pos), static_cast<int32_t>(pos + 1));
-    if (static_cast<int64_t>(r.tokens.size()) == pos) {  // the first sampled token: decode computes it
-        r.tokens.push_back(input);
-        r.one_row.push_back(1);
-    }
-    r.decoding = true;
-    r.pos = pos;
-    update_bucket();
-}
-
-std::vector<int> Engine::grow() {
-    std::vector<int> starved;
-    for (int row = 0; row < static_cast<int>(rows_.size()); ++row) {
-        Row& r = rows_[static_cast<size_t>(row)];
-        if (!r.decoding) continue;
-        // The step writes position pos (its block is held) and advances the slot to pos + 1.
-        const int need = kv_->blocks_for(std::min(r.pos + 2, context_));
-        const int have = static_cast<int>(r.blocks.size());
-        if (have >= need) continue;
-        if (cache_->free_count() + cache_->lru_count() < need - have) {
-            starved.push_back(row);
-            continue;
-        }
-        const std::vector<int32_t> more = cache_->allocate(need - have);
-        r.blocks.insert(r.blocks.end(), more.begin(), more.end());
-        backend_.upload(table_entries(row, have, need - have), more.data());
-        ++row_writes_;
-        rows_written_ = true;
-    }
-    return starved;
-}
-
-void Engine::release(int row) {
-    Row& r = rows_.at(static_cast<size_t>(row));
-    if (!r.admitted) return;
-    // Host state only: a device write that failed halfway would leave the blocks returned but the row live on the
-    // device, or a retry releasing blocks twice. The device row is made inert before the next decode step.
-    if (opt_.prefix_cache) publish(r, r.decoding ? r.pos : r.computed);
-    cache_->release(r.blocks);
-    // Also a row that never joined: a join that failed partway may have written some of its state.
-    inert_pending_[static_cast<size_t>(row)] = 1;
-    r = Row{};
-    update_bucket();
-}
-
-void Engine::write_released_rows() {
-    // The common case, every steady step: nothing to write and nothing allocated.
-    if (std::none_of(inert_pending_.begin(), inert_pending_.end(), [](uint8_t p) { return p != 0; })) return;
-    const std::vector<int32_t> table(static_cast<size_t>(max_blocks_), -1);
-    const sampling::RowParams greedy;
-    for (int row = 0; row < static_cast<int>(rows_.size()); ++row) {
-        if (inert_pending_[static_cast<size_t>(row)] == 0) continue;
-        backend_.upload(block_tables_.slice_rows(row, 1), table.data());
-        backend_.upload(sampling_.params.slice_rows(row, 1), &greedy);
-        write_row_state(row, 0, 0, -1, 0);
-        inert_pending_[static_cast<size_t>(row)] = 0;  // only once written: a failed write is retried
-    }
-}
-
-std::vector<int> Engine::buckets() const {
-    std::vector<int> out;
-    for (int b = 1; b <= max_rows_; b = batch_bucket(b + 1)) out.push_back(b);
-    return out;
-}
-
-int Engine::bucket_once_joined() const {
-    int rows = 0;
-    for (int row = 0; row < static_cast<int>(rows_.size()); ++row) {
-        if (rows_[static_cast<size_t>(row)].admitted) rows = row + 1;
-    }
-    return rows > 0 ? batch_bucket(rows) : 0;
-}
-
 void Engine::update_bucket() {
     num_seqs_ = 0;
     for (int row = 0; row < static_cast<int>(rows_.size()); ++row) {
@@ -514,76 +241,6 @@ void Engine::issue_decode_step() {
     const Tensor sampled = sampled_.slice_rows(0, S);
     backend_.sample(decoder_->logits(S), sampling_rows(0, S, 1), sampled);
     backend_.advance_decode(sampled, st);
-}
-
-void Engine::capture(BucketGraph& g) {
-    backend_.begin_capture();
-    try {
-        issue_decode_step();
-    } catch (...) {
-        // The op's error is the one to report; the partial graph is dropped.
-        try {
-            backend_.destroy_graph(backend_.end_capture());
-        } catch (...) {
-        }
-        throw;
-    }
-    g.graph = backend_.end_capture();
-}
-
-bool Engine::uses_graphs() const { return opt_.capture && backend_.supports_capture(); }
-
-void Engine::capture_buckets() {
-    if (!uses_graphs()) return;
-    if (std::any_of(rows_.begin(), rows_.end(), [](const Row& r) { return r.admitted; })) {
-        throw std::logic_error("capture_buckets() with admitted sequences");
-    }
-    // Every row is inert (the constructor, or the last release), so the warm-up steps write no KV, and the decode
-    // state they advance is reset afterwards.
-    for (const int b : buckets()) {
-        BucketGraph& g = graphs_[b];
-        bucket_ = b;
-        if (g.graph < 0) {
-            issue_decode_step();
-            g.warmed = true;
-            capture(g);
-        }
-        // Two timed replays (the first may still find cold caches): a scheduler's cost of this bucket's step before
-        // any traffic. They write no KV, as the warm-up did not.
-        for (int i = 0; i < 2; ++i) {
-            const auto t0 = std::chrono::steady_clock::now();
-            backend_.replay(g.graph);
-            g.replay_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        }
-    }
-    bucket_ = 0;
-    make_rows_inert();
-}
-
-void Engine::touch_kv() {
-    if (cache_->free_count() != cache_->num_blocks()) throw std::logic_error("touch_kv() with KV blocks in use or cached");
-    const ModelConfig& c = model_.config();
-    std::vector<unsigned char> zeros;
-    for (int l = 0; l < c.num_hidden_layers; ++l) {
-        for (const Tensor* t : {&kv_->k(l), &kv_->v(l)}) {
-            const int64_t rows = std::max<int64_t>(1, static_cast<int64_t>((size_t{1} << 20) / t->row_bytes()));
-            zeros.resize(static_cast<size_t>(rows) * t->row_bytes());
-            for (int64_t r = 0; r < t->rows; r += rows) {
-                const Tensor part = t->slice_rows(r, std::min(rows, t->rows - r));
-                backend_.upload(part, zeros.data());
-            }
-        }
-    }
-}
-
-int Engine::captured_buckets() const {
-    return static_cast<int>(
-        std::count_if(graphs_.begin(), graphs_.end(), [](const auto& bg) { return bg.second.graph >= 0; }));
-}
-
-double Engine::replay_seconds(int bucket) const {
-    const auto it = graphs_.find(bucket);
-    return it == graphs_.end() ? 0.0 : it->second.replay_seconds;
 }
 
 void Engine::step() {
@@ -667,23 +324,6 @@ std::vector<float> Engine::logits() {
     std::vector<float> out(static_cast<size_t>(l.numel()));
     backend_.download(l, out.data());
     return out;
-}
-
-int Engine::shareable_blocks(const std::vector<uint8_t>& one_row, int64_t n, int at_most) const {
-    const int bs = opt_.block_size;
-    int k = static_cast<int>(std::min<int64_t>(at_most, (n - 1) / bs));
-    for (; k > 0; --k) {
-        const int64_t p = static_cast<int64_t>(k) * bs;
-        if (one_row[static_cast<size_t>(p)] != 0 || forward_end(one_row, n, p) - p >= 2) break;
-    }
-    return k;
-}
-
-void Engine::publish(const Row& r, int64_t written) {
-    // Only blocks the row holds, every position written, every token known.
-    const int64_t known = std::min({written, static_cast<int64_t>(r.tokens.size()),
-                                    static_cast<int64_t>(r.blocks.size()) * opt_.block_size});
-    cache_->publish(r.blocks, r.tokens.data(), r.one_row.data(), static_cast<int>(known / opt_.block_size));
 }
 
 void Engine::finish() {

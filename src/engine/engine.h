@@ -25,6 +25,10 @@
 
 namespace tracelm {
 
+namespace testing {
+class EngineProbe;
+}
+
 struct EngineOptions {
     bool capture = true;     // replay decode steps from a captured graph (when the backend can)
     int block_size = 16;     // tokens per KV block
@@ -83,7 +87,8 @@ class Engine {
     // Returns the blocks of every sequence to the cache.
     void finish();
 
-    // ---- Continuous batching (serve/scheduler.h): sequences join and leave the decode batch between steps ----
+    // ---- Rows (engine_rows.cpp): continuous batching (serve/scheduler.h), sequences join and leave the decode
+    // batch between steps ----
     // start() above is these calls for a fixed batch. A sequence is admitted into a free row, prefilled one forward
     // at a time, then joins the decode batch: its row's state is written before the next step. A step runs over
     // batch_bucket(last decoding row + 1) rows; rows without a decoding sequence are inert (their block table is
@@ -112,7 +117,6 @@ class Engine {
     // Changes host state only, so it cannot fail halfway through; the device row is written inert before the next
     // decode step (a device error there fails that step, and the write is retried before the one after).
     void release(int row);
-    int free_rows() const;
     // Tokens the next prefill(row, budget) forward computes: the rest of the prompt's prefilled run (up to a decoded
     // span) up to the next multiple of prefill_chunk (llama.cpp's cut), or 1 for a token decode computed. A smaller
     // budget cuts that forward into pieces of at least two rows on both sides of the cut, so every position is still
@@ -121,53 +125,52 @@ class Engine {
     // no such piece; a budget of 3 or more always fits one.
     static constexpr int64_t kWholeChunk = INT64_MAX;
     int64_t next_prefill_tokens(int row, int64_t budget = kWholeChunk) const;
-    // Position of the token a decoding row feeds next (the sequence then holds position + 1 tokens).
-    int64_t position(int row) const { return rows_.at(static_cast<size_t>(row)).pos; }
-    int kv_blocks_total() const { return cache_->num_blocks(); }
-    int kv_blocks_used() const { return cache_->num_blocks() - cache_->free_count() - cache_->lru_count(); }
-    // Decode rows the host rewrote between steps (joins, leaves, new KV blocks), and steps that had none.
-    uint64_t row_writes() const { return row_writes_; }
-    uint64_t steady_steps() const { return steady_steps_; }
-
     // Rows a decode step of S sequences runs over.
     static int batch_bucket(int S);
-    // Every bucket up to batch_bucket(max_seqs), ascending.
-    std::vector<int> buckets() const;
+    // Rows the next decode step runs over (0 when nothing decodes).
+    int bucket() const { return bucket_; }
     // Rows the decode step will run over once every admitted row decodes (0 when none is admitted).
     int bucket_once_joined() const;
 
-    int64_t context() const { return context_; }
+    // ---- Graphs (engine_graphs.cpp): one captured decode graph per batch bucket ----
+    // Every bucket up to batch_bucket(max_seqs), ascending.
+    std::vector<int> buckets() const;
     // Runs the eager warm-up step and the capture of every bucket's decode graph up to batch_bucket(max_seqs), with
     // every row inert, so that no later step warms up or captures: a server calls it before it takes requests (a
     // capture costs several steps' time), then times two replays of each bucket (replay_seconds). Only while no
     // sequence is admitted (else std::logic_error); the rows and the step counter are left as the constructor leaves
     // them, so what any sequence computes later is unchanged. Does nothing without capture.
     void capture_buckets();
+    // Seconds a replay of `bucket`'s graph took in capture_buckets(), which times every bucket (with every row inert,
+    // so without attention, which real steps add); 0 before.
+    double replay_seconds(int bucket) const;
     // Whether the bucket of the last decode step has a captured graph.
     bool captured() const;
+    // Ops recorded in the last decode step's bucket graph (0 before capture).
+    size_t graph_ops() const;
     // Writes zeros over the whole KV pool; only while no block is in use or cached (else std::logic_error). A server
     // calls it before it takes requests: the CPU backend reserves the pool but the system maps its pages on first
     // write, and a decode step that first wrote into a fresh stretch of a qwen3-0.6b pool stalled 0.4-0.9 s on the
     // benchmark VM (the first prefill too).
     void touch_kv();
-    // Buckets with a captured graph.
-    int captured_buckets() const;
-    // Seconds a replay of `bucket`'s graph took in capture_buckets(), which times every bucket (with every row inert,
-    // so without attention, which real steps add); 0 before.
-    double replay_seconds(int bucket) const;
-    // Rows the next decode step runs over (0 when nothing decodes).
-    int bucket() const { return bucket_; }
-    int replays() const { return replays_; }
-    int decode_steps() const { return steps_; }
+
+    // ---- Sizes and counters (a server's metrics, a CLI's summary) ----
+    int64_t context() const { return context_; }
     size_t kv_bytes() const { return kv_->bytes(); }
     DType kv_dtype() const { return kv_->dtype(); }
-    // Block reuse so far, and the allocator (its state is walked by tests).
+    int kv_blocks_total() const { return cache_->num_blocks(); }
+    int kv_blocks_used() const { return cache_->num_blocks() - cache_->free_count() - cache_->lru_count(); }
+    // Block reuse so far.
     const PrefixCacheStats& prefix_stats() const { return cache_->stats(); }
-    const PrefixCache& prefix_cache() const { return *cache_; }
-    // Ops recorded in the last decode step's bucket graph (0 before capture).
-    size_t graph_ops() const;
+    int replays() const { return replays_; }
+    int decode_steps() const { return steps_; }
+    // Decode rows the host rewrote between steps (joins, leaves, new KV blocks), and steps that had none.
+    uint64_t row_writes() const { return row_writes_; }
+    uint64_t steady_steps() const { return steady_steps_; }
 
    private:
+    friend class testing::EngineProbe;  // what tests inspect beyond this interface (tests/support/engine_probe.h)
+
     struct Row {
         bool admitted = false;
         bool decoding = false;  // joined the decode batch

@@ -8,6 +8,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "engine/engine.h"
+#include "support/engine_probe.h"
 #include "support/test_support.h"
 
 namespace tracelm {
@@ -88,7 +89,7 @@ TEST(BatchBuckets, CapturedUpFrontEveryStepIsAReplayAndChangesNothing) {
     run({shared_prefix});  // bucket 1 warms up and captures on first use
     EXPECT_EQ(replay.replay_seconds(1), 0.0);
     replay.capture_buckets();
-    EXPECT_EQ(replay.captured_buckets(), 4);  // 1, 2, 4, 8 rows
+    EXPECT_EQ(testing::EngineProbe(replay).captured_buckets(), 4);  // 1, 2, 4, 8 rows
     for (const int b : {1, 2, 4, 8}) EXPECT_GT(replay.replay_seconds(b), 0.0) << b;  // timed, for a scheduler
     EXPECT_EQ(replay.replay_seconds(16), 0.0);
     std::vector<int32_t> longer = shared_prefix;
@@ -103,7 +104,7 @@ TEST(BatchBuckets, CapturedUpFrontEveryStepIsAReplayAndChangesNothing) {
         EXPECT_EQ(replay.prefix_stats().hit_blocks, hits + 2);
         EXPECT_EQ(replay.replays() - replays, steps);
     }
-    EXPECT_EQ(replay.captured_buckets(), 4);
+    EXPECT_EQ(testing::EngineProbe(replay).captured_buckets(), 4);
 }
 
 // The server's start-up (the KV pool written over with zeros, every bucket captured) changes no request's tokens;

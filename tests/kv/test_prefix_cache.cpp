@@ -8,6 +8,7 @@
 
 #include "engine/engine.h"
 #include "kv/prefix_cache.h"
+#include "support/engine_probe.h"
 #include "support/engine_trace.h"
 #include "support/test_support.h"
 
@@ -168,7 +169,7 @@ using testing::Trace;
 
 // Nothing is held after finish(): reference counts are zero and every block is free or cached (evictable).
 void expect_all_returned(const Engine& e) {
-    const PrefixCache& c = e.prefix_cache();
+    const PrefixCache& c = testing::EngineProbe(e).prefix_cache();
     for (int b = 0; b < c.num_blocks(); ++b) {
         const auto s = c.state(b);
         EXPECT_EQ(s.refs, 0) << "block " << b;
@@ -454,8 +455,9 @@ TEST_P(PrefixCacheEngine, DecodedSpansMustBeOrderedAndBeforeTheLastToken) {
              {{5, 5}}, {{3, 8}, {7, 9}}, {{10, 20}}, {{8, 9}, {2, 4}}, {{-1, 3}}}) {
         EXPECT_THROW(e.admit(p, {}, sampling::RowParams{}, 30, bad), std::invalid_argument);
     }
-    EXPECT_EQ(e.free_rows(), 1);
-    EXPECT_EQ(e.prefix_cache().free_count(), e.prefix_cache().num_blocks());
+    EXPECT_EQ(testing::EngineProbe(e).free_rows(), 1);
+    const PrefixCache& cache = testing::EngineProbe(e).prefix_cache();
+    EXPECT_EQ(cache.free_count(), cache.num_blocks());
 }
 
 TEST_P(PrefixCacheEngine, EvictionUnderASmallPoolKeepsOutputsAndHeldBlocks) {
@@ -470,8 +472,9 @@ TEST_P(PrefixCacheEngine, EvictionUnderASmallPoolKeepsOutputsAndHeldBlocks) {
         t_on.logits.push_back(on.logits());
         // While a sequence runs, its 5 blocks are held (one reference each) and not evictable.
         int held = 0;
-        for (int b = 0; b < on.prefix_cache().num_blocks(); ++b) {
-            const auto s = on.prefix_cache().state(b);
+        const PrefixCache& cache = testing::EngineProbe(on).prefix_cache();
+        for (int b = 0; b < cache.num_blocks(); ++b) {
+            const auto s = cache.state(b);
             held += s.refs;
             EXPECT_TRUE(s.refs == 0 || (!s.free && !s.in_lru));
         }

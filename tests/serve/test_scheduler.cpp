@@ -12,6 +12,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "engine/engine.h"
 #include "serve/scheduler.h"
+#include "support/engine_probe.h"
 #include "support/scheduler_support.h"
 #include "support/test_support.h"
 
@@ -298,7 +299,7 @@ TEST(ContinuousBatching, SteadyStepsWriteNothingAndChangesWriteOnlyTheirRow) {
     for (int i = 0; i < 40; ++i) {
         SCOPED_TRACE(::testing::Message() << "step " << i);
         int crossing = 0;  // rows whose next step advances into a block they do not hold yet
-        for (int r = 0; r < 3; ++r) crossing += (e.position(r) + 1) % opt.block_size == 0 ? 1 : 0;
+        for (int r = 0; r < 3; ++r) crossing += (testing::EngineProbe(e).position(r) + 1) % opt.block_size == 0 ? 1 : 0;
         const uint64_t w0 = e.row_writes(), u0 = be.uploads();
         ASSERT_TRUE(e.grow().empty());
         EXPECT_EQ(e.row_writes() - w0, static_cast<uint64_t>(crossing));
@@ -322,7 +323,7 @@ TEST(ContinuousBatching, SteadyStepsWriteNothingAndChangesWriteOnlyTheirRow) {
     const uint64_t before = be.uploads(), rows = e.row_writes();
     e.release(1);
     EXPECT_EQ(be.uploads(), before);
-    EXPECT_EQ(e.free_rows(), 2);
+    EXPECT_EQ(testing::EngineProbe(e).free_rows(), 2);
     ASSERT_TRUE(e.grow().empty());
     const uint64_t grown = be.uploads() - before;
     e.step();

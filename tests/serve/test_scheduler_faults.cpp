@@ -14,6 +14,7 @@
 #include "engine/engine.h"
 #include "serve/http_server.h"
 #include "serve/scheduler.h"
+#include "support/engine_probe.h"
 #include "support/fault_injecting_backend.h"
 #include "support/qwen3_tokenizer.h"
 #include "support/scheduler_support.h"
@@ -174,7 +175,8 @@ TEST_F(SchedulerFaults, AFailedInertWriteFailsOneStepAndIsRetried) {
     e.release(1);
     EXPECT_EQ(got, alone(*model, be, r1, opt.context));
     EXPECT_EQ(e.kv_blocks_used(), 0);
-    for (int32_t b = 0; b < e.prefix_cache().num_blocks(); ++b) EXPECT_EQ(e.prefix_cache().state(b).refs, 0);
+    const PrefixCache& cache = testing::EngineProbe(e).prefix_cache();
+    for (int32_t b = 0; b < cache.num_blocks(); ++b) EXPECT_EQ(cache.state(b).refs, 0);
 }
 
 // Over HTTP: a request whose decode step fails gets an OpenAI-shaped server error (in the stream, an error event

@@ -1,0 +1,34 @@
+// What tests inspect inside an Engine beyond its public interface (a friend of Engine): the KV block allocator, the
+// rows' positions and admissions, the captured graphs.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "engine/engine.h"
+
+namespace tracelm::testing {
+
+class EngineProbe {
+   public:
+    explicit EngineProbe(const Engine& e) : e_(e) {}
+
+    // The allocator, whose state tests walk block by block.
+    const PrefixCache& prefix_cache() const { return *e_.cache_; }
+    // Position of the token a decoding row feeds next (the sequence then holds position + 1 tokens).
+    int64_t position(int row) const { return e_.rows_.at(static_cast<size_t>(row)).pos; }
+    int free_rows() const {
+        return static_cast<int>(
+            std::count_if(e_.rows_.begin(), e_.rows_.end(), [](const Engine::Row& r) { return !r.admitted; }));
+    }
+    // Buckets with a captured graph.
+    int captured_buckets() const {
+        return static_cast<int>(
+            std::count_if(e_.graphs_.begin(), e_.graphs_.end(), [](const auto& bg) { return bg.second.graph >= 0; }));
+    }
+
+   private:
+    const Engine& e_;
+};
+
+}  // namespace tracelm::testing
