@@ -27,7 +27,7 @@ using testing::SampleOp;
 constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-TEST(Philox, KnownAnswers) {
+TEST(Philox, MatchesRandom123sKnownAnswers) {
     // Random123's kat_vectors for philox4x32 with 10 rounds: counter, key -> output.
     struct Kat {
         uint32_t ctr[4], key[2], out[4];
@@ -117,19 +117,21 @@ void check_distribution(const std::vector<float>& logits, RowParams p, int rows 
 
 const std::vector<float> kLogits = {2.0f, 1.5f, 1.1f, 0.7f, 0.2f, -0.4f, -1.0f, -3.0f};
 
-TEST(SamplingDistribution, TemperatureAlone) {
+TEST(SamplingDistribution, TemperatureAloneFollowsTheExactDistribution) {
     check_distribution(kLogits, params(1.0f));
     check_distribution(kLogits, params(0.6f));
     check_distribution(kLogits, params(2.5f));
 }
-TEST(SamplingDistribution, TopKAlone) { check_distribution(kLogits, params(1.0f, 3)); }
-TEST(SamplingDistribution, TopPAlone) { check_distribution(kLogits, params(1.0f, 0, 0.8f)); }
-TEST(SamplingDistribution, MinPAlone) { check_distribution(kLogits, params(1.0f, 0, 1.0f, 0.2f)); }
-TEST(SamplingDistribution, Combined) {
+TEST(SamplingDistribution, TopKAloneFollowsTheExactDistribution) { check_distribution(kLogits, params(1.0f, 3)); }
+TEST(SamplingDistribution, TopPAloneFollowsTheExactDistribution) { check_distribution(kLogits, params(1.0f, 0, 0.8f)); }
+TEST(SamplingDistribution, MinPAloneFollowsTheExactDistribution) {
+    check_distribution(kLogits, params(1.0f, 0, 1.0f, 0.2f));
+}
+TEST(SamplingDistribution, CombinedFiltersFollowTheExactDistribution) {
     check_distribution(kLogits, params(1.3f, 6, 0.9f, 0.1f));
     check_distribution(kLogits, params(0.8f, 5, 0.95f));
 }
-TEST(SamplingDistribution, EdgeCases) {
+TEST(SamplingDistribution, TiesInfinitiesNansAndExtremeSettingsFollowTheExactDistribution) {
     SCOPED_TRACE("all logits equal");
     check_distribution(std::vector<float>(6, 0.5f), params(0.7f, 0, 0.9f));
     SCOPED_TRACE("NaN never drawn");

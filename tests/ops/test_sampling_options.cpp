@@ -14,7 +14,7 @@ namespace {
 
 using sampling::RowParams;
 
-TEST(SamplingRequest, ValidationNamesTheFlag) {
+TEST(SamplingOptions, ValidationNamesTheFlag) {
     auto message = [](sampling::SamplingOptions o) {
         try {
             sampling::validate(o);
