@@ -366,7 +366,7 @@ TEST(GgmlConformanceKernels, TracelmF16AttentionTilesMatchOneQueryPath) {
 
 // ---- ggml's numerics, pinned ----
 
-TEST(GgmlReference, RmsNormThenWeight) {
+TEST(GgmlReference, RmsNormThenWeightReproduceLlamaCpp) {
     struct Case {
         std::string in, normed, weighted, weight;
     };
@@ -389,7 +389,7 @@ TEST(GgmlReference, RmsNormThenWeight) {
     }
 }
 
-TEST(GgmlReference, Rope) {
+TEST(GgmlReference, RopeReproducesLlamaCpp) {
     for (const Eval& e : kEvals)
         for (const int layer : kLayers) {
             const std::string q = layer_prefix(e, layer);
@@ -403,7 +403,7 @@ TEST(GgmlReference, Rope) {
 }
 
 // SET_ROWS into the f16 caches: K rows [n_past, n_past + T) and V (stored transposed: [kv_dim, n_ctx]) columns.
-TEST(GgmlReference, KvStore) {
+TEST(GgmlReference, KvStoreReproducesLlamaCppsF16Caches) {
     for (const Eval& e : kEvals)
         for (const int layer : kLayers) {
             const std::string q = layer_prefix(e, layer);
@@ -424,7 +424,7 @@ TEST(GgmlReference, KvStore) {
 
 // KQ = K (f16 cache) x q rounded to f16. A batch of >= 2 tokens goes through llamafile's tinyBLAS, one token
 // through ggml_vec_dot_f16; the two sum in different orders.
-TEST(GgmlReference, Kq) {
+TEST(GgmlReference, KqReproducesLlamaCppForBatchesAndSingleTokens) {
     for (const Eval& e : kEvals)
         for (const int layer : kLayers) {
             const std::string q = layer_prefix(e, layer);
@@ -451,7 +451,7 @@ TEST(GgmlReference, Kq) {
 
 // SOFT_MAX(kq * 0.125 + causal mask). The captured rows stop at the last position in use; llama.cpp's rows run on to
 // n_kv = 256 with -inf in the mask, which give 0 and add nothing, so padding to a multiple of 8 is equivalent.
-TEST(GgmlReference, SoftMax) {
+TEST(GgmlReference, MaskedSoftMaxReproducesLlamaCpp) {
     for (const Eval& e : kEvals)
         for (const int layer : kLayers) {
             const std::string q = layer_prefix(e, layer);
@@ -475,7 +475,7 @@ TEST(GgmlReference, SoftMax) {
 
 // KQV = V (f16 cache, transposed) x softmax rounded to f16, summed over the kv positions; same batch-size split as KQ.
 // The zero padding to a multiple of 32 stands for llama.cpp's masked positions (p = 0 and zeroed cache cells).
-TEST(GgmlReference, Kqv) {
+TEST(GgmlReference, KqvReproducesLlamaCppForBatchesAndSingleTokens) {
     for (const Eval& e : kEvals)
         for (const int layer : kLayers) {
             const std::string q = layer_prefix(e, layer);
@@ -501,7 +501,7 @@ TEST(GgmlReference, Kqv) {
         }
 }
 
-TEST(GgmlReference, Swiglu) {
+TEST(GgmlReference, SwigluReproducesLlamaCpp) {
     for (const Eval& e : kEvals)
         for (const int layer : kLayers) {
             const std::string q = layer_prefix(e, layer);

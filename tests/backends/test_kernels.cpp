@@ -139,7 +139,7 @@ TEST_P(KernelTest, MatmulMatchesReference) {
     }
 }
 
-TEST_P(KernelTest, MatmulSubRangesAndManyPanels) {
+TEST_P(KernelTest, MatmulOverSubRangesAndManyPanelsMatchesReference) {
     std::mt19937 rng(2);
     for (DType wt : kWeightTypes) {
         check_matmul(k(), matmul_tol(wt), 1, 64, 131, wt, true, 5, 130, rng);
@@ -150,7 +150,7 @@ TEST_P(KernelTest, MatmulSubRangesAndManyPanels) {
     }
 }
 
-TEST_P(KernelTest, MatmulZeroK) {
+TEST_P(KernelTest, MatmulWithZeroKGivesTheBias) {
     const float bias[3] = {1.5f, -2.0f, 0.25f};
     std::vector<float> y(6, 7.0f);
     const float x = 0.0f, w = 0.0f;
@@ -290,7 +290,7 @@ TEST(Kernels, Avx512MatmulSumsInItsDocumentedOrder) {
                             [](const float* x, const double* w, int64_t K, DType) { return avx512_documented_dot(x, w, K); });
 }
 
-TEST(Kernels, RmsNorm) {
+TEST(Kernels, RmsNormMatchesExactMathOnlyInItsRowsAndInPlace) {
     std::mt19937 rng(4);
     const float eps = 1e-6f;
     for (DType wt : kWeightTypes) {
@@ -323,7 +323,7 @@ TEST(Kernels, RmsNorm) {
     }
 }
 
-TEST_P(KernelTest, AddOverRange) {
+TEST_P(KernelTest, AddWritesOnlyItsRangeAndMayAliasAnInput) {
     std::mt19937 rng(5);
     const int64_t n = 1024 + 7;
     const std::vector<float> a = random_floats(n, rng), b = random_floats(n, rng);
@@ -340,7 +340,7 @@ TEST_P(KernelTest, AddOverRange) {
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(acc[i], a[i] + b[i]);
 }
 
-TEST_P(KernelTest, SiluMul) {
+TEST_P(KernelTest, SiluMulIsWithinUlpsOfExactMathAndKeepsNan) {
     std::mt19937 rng(6);
     const int64_t n = 1024 + 7;
     std::vector<float> gate = random_floats(n, rng, -30.0f, 30.0f);
@@ -383,7 +383,7 @@ TEST(Kernels, SiluMulSplitsRows) {
     }
 }
 
-TEST_P(KernelTest, DotAndAxpy) {
+TEST_P(KernelTest, DotAndAxpyMatchExactMath) {
     std::mt19937 rng(7);
     for (int64_t n : {0, 1, 7, 33, 1000, 1024 + 3}) {
         const std::vector<float> a = random_floats(static_cast<size_t>(n), rng);
@@ -407,7 +407,7 @@ TEST_P(KernelTest, DotAndAxpy) {
     }
 }
 
-TEST_P(KernelTest, RowToF32) {
+TEST_P(KernelTest, RowToF32DecodesEveryWeightTypeExactly) {
     std::mt19937 rng(8);
     for (DType dt : kWeightTypes) {
         for (int64_t cols : {1, 7, 33, 1024 + 3}) {
@@ -474,7 +474,7 @@ Isa expected_active_isa() {
 TEST(CpuFeatures, ActiveIsaMatchesEnvironment) { EXPECT_EQ(active_isa(), expected_active_isa()); }
 
 // active_isa() reads the environment once per process, so each setting is checked in a child process.
-TEST(CpuFeatures, IsaOverrideFromEnvironment) {
+TEST(CpuFeatures, TracelmIsaLowersTheActiveIsaAndBogusValuesAreIgnored) {
     const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
     for (const char* isa : {"portable", "avx2", "avx512", "bogus"}) {
         const std::string cmd = std::string("TRACELM_ISA=") + isa + " '" + self +

@@ -73,7 +73,7 @@ void expect_error(const std::function<void()>& f, const std::vector<std::string>
     }
 }
 
-TEST(RandomNumbers, KnownVectors) {
+TEST(RandomNumbers, SplitMixAndFnvGiveKnownValuesAndDrawsStayInRange) {
     SplitMix64 sm(0);
     EXPECT_EQ(sm.next(), 0xe220a8397b1dcdafull);
     EXPECT_EQ(sm.next(), 0x6e789e6aa1b965f4ull);
@@ -102,7 +102,7 @@ TEST(Fnv1a64File, HashesFileBytes) {
     expect_error([&] { fnv1a64_file(dir.str("missing")); }, {dir.str("missing")});
 }
 
-TEST(SafetensorsFolder, SingleFile) {
+TEST(SafetensorsFolder, ReadsASingleFileAndNamesAMissingTensor) {
     TempDir dir;
     write_safetensors(dir.str("model.safetensors"),
                       {{"b", DType::F32, {2}, pattern(8, 1)}, {"a", DType::BF16, {3}, pattern(6, 2)}});
@@ -120,7 +120,7 @@ TEST(SafetensorsFolder, SingleFile) {
     EXPECT_EQ(std::memcmp(moved.get("b").data, pattern(8, 1).data(), 8), 0);
 }
 
-TEST(SafetensorsFolder, HandWrittenShards) {
+TEST(SafetensorsFolder, ReadsShardsThroughTheirIndexAndRefusesBadIndexes) {
     TempDir dir;
     write_safetensors(dir.str("s1.safetensors"), {{"x", DType::I32, {2}, pattern(8, 1)}, {"y", DType::I32, {1}, pattern(4, 2)}});
     write_safetensors(dir.str("s2.safetensors"), {{"z", DType::I64, {1}, pattern(8, 3)}});
@@ -156,7 +156,7 @@ TEST(SafetensorsFolder, HandWrittenShards) {
     expect_bad_index(R"({"weight_map": {"x": "s3.safetensors"}})", {"s3.safetensors", "header length"});
 }
 
-TEST(SafetensorsFolder, NotACheckpoint) {
+TEST(SafetensorsFolder, AFolderWithoutACheckpointIsRefusedNamingThePath) {
     TempDir dir;
     expect_error([&] { SafetensorsFolder ck(dir.str()); }, {dir.str(), "neither model.safetensors nor"});
     expect_error([&] { SafetensorsFolder ck(dir.str("nope")); }, {dir.str("nope"), "not a directory"});
@@ -292,7 +292,7 @@ TEST(RandomCheckpoint, DeterministicPerSeed) {
 // A change detector, not a correctness test: it pins the generator's own output, because the goldens made by
 // other software from these checkpoints are only valid for these bytes. If you change the generator on purpose,
 // regenerate the goldens and update these hashes together.
-TEST(RandomCheckpoint, ChangeDetectorForTheBytesTheGoldensWereMadeFrom) {
+TEST(RandomCheckpoint, GivesTheBytesTheGoldensWereMadeFrom) {
     TempDir dir;
     MakeCheckpointOptions o = tiny_options(dir, "f32", 0);
     make_random_checkpoint(o);
@@ -327,7 +327,7 @@ TEST(RandomCheckpoint, Bf16IsTheRoundedF32) {
     }
 }
 
-TEST(RandomCheckpoint, ShardedLikeHf) {
+TEST(RandomCheckpoint, ShardsLikeHfWithTheSameTensors) {
     TempDir dir;
     MakeCheckpointOptions o = tiny_options(dir, "whole", 3);
     make_random_checkpoint(o);
@@ -386,7 +386,7 @@ TEST(RandomCheckpoint, RewritingAFolderReplacesOldWeights) {
                                                "tokenizer_config.json"}));
 }
 
-TEST(RandomCheckpoint, BadOptions) {
+TEST(RandomCheckpoint, BadOptionsAreRefusedBeforeWritingAnything) {
     TempDir dir;
     MakeCheckpointOptions o = tiny_options(dir, "x", 1);
     o.geometry = "huge";

@@ -311,7 +311,7 @@ TEST(HostileInputs, ControlBytesFromFilesAreEscapedInMessages) {
     }
 }
 
-TEST(HostileInputs, EscapeHelper) {
+TEST(HostileInputs, EscapeHexesControlBytesKeepsUtf8AndTruncates) {
     EXPECT_EQ(untrusted::escape(std::string("a\x1b[1m\x07\0b\\", 9)), "a\\x1b[1m\\x07\\x00b\\x5c");
     EXPECT_EQ(untrusted::escape("caf\xc3\xa9 \xe2\x9c\x93"), "caf\xc3\xa9 \xe2\x9c\x93");  // UTF-8 stays readable
     EXPECT_EQ(untrusted::escape("\xc2\x9b" "31m"), "\\xc2\\x9b31m");  // C1 CSI

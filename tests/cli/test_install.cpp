@@ -35,7 +35,7 @@ TEST(Install, InstalledBinaryGeneratesFromAnotherDirectory) {
               fs::file_size(testing::repo_path("models/qwen3-tokenizer/tokenizer.json")));
 }
 
-TEST(Install, VersionAndHelp) {
+TEST(Install, VersionNamesTheProgramAndHelpListsEveryCommand) {
     const auto v = testing::run_tracelm("--version");
     EXPECT_EQ(v.code, 0);
     EXPECT_EQ(v.out.rfind("tracelm ", 0), 0u) << v.out;

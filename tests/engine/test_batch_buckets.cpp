@@ -29,7 +29,7 @@ void expect_same_decode(Engine& a, Engine& b, const std::vector<std::vector<int3
     EXPECT_EQ(a.history(steps), b.history(steps));
 }
 
-TEST(BatchBuckets, Sizes) {
+TEST(BatchBuckets, RoundUpToPowersOfTwoThenMultiplesOf32) {
     const std::vector<std::pair<int, int>> want = {{1, 1},   {2, 2},   {3, 4},   {4, 4},   {5, 8},  {8, 8},
                                                    {9, 16},  {16, 16}, {17, 32}, {32, 32}, {33, 64}, {65, 96}};
     for (const auto& [S, bucket] : want) EXPECT_EQ(Engine::batch_bucket(S), bucket) << S;

@@ -188,7 +188,7 @@ TEST(GgufFixture, FromMemoryEqualsFile) {
     EXPECT_EQ(f.tensors()[0].data, bytes.data() + f.data_offset());
 }
 
-TEST(GgufFixture, TypedGetters) {
+TEST(GgufFixture, TypedGettersReadEveryValueOfTheFixture) {
     const GgufFile f(fixture("all_types_v3.gguf"));
     EXPECT_EQ(f.get_string("general.architecture"), "tracelm_test");
     EXPECT_EQ(f.get_u32("general.alignment"), 64u);
@@ -278,7 +278,7 @@ TEST(GgufFixture, GetterErrorsNameKeyAndTypes) {
     EXPECT_ERROR(f.get_tensor("nope"), "missing tensor 'nope'");
 }
 
-TEST(GgufFixture, DTypesAndUnsupportedTypes) {
+TEST(GgufFixture, TensorTypesMapToDTypesAndAnUnsupportedOneIsNamed) {
     const GgufFile f(fixture("all_types_v3.gguf"));
     EXPECT_EQ(f.get_tensor("t.f32").dtype, DType::F32);
     EXPECT_EQ(f.get_tensor("t.f16").dtype, DType::F16);
@@ -437,13 +437,13 @@ TEST_F(GgufCorrupt, TruncatedFilesOnDiskNameThePath) {
     }
 }
 
-TEST_F(GgufCorrupt, OpenErrors) {
+TEST_F(GgufCorrupt, AnAbsentFileOrAFolderIsRefused) {
     TempDir dir;
     EXPECT_ERROR(GgufFile(dir.file("absent.gguf")), "gguf: " + dir.file("absent.gguf") + ": cannot open");
     EXPECT_ERROR(GgufFile(dir.file("")), "not a regular file");
 }
 
-TEST_F(GgufCorrupt, Header) {
+TEST_F(GgufCorrupt, ABadHeaderIsRefusedNamingTheBadValue) {
     expect_reject([](Bytes& b) { b[0] = 'X'; }, "not a GGUF file: it starts with \"XGUF\"");
     expect_reject([](Bytes& b) { put_u32(b, 4, 1); }, "GGUF version 1 is not supported (only versions 2 and 3)");
     expect_reject([](Bytes& b) { put_u32(b, 4, 4); }, "unsupported GGUF version 4 (supported: 2 and 3)");
@@ -452,7 +452,7 @@ TEST_F(GgufCorrupt, Header) {
     expect_reject([](Bytes& b) { put_u64(b, 8, uint64_t{1} << 60); }, "tensor_count 1152921504606846976 cannot fit");
 }
 
-TEST_F(GgufCorrupt, Metadata) {
+TEST_F(GgufCorrupt, BadMetadataIsRefusedNamingTheKey) {
     const size_t first_key = 24;
     expect_reject([&](Bytes& b) { put_u64(b, first_key, uint64_t{1} << 62); },
                   "metadata key at offset 24 has length 4611686018427387904, but the file ends");
@@ -483,7 +483,7 @@ TEST_F(GgufCorrupt, Metadata) {
     expect_reject([&](Bytes& b) { put_u32(b, align_value - 4, 5); }, "general.alignment has type INT32, expected UINT32");
 }
 
-TEST_F(GgufCorrupt, TensorInfos) {
+TEST_F(GgufCorrupt, BadTensorInfosAreRefusedNamingTheTensor) {
     const size_t f32 = after(v3, "t.f32");  // n_dims, ne[0], ne[1], type, offset
     const size_t f16 = after(v3, "t.f16");
     const size_t q8 = after(v3, "t.q8_0");
@@ -561,7 +561,7 @@ TEST_F(GgufCorrupt, NestingDepthIsLimited) {
     expect_reject(minimal_gguf(nested_arrays(9), 1), "metadata key 'deep': arrays nested more than 8 deep");
 }
 
-TEST(GgufSmolLM2, RealFile) {
+TEST(GgufSmolLM2, ReadsTheRealFilesMetadataAndTensors) {
     TRACELM_NEED_SMOLLM2();
     const GgufFile f(::tracelm::testing::smollm2_gguf_path());
     EXPECT_EQ(f.version(), 3u);

@@ -162,7 +162,7 @@ TEST(Safetensors, TruncationAnywhereIsAnError) {
     }
 }
 
-TEST(Safetensors, BadHeaderLength) {
+TEST(Safetensors, ImpossibleOrOversizedHeaderLengthsAreRefused) {
     TempDir dir;
     const std::string path = dir.file("len.safetensors");
     std::string bytes = raw_file(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", std::string(4, '\0'));
@@ -189,14 +189,14 @@ TEST(Safetensors, BadHeaderLength) {
     expect_reject(path, "not valid JSON");
 }
 
-TEST(Safetensors, NotAFile) {
+TEST(Safetensors, AMissingFileOrAFolderIsRefused) {
     TempDir dir;
     expect_reject(dir.file("nonexistent.safetensors"), "cannot open");
     fs::create_directory(dir.file("d"));
     expect_reject(dir.file("d"), "not a regular file");
 }
 
-TEST(Safetensors, BadJson) {
+TEST(Safetensors, AHeaderThatIsNotTheExpectedJsonIsRefused) {
     TempDir dir;
     const std::string data(8, '\0');
     expect_reject_header(dir, "{", data, "not valid JSON");
@@ -215,7 +215,7 @@ TEST(Safetensors, BadJson) {
                          data, "repeats key 'x'");
 }
 
-TEST(Safetensors, BadDtype) {
+TEST(Safetensors, UnsupportedDtypesAreRefusedNamingTheTensor) {
     TempDir dir;
     const std::string data(8, '\0');
     for (const char* dt : {"F64", "BOOL", "U8", "F8_E4M3", "f32", ""}) {
@@ -225,7 +225,7 @@ TEST(Safetensors, BadDtype) {
     expect_reject_header(dir, R"({"w":{"dtype":4,"shape":[1],"data_offsets":[0,4]}})", data, "dtype is not a string");
 }
 
-TEST(Safetensors, BadShape) {
+TEST(Safetensors, BadShapesAreRefusedAndZeroSizedTensorsAccepted) {
     TempDir dir;
     const std::string data(64, '\0');
     auto header = [](const std::string& shape, const std::string& offsets) {
@@ -247,7 +247,7 @@ TEST(Safetensors, BadShape) {
     EXPECT_EQ(SafetensorsFile(path).find("t")->bytes, 0u);
 }
 
-TEST(Safetensors, BadOffsets) {
+TEST(Safetensors, BadOrOverlappingOffsetsAreRefused) {
     TempDir dir;
     const std::string data(16, '\0');
     auto one = [](const std::string& offsets) {

@@ -232,7 +232,7 @@ class PrefixCacheEngine : public ::testing::TestWithParam<DType> {
     std::mt19937 rng_{42};
 };
 
-TEST_P(PrefixCacheEngine, PromptsSharingALongPrefix) {
+TEST_P(PrefixCacheEngine, PromptsSharingALongPrefixReuseItsBlocksAndChangeNoBit) {
     Engine on(*model_, be_, options(true)), off(*model_, be_, options(false));
     const auto base = random_tokens(100);
     expect_on_equals_off(on, off,
@@ -243,7 +243,7 @@ TEST_P(PrefixCacheEngine, PromptsSharingALongPrefix) {
     EXPECT_EQ(off.prefix_stats().hit_blocks, 0);
 }
 
-TEST_P(PrefixCacheEngine, ExactPrefixOfAnotherPromptAndBackAgain) {
+TEST_P(PrefixCacheEngine, AnExactPrefixOfAnotherPromptAndBackAgainChangesNoBit) {
     Engine on(*model_, be_, options(true)), off(*model_, be_, options(false));
     const auto p = random_tokens(90);
     // 64 tokens: its 4 full blocks are cached, but one token must be computed: 3 are shared.
@@ -251,7 +251,7 @@ TEST_P(PrefixCacheEngine, ExactPrefixOfAnotherPromptAndBackAgain) {
     EXPECT_EQ(on.prefix_stats().hit_blocks, 3 + 2 + 5 + 5);
 }
 
-TEST_P(PrefixCacheEngine, PrefixesEndingAtAndOneBeforeABlockBoundary) {
+TEST_P(PrefixCacheEngine, PrefixesEndingAtOrJustBeforeABlockBoundaryChangeNoBit) {
     Engine on(*model_, be_, options(true)), off(*model_, be_, options(false));
     const auto p = random_tokens(120);
     // Block size 16, chunks of 32. Prompts ending at a block boundary (48, 64, 16) and one token before one (47),
@@ -265,7 +265,7 @@ TEST_P(PrefixCacheEngine, PrefixesEndingAtAndOneBeforeABlockBoundary) {
                          3);
 }
 
-TEST_P(PrefixCacheEngine, SharedPrefixThenDivergingInsideABlock) {
+TEST_P(PrefixCacheEngine, DivergingInsideASharedBlockChangesNoBit) {
     Engine on(*model_, be_, options(true)), off(*model_, be_, options(false));
     const auto base = random_tokens(40);  // 2.5 blocks
     const auto a = cat(base, random_tokens(30)), b = cat(base, random_tokens(30));
@@ -273,7 +273,7 @@ TEST_P(PrefixCacheEngine, SharedPrefixThenDivergingInsideABlock) {
     EXPECT_EQ(on.prefix_stats().hit_blocks, 2 + 4 + 4);
 }
 
-TEST_P(PrefixCacheEngine, BatchOfSequencesSharingCachedBlocks) {
+TEST_P(PrefixCacheEngine, ABatchSharingCachedBlocksChangesNoBit) {
     EngineOptions o_on = options(true), o_off = options(false);
     o_on.max_seqs = o_off.max_seqs = 3;
     Engine on(*model_, be_, o_on), off(*model_, be_, o_off);
@@ -286,7 +286,7 @@ TEST_P(PrefixCacheEngine, BatchOfSequencesSharingCachedBlocks) {
     expect_all_returned(on);
 }
 
-TEST_P(PrefixCacheEngine, TenTurnChat) {
+TEST_P(PrefixCacheEngine, ATenTurnChatChangesNoBitAndReusesEachPreviousPrompt) {
     Engine on(*model_, be_, options(true)), off(*model_, be_, options(false));
     std::vector<int32_t> conversation = random_tokens(37);  // a system prompt
     for (int turn = 0; turn < 10; ++turn) {

@@ -130,7 +130,7 @@ TEST(ModelConfig, ParsesLlamaWithEosListAndDerivedHeadDim) {
     EXPECT_FALSE(c.attention_bias);
 }
 
-TEST(ModelConfig, Defaults) {
+TEST(ModelConfig, AbsentOrNullFieldsTakeTheirDefaults) {
     json j = llama();
     for (const char* k : {"num_key_value_heads", "rope_theta", "tie_word_embeddings", "attention_bias", "bos_token_id",
                           "eos_token_id", "torch_dtype", "hidden_act", "mlp_bias", "rope_scaling"})
@@ -182,14 +182,14 @@ TEST(ModelConfig, MistralIsLlama) {
     EXPECT_EQ(parse(j).arch, Arch::Llama);
 }
 
-TEST(ModelConfig, DtypeFieldOfNewerTransformers) {
+TEST(ModelConfig, TheDtypeFieldOfNewerTransformersIsRead) {
     json j = llama();
     j.erase("torch_dtype");
     j["dtype"] = "float16";
     EXPECT_EQ(parse(j).torch_dtype, "float16");
 }
 
-TEST(ModelConfig, RopeScaling) {
+TEST(ModelConfig, LinearRopeScalingDividesFrequenciesAndOtherTypesAreRefused) {
     json j = llama();
     j["rope_scaling"] = {{"rope_type", "default"}};
     EXPECT_TRUE(parse(j).rope_factors().empty());
@@ -266,7 +266,7 @@ TEST(ModelConfig, Llama3RopeScalingMatchesTransformers) {
 }
 
 // transformers v5 writes rope_parameters instead of rope_theta / rope_scaling.
-TEST(ModelConfig, RopeParametersOfTransformersV5) {
+TEST(ModelConfig, RopeParametersOfTransformersV5AreReadAndChecked) {
     json j = llama();
     j.erase("rope_theta");
     j.erase("rope_scaling");
@@ -298,7 +298,7 @@ TEST(ModelConfig, RopeParametersOfTransformersV5) {
     EXPECT_EQ(parse(j).rope_freq_factors.size(), 32u);
 }
 
-TEST(ModelConfig, OnlyFullAttentionLayers) {
+TEST(ModelConfig, OnlyFullAttentionLayersWithFullRotaryAreAccepted) {
     json j = llama();
     j["layer_types"] = {"full_attention", "sliding_attention"};
     expect_error(j, "'layer_types': layer type \"sliding_attention\" is not supported");
@@ -309,7 +309,7 @@ TEST(ModelConfig, OnlyFullAttentionLayers) {
     expect_error(j, "'partial_rotary_factor'");
 }
 
-TEST(ModelConfig, UnknownArchitecture) {
+TEST(ModelConfig, AnUnknownOrMalformedArchitectureIsRefused) {
     json j = llama();
     j["architectures"] = {"GPT2LMHeadModel"};
     expect_error(j, "unsupported architecture 'GPT2LMHeadModel' (supported: Qwen3ForCausalLM");
@@ -323,7 +323,7 @@ TEST(ModelConfig, UnknownArchitecture) {
     expect_error(j, "'architectures': missing");
 }
 
-TEST(ModelConfig, MissingRequiredFields) {
+TEST(ModelConfig, MissingOrNullRequiredFieldsAreNamed) {
     for (const char* k : {"hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
                           "rms_norm_eps", "vocab_size", "max_position_embeddings"}) {
         json j = llama();
@@ -334,7 +334,7 @@ TEST(ModelConfig, MissingRequiredFields) {
     }
 }
 
-TEST(ModelConfig, InvalidValues) {
+TEST(ModelConfig, InvalidValuesAreRefusedNamingTheirField) {
     struct Case {
         const char* field;
         json value;
@@ -414,7 +414,7 @@ TEST(ModelConfig, SlidingWindowIsRejected) {
     expect_error(q, "'use_sliding_window'");
 }
 
-TEST(ModelConfig, NotAConfig) {
+TEST(ModelConfig, TextThatIsNotAConfigIsRefusedNamingTheFile) {
     for (const char* text : {"", "{", "[1, 2]", "\"hi\"", "null", "{\"a\": }"}) {
         SCOPED_TRACE(text);
         try {

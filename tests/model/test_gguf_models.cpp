@@ -398,7 +398,7 @@ TEST(GgufModels, RopeFreqsTensorIsReadAndMalformedOnesAreRefused) {
 
 // llama.cpp: rope.scaling.type defaults to linear, "none" never scales, rope.scaling.factor (older files:
 // rope.scale_linear) divides every frequency and 0 stands for no scaling; other types are refused by name.
-TEST(GgufModels, RopeScalingMetadata) {
+TEST(GgufModels, RopeScalingMetadataIsReadAsLlamaCppReadsItAndRangeChecked) {
     const auto linear = [](const std::function<void(GgufWriter&)>& extra) {
         return config_from_gguf(extra).rope_linear_factor;
     };

@@ -74,8 +74,8 @@ void check_against_goldens(bool capture) {
     }
 }
 
-TEST(Goldens, TransformersQwen3LogitsAndGreedyTokensEager) { check_against_goldens(false); }
-TEST(Goldens, TransformersQwen3LogitsAndGreedyTokensReplayed) { check_against_goldens(true); }
+TEST(Goldens, EagerLogitsAndGreedyTokensMatchTransformersQwen3) { check_against_goldens(false); }
+TEST(Goldens, ReplayedLogitsAndGreedyTokensMatchTransformersQwen3) { check_against_goldens(true); }
 
 }  // namespace
 }  // namespace tracelm

@@ -20,8 +20,8 @@ std::vector<OpCase> kv_write_cases(std::mt19937& rng) {
              [](Backend& be, const Bound& b) { be.kv_write(b.t[0], b.t[1], b.t[2], b.t[3], b.t[4]); }}};
 }
 
-TEST_P(OpConformance, KvWrite) { check(kv_write_cases(rng_)); }
-TEST_P(OpConformance, Attention) { check(attention_cases(rng_, false)); }
+TEST_P(OpConformance, KvWriteMatchesTheCpuReference) { check(kv_write_cases(rng_)); }
+TEST_P(OpConformance, AttentionMatchesTheCpuReference) { check(attention_cases(rng_, false)); }
 
 }  // namespace
 }  // namespace tracelm

@@ -58,8 +58,8 @@ std::vector<OpCase> advance_cases() {
              }}};
 }
 
-TEST_P(OpConformance, Argmax) { check(argmax_cases(rng_)); }
-TEST_P(OpConformance, AdvanceDecode) { check(advance_cases()); }
+TEST_P(OpConformance, ArgmaxMatchesTheCpuReference) { check(argmax_cases(rng_)); }
+TEST_P(OpConformance, AdvanceDecodeMatchesTheCpuReference) { check(advance_cases()); }
 
 }  // namespace
 }  // namespace tracelm

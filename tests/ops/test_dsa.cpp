@@ -29,8 +29,8 @@ std::vector<OpCase> dsa_cases(std::mt19937& rng) {
              [](Backend& be, const Bound& b) { be.dsa_indexer(b.t[0], b.t[1], b.t[2], H, b.t[3]); }}};
 }
 
-TEST_P(OpConformance, SparseAttention) { check(attention_cases(rng_, true)); }
-TEST_P(OpConformance, Dsa) { check(dsa_cases(rng_)); }
+TEST_P(OpConformance, SparseAttentionMatchesTheCpuReference) { check(attention_cases(rng_, true)); }
+TEST_P(OpConformance, DsaTopkAndIndexerMatchTheCpuReference) { check(dsa_cases(rng_)); }
 
 }  // namespace
 }  // namespace tracelm

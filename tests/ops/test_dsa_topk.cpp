@@ -4,18 +4,18 @@
 // Mutation check, done once by hand on the Release build and reverted (tests run: DsaTopk*, DsaAttention*,
 // SparseAttention*):
 //  - tie-break reversed in the fast kernel (portable and AVX2 emit took the *last* ties): failed
-//    HandMadeCasesOnEveryImplementation (backend op and both kernels, on "the lower index wins a tie", "NaNs
+//    EveryImplementationGivesTheHandMadeAnswers (backend op and both kernels, on "the lower index wins a tie", "NaNs
 //    among themselves by index", "-0.0 equals +0.0", "all equal"), SeededFuzzSubsetMatchesOracle (shape 5:
 //    "row 1 position 22: got 36, want 34"), RealSizesMatchOracle, ReplayedGraphEqualsEagerWithoutAllocating,
 //    DsaTopkCli.PrintsIndicesFromEveryCpuImplementation.
 //  - tie-break reversed in the reference (a > b on equal scores): the same five tests.
-//  - window start clamp removed (clamp_window's s0 = start): failed HandMadeCasesOnEveryImplementation,
+//  - window start clamp removed (clamp_window's s0 = start): failed EveryImplementationGivesTheHandMadeAnswers,
 //    SeededFuzzSubsetMatchesOracle (shape 1: "got -3, want -1"), DsaTopkCli.PrintsIndicesFromEveryCpuImplementation.
-//  - window end clamp removed (s1 = end): HandMadeCasesOnEveryImplementation aborted (reads and writes past the
+//  - window end clamp removed (s1 = end): EveryImplementationGivesTheHandMadeAnswers aborted (reads and writes past the
 //    row), SeededFuzzSubsetMatchesOracle failed (the reference tried to allocate an INT64_MAX window),
 //    DsaTopkCli.PrintsIndicesFromEveryCpuImplementation failed ([29,32,44] for a 7-key row).
 //  - threshold comparison off by one (emit counted keys >= threshold as above it, portable and AVX2): failed
-//    HandMadeCasesOnEveryImplementation, SeededFuzzSubsetMatchesOracle (shape 5), RealSizesMatchOracle,
+//    EveryImplementationGivesTheHandMadeAnswers, SeededFuzzSubsetMatchesOracle (shape 5), RealSizesMatchOracle,
 //    ReplayedGraphEqualsEagerWithoutAllocating; take_equal one too many: the same four.
 //    The radix walk's `hist[digit] < need` made `<=` passed everything: it is an equivalent mutant (when a
 //    bin completes the selection exactly it settles on the next lower present key with no ties to take,
@@ -51,7 +51,7 @@ TopkCase one_row(std::vector<float> scores, int64_t start, int64_t end, int64_t 
     return c;
 }
 
-TEST(DsaTopk, HandMadeCasesOnEveryImplementation) {
+TEST(DsaTopk, EveryImplementationGivesTheHandMadeAnswers) {
     struct Expect {
         const char* what;
         TopkCase c;

@@ -73,7 +73,7 @@ TEST(DsaTopkCuda, SaysWhenThereIsNoDevice) {
 
 #else
 
-TEST(DsaTopkCuda, NotBuilt) { GTEST_SKIP() << "built without CUDA (TRACELM_CUDA=OFF or no nvcc)"; }
+TEST(DsaTopkCuda, SkipsWhenBuiltWithoutCuda) { GTEST_SKIP() << "built without CUDA (TRACELM_CUDA=OFF or no nvcc)"; }
 
 #endif
 

@@ -57,10 +57,10 @@ std::vector<OpCase> gather_last_cases(std::mt19937& rng) {
              [](Backend& be, const Bound& b) { be.gather_last(b.t[0], b.t[1], b.t[2]); }}};
 }
 
-TEST_P(OpConformance, Copy) { check(copy_cases(rng_)); }
-TEST_P(OpConformance, Embedding) { check(embedding_cases(rng_)); }
-TEST_P(OpConformance, AddAndSiluMul) { check(elementwise_cases(rng_)); }
-TEST_P(OpConformance, GatherLast) { check(gather_last_cases(rng_)); }
+TEST_P(OpConformance, CopyMatchesTheCpuReference) { check(copy_cases(rng_)); }
+TEST_P(OpConformance, EmbeddingMatchesTheCpuReference) { check(embedding_cases(rng_)); }
+TEST_P(OpConformance, AddAndSiluMulMatchTheCpuReference) { check(elementwise_cases(rng_)); }
+TEST_P(OpConformance, GatherLastMatchesTheCpuReference) { check(gather_last_cases(rng_)); }
 
 }  // namespace
 }  // namespace tracelm

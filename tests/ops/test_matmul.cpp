@@ -96,9 +96,9 @@ std::vector<OpCase> silu_mul_matmul_cases(std::mt19937& rng) {
     return out;
 }
 
-TEST_P(OpConformance, Matmul) { check(matmul_cases(rng_)); }
-TEST_P(OpConformance, Matmuls) { check(matmuls_cases(rng_)); }
-TEST_P(OpConformance, SiluMulMatmul) { check(silu_mul_matmul_cases(rng_)); }
+TEST_P(OpConformance, MatmulMatchesTheCpuReference) { check(matmul_cases(rng_)); }
+TEST_P(OpConformance, MatmulsEqualOneMatmulPerOutput) { check(matmuls_cases(rng_)); }
+TEST_P(OpConformance, SiluMulMatmulEqualsSiluMulThenMatmul) { check(silu_mul_matmul_cases(rng_)); }
 
 }  // namespace
 }  // namespace tracelm

@@ -118,10 +118,10 @@ std::vector<OpCase> qk_norm_rope_kv_write_cases(std::mt19937& rng) {
     return out;
 }
 
-TEST_P(OpConformance, RmsNorm) { check(rms_norm_cases(rng_)); }
-TEST_P(OpConformance, RopeNeox) { check(rope_cases(rng_)); }
-TEST_P(OpConformance, AddRmsNorm) { check(add_rms_norm_cases(rng_)); }
-TEST_P(OpConformance, QkNormRopeKvWrite) { check(qk_norm_rope_kv_write_cases(rng_)); }
+TEST_P(OpConformance, RmsNormMatchesTheCpuReference) { check(rms_norm_cases(rng_)); }
+TEST_P(OpConformance, RopeNeoxMatchesTheCpuReference) { check(rope_cases(rng_)); }
+TEST_P(OpConformance, AddRmsNormEqualsAddThenRmsNorm) { check(add_rms_norm_cases(rng_)); }
+TEST_P(OpConformance, QkNormRopeKvWriteEqualsItsUnfusedOps) { check(qk_norm_rope_kv_write_cases(rng_)); }
 
 }  // namespace
 }  // namespace tracelm

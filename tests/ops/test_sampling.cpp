@@ -1,11 +1,9 @@
-// Sampling on the device (ops/sampling/sampling.h) on the CPU backend: Philox against its published answers,
-// empirical distributions against an independent double-precision model of the filtered distribution,
-// penalties and logprobs against their definitions, the fast CPU op against the plain reference, and the
-// engine: temperature 0 is greedy bit for bit, seeded sampling replays as it ran eagerly, rows are
-// independent, and replays allocate nothing.
+// The sampling op (ops/sampling/sampling.h) on the CPU backend: Philox against its published answers, empirical
+// distributions against an independent double-precision model of the filtered distribution, penalties and logprobs
+// against their definitions, the fast CPU op against the plain reference, and replays that draw what eager calls
+// draw without allocating. The CUDA op is in test_sampling_cuda.cpp, the engine's sampling in
+// tests/engine/test_engine_sampling.cpp.
 #include <gtest/gtest.h>
-
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -13,24 +11,23 @@
 #include <limits>
 #include <numeric>
 #include <random>
-#include <set>
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
-#include "backends/registry.h"
-#include "engine/engine.h"
 #include "ops/sampling/sampling.h"
-#include "ops/sampling/options.h"
+#include "support/sampling_support.h"
 #include "support/test_support.h"
 
 namespace tracelm {
 namespace {
 
 using sampling::RowParams;
+using testing::params;
+using testing::SampleOp;
 constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-TEST(Philox, KnownAnswers) {
+TEST(Philox, MatchesRandom123sKnownAnswers) {
     // Random123's kat_vectors for philox4x32 with 10 rounds: counter, key -> output.
     struct Kat {
         uint32_t ctr[4], key[2], out[4];
@@ -46,81 +43,6 @@ TEST(Philox, KnownAnswers) {
         const sampling::Philox4 r = sampling::philox4x32_10({{k.ctr[0], k.ctr[1], k.ctr[2], k.ctr[3]}}, k.key[0], k.key[1]);
         for (int i = 0; i < 4; ++i) EXPECT_EQ(r.v[i], k.out[i]) << i;
     }
-}
-
-// Device buffers for R rows of V logits and one sample() call over them, eager or replayed from a graph.
-class SampleOp {
-   public:
-    SampleOp(Backend& be, int64_t R, int64_t V) : be_(be), R_(R), V_(V) {
-        auto t = [&](DType dt, int64_t rows, int64_t cols, const char* name) {
-            bufs_.push_back(be.alloc(static_cast<size_t>(rows * cols) * 4, name));
-            return whole(bufs_.back(), dt, rows, cols);
-        };
-        logits_ = t(DType::F32, R, V, "logits");
-        ids_ = t(DType::I32, 1, R, "ids");
-        io_.params = t(DType::I32, R, sampling::kParamWords, "params");
-        io_.counts = t(DType::I32, R, V, "counts");
-        io_.step = t(DType::I32, 1, 1, "step");
-        io_.logprobs = t(DType::F32, R, 1 + sampling::kMaxLogprobs, "logprobs");
-        io_.top_ids = t(DType::I32, R, sampling::kMaxLogprobs, "top_ids");
-        io_.ws = sampling::make_workspace(be, R, V);
-        bufs_.push_back(io_.ws.buffer);
-    }
-    ~SampleOp() {
-        if (graph_ >= 0) be_.destroy_graph(graph_);
-        for (Buffer* b : bufs_) be_.free(b);
-    }
-    void set(const std::vector<float>& logits, const std::vector<RowParams>& params, const std::vector<int32_t>& counts,
-             int32_t step) {
-        be_.upload(logits_, logits.data());
-        be_.upload(io_.params, params.data());
-        be_.upload(io_.counts, counts.data());
-        be_.upload(io_.step, &step);
-    }
-    void set_logits(const std::vector<float>& logits, int32_t step) {
-        be_.upload(logits_, logits.data());
-        be_.upload(io_.step, &step);
-    }
-    std::vector<int32_t> run() {
-        be_.sample(logits_, io_, ids_);
-        return ids();
-    }
-    void capture() {
-        be_.begin_capture();
-        be_.sample(logits_, io_, ids_);
-        graph_ = be_.end_capture();
-    }
-    void replay() { be_.replay(graph_); }
-    std::vector<int32_t> ids() { return get<int32_t>(ids_); }
-    std::vector<float> logits() { return get<float>(logits_); }
-    std::vector<int32_t> counts() { return get<int32_t>(io_.counts); }
-    std::vector<float> logprobs() { return get<float>(io_.logprobs); }
-    std::vector<int32_t> top_ids() { return get<int32_t>(io_.top_ids); }
-
-   private:
-    template <typename T>
-    std::vector<T> get(const Tensor& t) {
-        std::vector<T> v(static_cast<size_t>(t.numel()));
-        be_.download(t, v.data());
-        return v;
-    }
-    Backend& be_;
-    int64_t R_, V_;
-    std::vector<Buffer*> bufs_;
-    Tensor logits_, ids_;
-    SamplingIo io_;
-    GraphId graph_ = -1;
-};
-
-RowParams params(float temperature, int top_k = 0, float top_p = 1.0f, float min_p = 0.0f, uint64_t seed = 1) {
-    RowParams p;
-    p.temperature = temperature;
-    p.top_k = top_k;
-    p.top_p = top_p;
-    p.min_p = min_p;
-    p.seed_lo = static_cast<uint32_t>(seed);
-    p.seed_hi = static_cast<uint32_t>(seed >> 32);
-    return p;
 }
 
 // The filtered, renormalised distribution, written from the definitions in double precision.
@@ -195,19 +117,21 @@ void check_distribution(const std::vector<float>& logits, RowParams p, int rows 
 
 const std::vector<float> kLogits = {2.0f, 1.5f, 1.1f, 0.7f, 0.2f, -0.4f, -1.0f, -3.0f};
 
-TEST(SamplingDistribution, TemperatureAlone) {
+TEST(SamplingDistribution, TemperatureAloneFollowsTheExactDistribution) {
     check_distribution(kLogits, params(1.0f));
     check_distribution(kLogits, params(0.6f));
     check_distribution(kLogits, params(2.5f));
 }
-TEST(SamplingDistribution, TopKAlone) { check_distribution(kLogits, params(1.0f, 3)); }
-TEST(SamplingDistribution, TopPAlone) { check_distribution(kLogits, params(1.0f, 0, 0.8f)); }
-TEST(SamplingDistribution, MinPAlone) { check_distribution(kLogits, params(1.0f, 0, 1.0f, 0.2f)); }
-TEST(SamplingDistribution, Combined) {
+TEST(SamplingDistribution, TopKAloneFollowsTheExactDistribution) { check_distribution(kLogits, params(1.0f, 3)); }
+TEST(SamplingDistribution, TopPAloneFollowsTheExactDistribution) { check_distribution(kLogits, params(1.0f, 0, 0.8f)); }
+TEST(SamplingDistribution, MinPAloneFollowsTheExactDistribution) {
+    check_distribution(kLogits, params(1.0f, 0, 1.0f, 0.2f));
+}
+TEST(SamplingDistribution, CombinedFiltersFollowTheExactDistribution) {
     check_distribution(kLogits, params(1.3f, 6, 0.9f, 0.1f));
     check_distribution(kLogits, params(0.8f, 5, 0.95f));
 }
-TEST(SamplingDistribution, EdgeCases) {
+TEST(SamplingDistribution, TiesInfinitiesNansAndExtremeSettingsFollowTheExactDistribution) {
     SCOPED_TRACE("all logits equal");
     check_distribution(std::vector<float>(6, 0.5f), params(0.7f, 0, 0.9f));
     SCOPED_TRACE("NaN never drawn");
@@ -271,48 +195,6 @@ TEST(SamplingOp, MatchesReferenceOnLargeRows) {
                 }
             }
         }
-    }
-}
-
-// The CUDA op (where a device is present) against the plain reference: ids of greedy and top_k rows exactly
-// (their sums run in the same order), penalised logits and counts exactly, logprobs within 1e-5.
-TEST(SamplingCuda, MatchesReference) {
-    std::unique_ptr<Backend> be;
-    for (const BackendInfo& b : backend_registry()) {
-        if (b.name == "cuda" && b.unavailable().empty()) be = b.make({});
-    }
-    if (!be) GTEST_SKIP() << "no usable CUDA device";
-    const int64_t R = 4, V = 151936;
-    SampleOp op(*be, R, V);
-    std::mt19937 rng(8);
-    std::normal_distribution<float> nd(0.0f, 2.0f);
-    std::vector<float> logits(static_cast<size_t>(R * V));
-    for (float& x : logits) x = std::round(nd(rng) * 4) / 4;
-    std::vector<RowParams> ps = {params(0.8f, 40, 0.95f, 0.0f, 1), params(0.0f), params(1.0f, 1000, 0.5f, 0.01f, 3),
-                                 params(0.7f, 7)};
-    ps[0].logprobs = 20;
-    ps[1].repetition_penalty = 1.3f;
-    ps[2].frequency_penalty = 0.4f;
-    std::vector<int32_t> counts(static_cast<size_t>(R * V), 0);
-    for (int i = 0; i < 2000; ++i) counts[rng() % counts.size()] = (rng() % 2 ? sampling::kPromptBit : 0) | (rng() % 3);
-    for (int32_t step = 0; step < 4; ++step) {
-        op.set(logits, ps, counts, step);
-        const std::vector<int32_t> ids = op.run();
-        const std::vector<float> out = op.logits(), lp = op.logprobs();
-        const std::vector<int32_t> top = op.top_ids(), cnt = op.counts();
-        std::vector<float> x = logits;
-        std::vector<int32_t> c = counts;
-        for (int64_t r = 0; r < R; ++r) {
-            const auto want = sampling::sample_row_reference(x.data() + r * V, V, ps[static_cast<size_t>(r)],
-                                                              c.data() + r * V, static_cast<uint32_t>(step));
-            EXPECT_EQ(ids[static_cast<size_t>(r)], want.id) << r;
-            if (ps[static_cast<size_t>(r)].logprobs >= 0) {
-                EXPECT_NEAR(lp[static_cast<size_t>(r * 21)], want.logprob, 1e-5);
-                for (int i = 0; i < 20; ++i) EXPECT_EQ(top[static_cast<size_t>(r * 20 + i)], want.top_ids[i]);
-            }
-        }
-        EXPECT_EQ(std::memcmp(out.data(), x.data(), x.size() * 4), 0);
-        EXPECT_EQ(cnt, c);
     }
 }
 
@@ -431,239 +313,6 @@ TEST(SamplingOp, ReplayEqualsEagerAndAllocatesNothing) {
         ASSERT_EQ(replay.counts(), eager.counts());
     }
     EXPECT_EQ(allocations, 0u);
-}
-
-// ---- the engine: sampling inside the captured decode step ----
-
-const std::vector<std::vector<int32_t>> kPrompts = {{785, 6722, 315, 9625, 374}, {9707, 11, 1879, 0}, {151, 872, 198}};
-
-std::unique_ptr<Model> tiny(Backend& be) { return Model::load(testing::generated_checkpoint("tiny", 7, DType::F32), be); }
-
-EngineOptions engine_options(int seqs, int64_t context, bool capture) {
-    EngineOptions opt;
-    opt.max_seqs = seqs;
-    opt.context = context;
-    opt.capture = capture;
-    return opt;
-}
-
-// First token and `steps` decode steps of each sequence, sequence-major.
-std::vector<std::vector<int32_t>> decode(Engine& e, const std::vector<std::vector<int32_t>>& prompts,
-                                         const std::vector<RowParams>& ps, int steps) {
-    const std::vector<int32_t> first = e.start(prompts, steps + 1, ps);
-    for (int i = 0; i < steps; ++i) e.step();
-    const std::vector<int32_t> h = e.history(steps);
-    std::vector<std::vector<int32_t>> out(prompts.size());
-    for (size_t s = 0; s < prompts.size(); ++s) {
-        out[s].push_back(first[s]);
-        for (int i = 0; i < steps; ++i) out[s].push_back(h[static_cast<size_t>(i) * prompts.size() + s]);
-    }
-    return out;
-}
-
-TEST(SamplingEngine, TemperatureZeroIsGreedyBitForBit) {
-    cpu::CpuBackend be(2);
-    const auto model = tiny(be);
-    Engine greedy(*model, be, engine_options(3, 128, true)), zero(*model, be, engine_options(3, 128, true));
-    const std::vector<RowParams> ps(3, params(0.0f, 5, 0.5f, 0.1f, 9));
-    EXPECT_EQ(decode(greedy, kPrompts, {}, 40), decode(zero, kPrompts, ps, 40));
-}
-
-// The same seeds give the same tokens eagerly and replayed over 300 steps, for 1 and 3 sequences with
-// different parameters per row; the replays allocate nothing.
-TEST(SamplingEngine, SeededSamplingReplaysAsEager) {
-    cpu::CpuBackend be(2);
-    const auto model = tiny(be);
-    std::vector<RowParams> ps = {params(0.8f, 40, 0.95f, 0.0f, 42), params(1.0f, 0, 0.9f, 0.0f, 7),
-                                 params(1.3f, 0, 1.0f, 0.05f, 1234567890123ull)};
-    ps[1].repetition_penalty = 1.2f;
-    ps[2].frequency_penalty = 0.5f;
-    ps[2].presence_penalty = 0.3f;
-    for (const int S : {1, 3}) {
-        SCOPED_TRACE(S);
-        const std::vector<std::vector<int32_t>> prompts(kPrompts.begin(), kPrompts.begin() + S);
-        const std::vector<RowParams> rows(ps.begin(), ps.begin() + S);
-        Engine eager(*model, be, engine_options(S, 320, false)), replay(*model, be, engine_options(S, 320, true));
-        const auto greedy = decode(eager, prompts, {}, 30);
-        const auto want = decode(eager, prompts, rows, 300);
-        replay.start(prompts, 301, rows);
-        replay.step();
-        replay.step();
-        const uint64_t before = testing::heap_allocations().load();
-        for (int i = 2; i < 300; ++i) replay.step();
-        EXPECT_EQ(testing::heap_allocations().load() - before, 0u);
-        EXPECT_EQ(replay.replays(), 299);
-        const std::vector<int32_t> h = replay.history(300);
-        for (int s = 0; s < S; ++s) {
-            for (int i = 0; i < 300; ++i)
-                ASSERT_EQ(h[static_cast<size_t>(i * S + s)], want[static_cast<size_t>(s)][static_cast<size_t>(i + 1)]);
-            // Sampling really happened: the first 31 tokens are not the greedy ones.
-            const auto& w = want[static_cast<size_t>(s)];
-            EXPECT_NE(std::vector<int32_t>(w.begin(), w.begin() + 31), greedy[static_cast<size_t>(s)]);
-        }
-    }
-}
-
-// A row's tokens do not change when the other rows of its batch (or the batch size) change.
-TEST(SamplingEngine, RowsAreIndependent) {
-    cpu::CpuBackend be(2);
-    const auto model = tiny(be);
-    Engine e(*model, be, engine_options(3, 128, true));
-    const RowParams a = params(0.9f, 20, 0.9f, 0.0f, 5);
-    const auto alone = decode(e, {kPrompts[0]}, {a}, 30);
-    const auto batch1 = decode(e, kPrompts, {a, params(1.0f, 0, 1.0f, 0.0f, 6), params(0.0f)}, 30);
-    RowParams b = params(2.0f, 3, 0.5f, 0.2f, 99);
-    b.repetition_penalty = 2.0f;
-    const auto batch2 = decode(e, {kPrompts[0], kPrompts[2], kPrompts[1]}, {a, b, params(0.7f, 0, 0.8f, 0.0f, 1)}, 30);
-    EXPECT_EQ(batch1[0], alone[0]);
-    EXPECT_EQ(batch2[0], alone[0]);
-    EXPECT_NE(batch1[1], batch2[1]);
-}
-
-// The counts the penalties read are advanced by the graph: with a huge presence penalty greedy decoding never
-// repeats a generated token, where without it it does.
-TEST(SamplingEngine, PenaltyCountsAdvanceOnDevice) {
-    cpu::CpuBackend be(2);
-    const auto model = tiny(be);
-    Engine e(*model, be, engine_options(1, 128, true));
-    const auto plain = decode(e, {kPrompts[0]}, {params(0.0f)}, 60)[0];
-    EXPECT_LT(std::set<int32_t>(plain.begin(), plain.end()).size(), plain.size());
-    RowParams p = params(0.0f);
-    p.presence_penalty = 1e6f;
-    const auto penalised = decode(e, {kPrompts[0]}, {p}, 60)[0];
-    EXPECT_EQ(std::set<int32_t>(penalised.begin(), penalised.end()).size(), penalised.size());
-    EXPECT_GT(e.replays(), 0);
-}
-
-// Engine::logprobs against a double-precision log-softmax of the downloaded logits, at every decode step (the
-// logits buffer holds one sequence's prefill logits at a time, so the prefill token is left to the op tests).
-TEST(SamplingEngine, LogprobsMatchDownloadedLogits) {
-    cpu::CpuBackend be(2);
-    const auto model = tiny(be);
-    Engine e(*model, be, engine_options(2, 64, true));
-    RowParams p = params(0.8f, 40, 0.95f, 0.0f, 3);
-    p.logprobs = 5;
-    e.start({kPrompts[0], kPrompts[1]}, 21, {p, params(1.0f, 0, 1.0f, 0.0f, 4)});
-    for (int step = 1; step <= 20; ++step) {
-        e.step();
-        const std::vector<sampling::TokenLogprobs> lps = e.logprobs();
-        const std::vector<float> logits = e.logits();
-        const int64_t V = static_cast<int64_t>(logits.size()) / 2;
-        const float* row = logits.data();
-        double m = -INFINITY, z = 0;
-        for (int64_t v = 0; v < V; ++v) m = std::max(m, double(row[v]));
-        for (int64_t v = 0; v < V; ++v) z += std::exp(row[v] - m);
-        auto lsm = [&](int32_t v) { return row[v] - m - std::log(z); };
-        ASSERT_EQ(lps[0].id, e.sampled()[0]);
-        EXPECT_NEAR(lps[0].logprob, lsm(lps[0].id), 1e-4);
-        ASSERT_EQ(lps[0].top.size(), 5u);
-        std::vector<int32_t> order(static_cast<size_t>(V));
-        std::iota(order.begin(), order.end(), 0);
-        std::partial_sort(order.begin(), order.begin() + 5, order.end(),
-                          [&](int32_t a, int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
-        for (size_t i = 0; i < 5; ++i) {
-            EXPECT_EQ(lps[0].top[i].first, order[i]);
-            EXPECT_NEAR(lps[0].top[i].second, lsm(order[i]), 1e-4);
-        }
-        EXPECT_TRUE(lps[1].top.empty());
-    }
-}
-
-TEST(SamplingRequest, ValidationNamesTheFlag) {
-    auto message = [](sampling::SamplingOptions o) {
-        try {
-            sampling::validate(o);
-        } catch (const std::invalid_argument& e) {
-            return std::string(e.what());
-        }
-        return std::string();
-    };
-    sampling::SamplingOptions o;
-    EXPECT_EQ(message(o), "");
-    o.temperature = -0.5;
-    EXPECT_NE(message(o).find("--temperature"), std::string::npos);
-    o = {};
-    o.temperature = std::nan("");
-    EXPECT_NE(message(o).find("--temperature"), std::string::npos);
-    o = {};
-    o.top_p = 0.0;
-    EXPECT_NE(message(o).find("--top-p"), std::string::npos);
-    o.top_p = 1.01;
-    EXPECT_NE(message(o).find("--top-p"), std::string::npos);
-    o = {};
-    o.top_k = -1;
-    EXPECT_NE(message(o).find("--top-k"), std::string::npos);
-    o = {};
-    o.logprobs = 21;
-    EXPECT_NE(message(o).find("--logprobs"), std::string::npos);
-    o = {};
-    o.min_p = std::nan("");
-    EXPECT_NE(message(o).find("--min-p"), std::string::npos);
-    o = {};
-    o.seed = 77;
-    EXPECT_EQ(sampling::resolve_seed(o), 77u);
-    const RowParams p = sampling::row_params(o, 0x123456789abcdefull);
-    EXPECT_EQ(p.seed_lo, 0x89abcdefu);
-    EXPECT_EQ(p.seed_hi, 0x1234567u);
-}
-
-// ---- the CLI ----
-
-std::string tiny_model_flag() { return "--model '" + testing::generated_checkpoint("tiny", 3, DType::F32) + "'"; }
-
-TEST(SamplingCli, GenerateJsonReportsSeedAndLogprobs) {
-    const std::string cmd = "generate " + tiny_model_flag() +
-                            " --prompt 'Hello there' --max-tokens 8 --json --threads 1 --temperature 0.9 --top-k 50"
-                            " --top-p 0.95 --min-p 0.01 --repeat-penalty 1.1 --presence-penalty 0.2"
-                            " --frequency-penalty 0.1 --seed 12345 --logprobs 3";
-    const auto r1 = testing::run_tracelm(cmd, false), r2 = testing::run_tracelm(cmd, false);
-    ASSERT_EQ(r1.code, 0) << r1.out;
-    const auto j = nlohmann::json::parse(r1.out);
-    EXPECT_EQ(j["seed"], 12345u);
-    EXPECT_EQ(j["tokens"], nlohmann::json::parse(r2.out)["tokens"]);  // the seed reproduces the run
-    ASSERT_EQ(j["logprobs"].size(), j["tokens"].size());
-    for (size_t i = 0; i < j["tokens"].size(); ++i) {
-        const auto& e = j["logprobs"][i];
-        EXPECT_EQ(e["id"], j["tokens"][i]);
-        EXPECT_LE(e["logprob"].get<double>(), 0.0);
-        ASSERT_EQ(e["top_logprobs"].size(), 3u);
-        EXPECT_GE(e["top_logprobs"][0]["logprob"].get<double>(), e["top_logprobs"][1]["logprob"].get<double>());
-        EXPECT_GE(e["top_logprobs"][0]["logprob"].get<double>(), e["logprob"].get<double>());
-    }
-}
-
-TEST(SamplingCli, DefaultIsGreedyAndUnseededRunsReportTheirSeed) {
-    const std::string base = "generate " + tiny_model_flag() + " --prompt 'Hello there' --max-tokens 8 --json --threads 1";
-    const auto greedy = testing::run_tracelm(base, false);
-    const auto zero = testing::run_tracelm(base + " --temperature 0 --top-k 3", false);
-    const auto sampled = testing::run_tracelm(base + " --temperature 1.5", false);
-    ASSERT_EQ(greedy.code, 0) << greedy.out;
-    ASSERT_EQ(sampled.code, 0) << sampled.out;
-    EXPECT_EQ(nlohmann::json::parse(greedy.out)["tokens"], nlohmann::json::parse(zero.out)["tokens"]);
-    const auto js = nlohmann::json::parse(sampled.out);
-    const auto again = testing::run_tracelm(base + " --temperature 1.5 --seed " + js["seed"].dump(), false);
-    EXPECT_EQ(nlohmann::json::parse(again.out)["tokens"], js["tokens"]);
-    EXPECT_FALSE(nlohmann::json::parse(greedy.out).contains("logprobs"));
-}
-
-TEST(SamplingCli, InvalidValuesNameTheFlag) {
-    const std::string base = "generate " + tiny_model_flag() + " --prompt hi --max-tokens 2 ";
-    for (const auto& [args, flag] : std::vector<std::pair<std::string, std::string>>{
-             {"--temperature -1", "--temperature"},
-             {"--temperature nan", "--temperature"},
-             {"--top-p 1.5", "--top-p"},
-             {"--top-p 0", "--top-p"},
-             {"--top-k -1", "--top-k"},
-             {"--min-p nan", "--min-p"},
-             {"--logprobs 21", "--logprobs"},
-             {"--repeat-penalty 0", "--repeat-penalty"}}) {
-        const auto r = testing::run_tracelm(base + args);
-        EXPECT_EQ(r.code, 1) << args << ": " << r.out;
-        EXPECT_NE(r.out.find(flag), std::string::npos) << args << ": " << r.out;
-    }
-    const auto chat = testing::run_tracelm("chat " + tiny_model_flag() + " --top-p 2 < /dev/null");
-    EXPECT_EQ(chat.code, 1) << chat.out;
-    EXPECT_NE(chat.out.find("--top-p"), std::string::npos) << chat.out;
 }
 
 }  // namespace

@@ -43,7 +43,7 @@ uint16_t reference_f32_to_f16(float f) {
     return static_cast<uint16_t>(sign | r);
 }
 
-TEST(DTypeF16, KnownValues) {
+TEST(DTypeF16, KnownValuesConvertToTheirExactBitsBothWays) {
     EXPECT_EQ(f32_to_f16(0.0f), 0x0000);
     EXPECT_EQ(f32_to_f16(-0.0f), 0x8000);
     EXPECT_EQ(f32_to_f16(1.0f), 0x3c00);

@@ -284,7 +284,7 @@ TEST_F(HttpServerTest, StopStringEndsTheRequest) {
     EXPECT_EQ(ev[ev.size() - 2]["choices"][0]["finish_reason"], "stop");
 }
 
-TEST_F(HttpServerTest, LengthAndErrorFinishes) {
+TEST_F(HttpServerTest, ALengthFinishIsReportedAndAnErrorFinishIsAServerError) {
     script_ = updates_of("abc", Finish::Length);
     start();
     EXPECT_EQ(json::parse(post("/v1/completions", R"({"prompt": "x"})")->body)["choices"][0]["finish_reason"],
@@ -298,7 +298,7 @@ TEST_F(HttpServerTest, LengthAndErrorFinishes) {
     EXPECT_EQ(e["error"]["type"], "server_error");
 }
 
-TEST_F(HttpServerTest, Logprobs) {
+TEST_F(HttpServerTest, RequestedLogprobsReachTheSchedulerAndTheAnswer) {
     script_.clear();
     const int32_t hello = *qwen().token_id("Hello"), hi = *qwen().token_id("Hi");
     script_.push_back({{hello}, {{hello, -0.5f, {{hello, -0.5f}, {hi, -1.0f}}}}, Finish::None, ""});
@@ -319,7 +319,7 @@ TEST_F(HttpServerTest, Logprobs) {
     EXPECT_EQ(comp["choices"][0]["logprobs"]["text_offset"], json::array({0}));
 }
 
-TEST_F(HttpServerTest, ErrorStatuses) {
+TEST_F(HttpServerTest, BadRequestsGetTheirStatusAndNeverReachTheScheduler) {
     start();
     expect_error(post("/v1/chat/completions", "{not json"), 400);
     expect_error(post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "top_p": 2})"), 400,
@@ -336,7 +336,7 @@ TEST_F(HttpServerTest, ErrorStatuses) {
     EXPECT_EQ(submitted().size(), 0u);  // none of them reached the scheduler
 }
 
-TEST_F(HttpServerTest, ApiKey) {
+TEST_F(HttpServerTest, AnApiKeyGuardsTheApiButNotHealthOrMetrics) {
     start("sesame");
     const std::string body = R"({"prompt": "x"})";
     expect_error(post("/v1/completions", body), 401);

@@ -21,7 +21,7 @@ bool has_line(const std::string& text, const std::string& line) {
     return false;
 }
 
-TEST(Metrics, GaugesAndCounters) {
+TEST(Metrics, EveryStatIsAGaugeOrCounterLabelledWithTheModel) {
     SchedulerStats s;
     s.running = 3;
     s.waiting = 2;

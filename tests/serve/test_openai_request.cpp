@@ -40,7 +40,7 @@ void expect_param_error(const std::string& extra, const std::string& param, cons
     }
 }
 
-TEST(OpenAIRequest, ChatDefaults) {
+TEST(OpenAIRequest, AMinimalChatRequestGetsGreedyDefaults) {
     const OpenAIRequest r = chat("");
     EXPECT_EQ(r.endpoint, Endpoint::ChatCompletions);
     EXPECT_EQ(r.model, "m");
@@ -88,7 +88,7 @@ TEST(OpenAIRequest, NullMeansNotGiven) {
     EXPECT_FALSE(r.sampling.seed.has_value());
 }
 
-TEST(OpenAIRequest, MaxCompletionTokensAndStopString) {
+TEST(OpenAIRequest, MaxCompletionTokensAStopStringAndSentinelValuesAreRead) {
     const OpenAIRequest r = chat(R"(, "max_completion_tokens": 9, "stop": "END")");
     EXPECT_EQ(r.max_tokens, 9);
     EXPECT_EQ(r.stop, std::vector<std::string>{"END"});
@@ -98,7 +98,7 @@ TEST(OpenAIRequest, MaxCompletionTokensAndStopString) {
     EXPECT_EQ(chat(R"(, "seed": -1)").sampling.seed, UINT64_MAX);  // the bits of a negative seed
 }
 
-TEST(OpenAIRequest, ContentPartsAndRoles) {
+TEST(OpenAIRequest, ContentPartsAreJoinedAndDeveloperBecomesSystem) {
     const OpenAIRequest r = parse_request(Endpoint::ChatCompletions, R"({"messages": [
         {"role": "developer", "content": "be brief"},
         {"role": "user", "content": [{"type": "text", "text": "one"}, {"type": "text", "text": "two"}]},
@@ -113,7 +113,7 @@ TEST(OpenAIRequest, ContentPartsAndRoles) {
     EXPECT_EQ(r.messages[3].content, "three");
 }
 
-TEST(OpenAIRequest, CompletionPrompts) {
+TEST(OpenAIRequest, CompletionPromptsAreTextOrTokenIds) {
     EXPECT_EQ(completion(R"("prompt": "hello")").prompt, "hello");
     EXPECT_EQ(completion(R"("prompt": ["hello"])").prompt, "hello");
     EXPECT_EQ(completion(R"("prompt": [1, 2, 3])").prompt_ids, (std::vector<int32_t>{1, 2, 3}));
@@ -125,7 +125,7 @@ TEST(OpenAIRequest, CompletionPrompts) {
     EXPECT_FALSE(completion(R"("prompt": "x", "max_completion_tokens": 3)").max_tokens.has_value());
 }
 
-TEST(OpenAIRequest, MalformedBodies) {
+TEST(OpenAIRequest, MalformedBodiesAreA400WithoutAParameter) {
     for (const char* body : {"", "{", "not json", "{\"messages\": [}", "[1, 2]", "\"text\"", "null"}) {
         const ApiError e = error_of(Endpoint::ChatCompletions, body);
         EXPECT_EQ(e.status, 400) << body;
@@ -168,7 +168,7 @@ TEST(OpenAIRequest, InvalidValuesNameTheirParameter) {
     expect_param_error(R"(, "model": 5)", "model");
 }
 
-TEST(OpenAIRequest, InvalidMessagesAndPrompts) {
+TEST(OpenAIRequest, InvalidMessagesAndPromptsNameTheirParameter) {
     const auto param_of = [](Endpoint ep, const std::string& body) { return error_of(ep, body).param; };
     const Endpoint c = Endpoint::ChatCompletions, p = Endpoint::Completions;
     EXPECT_EQ(param_of(c, "{}"), "messages");

@@ -15,7 +15,7 @@ const Tokenizer& qwen() { return testing::qwen3_tokenizer(); }
 
 const ResponseMeta kMeta{"chatcmpl-1", 1700000000, "smol"};
 
-TEST(OpenAIResponse, ChatCompletion) {
+TEST(OpenAIResponse, AChatCompletionHasOpenAIsShape) {
     const json got = response_body(Endpoint::ChatCompletions, kMeta, "Hi there", Finish::Length, {5, 2}, nullptr);
     const json want = json::parse(R"({"id": "chatcmpl-1", "object": "chat.completion", "created": 1700000000,
         "model": "smol", "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hi there"},
@@ -24,7 +24,7 @@ TEST(OpenAIResponse, ChatCompletion) {
     EXPECT_EQ(got, want);
 }
 
-TEST(OpenAIResponse, TextCompletion) {
+TEST(OpenAIResponse, ATextCompletionHasOpenAIsShape) {
     const json got = response_body(Endpoint::Completions, kMeta, "abc", Finish::Stop, {1, 3}, nullptr);
     const json want = json::parse(R"({"id": "chatcmpl-1", "object": "text_completion", "created": 1700000000,
         "model": "smol", "choices": [{"index": 0, "text": "abc", "logprobs": null, "finish_reason": "stop"}],
@@ -32,7 +32,7 @@ TEST(OpenAIResponse, TextCompletion) {
     EXPECT_EQ(got, want);
 }
 
-TEST(OpenAIResponse, Chunks) {
+TEST(OpenAIResponse, StreamedChunksAndTheUsageChunkHaveOpenAIsShape) {
     EXPECT_EQ(chunk(Endpoint::ChatCompletions, kMeta, "", Finish::None, nullptr, true),
               json::parse(R"({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1700000000,
                   "model": "smol", "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
@@ -50,7 +50,7 @@ TEST(OpenAIResponse, Chunks) {
                   "usage": {"prompt_tokens": 4, "completion_tokens": 6, "total_tokens": 10}})"));
 }
 
-TEST(OpenAIResponse, ChatLogprobs) {
+TEST(OpenAIResponse, ChatLogprobsHaveOpenAIsShapeWithBytes) {
     const int32_t hello = *qwen().token_id("Hello"), hi = *qwen().token_id("Hi");
     const std::vector<sampling::TokenLogprobs> lps = {{hello, -0.25f, {{hello, -0.25f}, {hi, -1.5f}}}, {hi, -INFINITY, {}}};
     const json got = logprobs_json(Endpoint::ChatCompletions, qwen(), lps);
@@ -62,7 +62,7 @@ TEST(OpenAIResponse, ChatLogprobs) {
     EXPECT_EQ(got, want);
 }
 
-TEST(OpenAIResponse, CompletionLogprobsAndPartialCharacters) {
+TEST(OpenAIResponse, CompletionLogprobsShowAPartialCharacterAsUfffdWithItsBytes) {
     // The first byte of "你" (E4 BD A0) alone is not text: its token is U+FFFD, its bytes exact.
     const int32_t part = *qwen().token_id("\xE4"), a = *qwen().token_id("a");
     const std::vector<sampling::TokenLogprobs> lps = {{a, -0.5f, {{a, -0.5f}, {part, -2.0f}}}, {part, -1.0f, {}}};
@@ -74,7 +74,7 @@ TEST(OpenAIResponse, CompletionLogprobsAndPartialCharacters) {
     EXPECT_EQ(chat["content"][0]["bytes"], json::array({0xE4}));
 }
 
-TEST(OpenAIResponse, ErrorBodyAndEvents) {
+TEST(OpenAIResponse, ErrorBodiesAndSseEventsHaveOpenAIsShape) {
     EXPECT_EQ(error_body(ApiError(400, "bad top_p", "invalid_request_error", "top_p", "invalid_value")),
               json::parse(R"({"error": {"message": "bad top_p", "type": "invalid_request_error", "param": "top_p",
                   "code": "invalid_value"}})"));

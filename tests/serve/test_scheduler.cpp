@@ -73,7 +73,7 @@ std::vector<Outcome> run_all(Scheduler& s, const std::vector<GenerationRequest>&
     return out;
 }
 
-TEST(Scheduler, SixteenConcurrentRequestsEachAsAlone) {
+TEST(Scheduler, SixteenConcurrentRequestsEachCompleteAsAlone) {
     cpu::CpuBackend be(2);
     const auto model = Model::load(testing::generated_checkpoint("tiny", 7, DType::F32), be);
     SchedulerOptions o;
@@ -184,7 +184,7 @@ TEST(Scheduler, APromptPreemptedBeforeItsFirstTokenCountsOnce) {
 // The real model (Q4_1 weights, f16 KV: the configuration where attention over one row sums in another order than
 // over several): 16 concurrent requests of mixed lengths, greedy and seeded, on 16 rows whose KV pool holds two
 // contexts, so joins, leaves and preemptions all happen; each answer equals the request run alone.
-TEST(Scheduler, RealModelSixteenConcurrentWithPreemptionEachAsAlone) {
+TEST(Scheduler, RealModelSixteenConcurrentWithPreemptionEachCompleteAsAlone) {
     TRACELM_NEED_SMOLLM2();
     cpu::CpuBackend be(2);
     const auto model = Model::load(testing::smollm2_gguf_path(), be);

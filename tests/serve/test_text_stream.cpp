@@ -127,7 +127,7 @@ TEST(TextStream, HeldBackTextThatIsNoStopIsReleased) {
     EXPECT_EQ(t.text, "wait for it... STONE");
 }
 
-TEST(TextStream, MultiByteStopStringSplitAcrossByteTokens) {
+TEST(TextStream, AStopStringSplitAcrossByteTokensStillStops) {
     const std::string text = "abc😀def";
     // The emoji's four bytes in separate tokens.
     const std::vector<int32_t> ids = byte_tokens(text);
@@ -151,7 +151,7 @@ TEST(TextStream, FirstCompletedStopWins) {
     EXPECT_EQ(stream(ids, {"x"}).text, "");
 }
 
-TEST(TextStream, NothingAfterTheStop) {
+TEST(TextStream, NothingIsEmittedAfterTheStop) {
     TextStream ts(qwen(), {"b"});
     EXPECT_EQ(ts.push(*qwen().token_id("a")), "a");
     EXPECT_EQ(ts.push(*qwen().token_id("b")), "");

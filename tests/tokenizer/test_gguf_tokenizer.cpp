@@ -124,7 +124,7 @@ TEST(GgufTokenizerSmolLM2, OtherPreTokenizersMatchLlamaCpp) {
     expect_goldens_by_pre(smollm2_vocab(), repo_path("testdata/goldens/gguf_pre_tokenize.jsonl"));
 }
 
-TEST(GgufTokenizerSmolLM2, VocabularyAndEndOfGenerationAsLlamaCppReadsThem) {
+TEST(GgufTokenizerSmolLM2, ReadsVocabularyAndEndOfGenerationAsLlamaCppDoes) {
     TRACELM_NEED_SMOLLM2();
     const json facts = read_json(repo_path("testdata/goldens/smollm2_vocab.json"));
     const Tokenizer& tok = smollm2();
@@ -168,7 +168,7 @@ TEST(GgufTokenizerSpm, MatchesLlamaCppOnEveryGolden) {
     expect_goldens(lines, [](const json&) -> const Tokenizer& { return tiny_spm(); });
 }
 
-TEST(GgufTokenizerSpm, HandCheckedMerges) {
+TEST(GgufTokenizerSpm, MergesGoByScoreThenPositionAndMissingPiecesByBytes) {
     const Tokenizer& tok = tiny_spm();
     const auto id = [&](std::string_view piece) { return tok.token_id(piece).value(); };
     // "bc" (-2.5) outscores "ab" (-3): left to right would give ab, then abc. The space prefix
@@ -195,7 +195,7 @@ TEST(GgufTokenizerSpm, DecodeGivesBackTheText) {
     EXPECT_EQ(stream.push(3 + 0xA9), "é");
 }
 
-TEST(GgufTokenizerSpm, VocabularyFacts) {
+TEST(GgufTokenizerSpm, BosEosAndSpecialTokensComeFromTheVocabulary) {
     const Tokenizer& tok = tiny_spm();
     EXPECT_EQ(tok.bos_token_id(), 1);
     EXPECT_EQ(tok.eos_token_id(), 2);

@@ -115,7 +115,7 @@ Tokenizer load(const json& doc) { return Tokenizer::from_json_text(doc.dump()); 
 // ---------------------------------------------------------------------------------------------
 // Qwen3
 
-TEST(TokenizerQwen3, VocabularyAndSpecialTokens) {
+TEST(TokenizerQwen3, VocabularyLookupsMatchQwen3AndOutOfRangeIdsAreEmpty) {
     const Tokenizer& t = qwen();
     EXPECT_EQ(t.vocab_size(), 151669);
     EXPECT_EQ(t.token_id("<|im_end|>"), 151645);
@@ -138,7 +138,7 @@ TEST(TokenizerQwen3, VocabularyAndSpecialTokens) {
     EXPECT_EQ(t.token_text(t.vocab_size()), "");
 }
 
-TEST(TokenizerQwen3, ConfigFromTokenizerConfigJson) {
+TEST(TokenizerQwen3, SpecialIdsAndTemplateComeFromTokenizerConfigJson) {
     const Tokenizer& t = qwen();
     EXPECT_EQ(t.eos_token_id(), 151645);
     EXPECT_EQ(t.pad_token_id(), 151643);
@@ -158,7 +158,7 @@ TEST(TokenizerQwen3, LoadsQuickly) {
     RecordProperty("load_seconds", std::to_string(seconds));
 }
 
-TEST(TokenizerQwen3, GoldenEncodings) {
+TEST(TokenizerQwen3, EncodesEveryGoldenAsHuggingFaceTokenizersDoes) {
     ASSERT_GT(goldens().size(), 200u);
     for (const Golden& g : goldens()) {
         const std::vector<int32_t> ids = qwen().encode(g.text);
@@ -180,7 +180,7 @@ TEST(TokenizerQwen3, DecodeOfEncodeIsNfcText) {
     EXPECT_EQ(encode_then_decode(qwen(), "cafe\xCC\x81"), "caf\xC3\xA9");
 }
 
-TEST(TokenizerQwen3, SpecialTokensInText) {
+TEST(TokenizerQwen3, SpecialTokensInTextAreOneIdAndPartialOnesAreText) {
     const Tokenizer& t = qwen();
     EXPECT_EQ(t.encode("<|im_end|>"), std::vector<int32_t>{151645});
     // Split pieces around a special token are pre-tokenized separately.
@@ -328,7 +328,7 @@ TEST(TokenizerStreamDecoder, InvalidSequencesBecomeReplacementOnceCertain) {
     EXPECT_EQ(d.push(-7), "");  // unknown ids are skipped, as in decode()
 }
 
-TEST(TokenizerStreamDecoder, SkipSpecial) {
+TEST(TokenizerStreamDecoder, SkipSpecialDropsOnlySpecialTokens) {
     const Tokenizer& t = qwen();
     const std::vector<int32_t> ids = t.encode("Hi<|im_end|><think>");
     EXPECT_EQ(stream_all(t, ids, /*skip_special=*/true), "Hi<think>");
@@ -338,7 +338,7 @@ TEST(TokenizerStreamDecoder, SkipSpecial) {
 // ---------------------------------------------------------------------------------------------
 // Synthetic tokenizer: BPE rules and added-token flags (expected ids checked with `tokenizers`)
 
-TEST(TokenizerBpe, MergeRankAndTieOrder) {
+TEST(TokenizerBpe, MergesGoByRankThenLeftmostFirst) {
     const Tokenizer t = load(synthetic_tokenizer());
     EXPECT_EQ(t.encode("aaa"), (std::vector<int32_t>{259, 'a'}));  // leftmost pair first
     EXPECT_EQ(t.encode("aaaa"), (std::vector<int32_t>{259, 259}));
@@ -368,7 +368,7 @@ TEST(TokenizerBpe, IgnoreMergesUsesWholeWordTokens) {
     EXPECT_EQ(load(doc).encode("xyz"), (std::vector<int32_t>{260}));
 }
 
-TEST(TokenizerAddedTokens, Lstrip) {
+TEST(TokenizerAddedTokens, LstripSwallowsTheWhitespaceBefore) {
     const Tokenizer t = load(synthetic_tokenizer({added(260, "<m>", {{"lstrip", true}})}));
     EXPECT_EQ(t.encode("x <m> y"), (std::vector<int32_t>{'x', 260, ' ', 'y'}));
     EXPECT_EQ(t.encode("x  \t<m>"), (std::vector<int32_t>{'x', 260}));
@@ -376,7 +376,7 @@ TEST(TokenizerAddedTokens, Lstrip) {
     EXPECT_EQ(t.encode(" <m>"), (std::vector<int32_t>{260}));
 }
 
-TEST(TokenizerAddedTokens, Rstrip) {
+TEST(TokenizerAddedTokens, RstripSwallowsTheWhitespaceAfter) {
     const Tokenizer t = load(synthetic_tokenizer({added(260, "<m>", {{"rstrip", true}})}));
     EXPECT_EQ(t.encode("x <m>  y"), (std::vector<int32_t>{'x', ' ', 260, 'y'}));
     EXPECT_EQ(t.encode("<m>  <m>"), (std::vector<int32_t>{260, 260}));
@@ -386,7 +386,7 @@ TEST(TokenizerAddedTokens, Rstrip) {
     EXPECT_EQ(both.encode("a  <m>  <m>  b"), (std::vector<int32_t>{'a', 260, 260, 'b'}));
 }
 
-TEST(TokenizerAddedTokens, SingleWord) {
+TEST(TokenizerAddedTokens, SingleWordMatchesOnlyAWholeWord) {
     const Tokenizer t = load(synthetic_tokenizer({added(260, "zz", {{"single_word", true}})}));
     const std::vector<int32_t> plain = {'z', 'z'};
     EXPECT_EQ(t.encode("zz"), std::vector<int32_t>{260});
@@ -399,14 +399,14 @@ TEST(TokenizerAddedTokens, SingleWord) {
     EXPECT_EQ(t.encode("(zz)"), (std::vector<int32_t>{'(', 260, ')'}));
 }
 
-TEST(TokenizerAddedTokens, LongestMatchFirst) {
+TEST(TokenizerAddedTokens, TheLongestAddedTokenMatchesFirst) {
     const Tokenizer t = load(synthetic_tokenizer({added(260, "<a>"), added(261, "<a><b>")}));
     EXPECT_EQ(t.encode("<a><b>"), std::vector<int32_t>{261});
     EXPECT_EQ(t.encode("<a><c>"), (std::vector<int32_t>{260, '<', 'c', '>'}));
     EXPECT_EQ(t.encode("<a<a><b><a>"), (std::vector<int32_t>{'<', 'a', 261, 260}));
 }
 
-TEST(TokenizerAddedTokens, NormalizedFlag) {
+TEST(TokenizerAddedTokens, OnlyNormalizedTokensMatchTextThatNormalizesToThem) {
     const std::string nfd = "e\xCC\x81!";  // e + COMBINING ACUTE, then '!'
     const std::string nfc = "\xC3\xA9!";
     const Tokenizer normalized =
@@ -441,7 +441,7 @@ TEST(TokenizerCorruptJson, TruncatedQwenFileThrows) {
     }
 }
 
-TEST(TokenizerCorruptJson, NotATokenizerDocument) {
+TEST(TokenizerCorruptJson, ADocumentThatIsNotATokenizerIsRefused) {
     expect_load_error("", "invalid JSON");
     expect_load_error("garbage", "invalid JSON");
     expect_load_error("null", "must be a JSON object");
@@ -449,7 +449,7 @@ TEST(TokenizerCorruptJson, NotATokenizerDocument) {
     expect_load_error("{}", "model is missing");
 }
 
-TEST(TokenizerCorruptJson, ModelProblems) {
+TEST(TokenizerCorruptJson, EveryModelProblemIsRefusedNamingIt) {
     const json good = synthetic_tokenizer();
     const auto variant = [&](auto edit) {
         json doc = good;
@@ -497,7 +497,7 @@ TEST(TokenizerCorruptJson, ModelProblems) {
                       "continuing_subword_prefix");
 }
 
-TEST(TokenizerCorruptJson, PipelineProblems) {
+TEST(TokenizerCorruptJson, EveryPipelineProblemIsRefusedNamingIt) {
     const json good = synthetic_tokenizer();
     const auto variant = [&](auto edit) {
         json doc = good;
@@ -575,7 +575,7 @@ TEST(TokenizerCorruptJson, RandomMutationsLoadOrThrowRuntimeError) {
     }
 }
 
-TEST(TokenizerCorruptJson, ConfigProblems) {
+TEST(TokenizerCorruptJson, ConfigEosIsReadInBothFormsAndBadConfigsAreRefused) {
     const std::string doc = synthetic_tokenizer({added(260, "<eos>")}).dump();
     EXPECT_EQ(Tokenizer::from_json_text(doc, R"({"eos_token": "<eos>"})").eos_token_id(), 260);
     EXPECT_EQ(
@@ -586,7 +586,7 @@ TEST(TokenizerCorruptJson, ConfigProblems) {
     expect_load_error(doc, "add_bos_token must be true or false", R"({"add_bos_token": "yes"})");
 }
 
-TEST(TokenizerCorruptJson, MissingFile) {
+TEST(TokenizerCorruptJson, AMissingFileIsNamedAndAFolderRefused) {
     try {
         Tokenizer::from_file("/nonexistent/dir/tokenizer.json");
         FAIL() << "no exception";
@@ -679,7 +679,7 @@ TEST(TokenizerPreTokenizer, SplitBehaviorsMatchReference) {
               (Pieces{" hello", " ", " world", " ", " ", " x"}));
 }
 
-TEST(TokenizerPreTokenizer, WhitespaceClassRewrite) {
+TEST(TokenizerPreTokenizer, BackslashSBecomesOnigurumasWhitespaceClass) {
     using tokenizer_detail::oniguruma_compatible_pattern;
     const std::string ws =
         R"(\t-\r\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000})";
