@@ -31,8 +31,9 @@ struct GenerationStats {
     int decode_steps = 0;
     std::vector<sampling::TokenLogprobs> logprobs;  // one per token, when the parameters asked for them
 };
-// Generation of up to max_tokens for one prompt with `params` (default: greedy), stopping after one of `end_ids`; on_token sees each sampled id as soon as the host reads it (between replays). `decoded`:
-// the prompt's spans that decode generated (Engine::admit).
+// Generation of up to max_tokens for one prompt with `params` (default: greedy), stopping after one of `end_ids`;
+// on_token sees each sampled id as soon as the host reads it (between replays). `decoded`: the prompt's spans that
+// decode generated (Engine::admit).
 GenerationStats generate(Engine& engine, const std::vector<int32_t>& end_ids, const std::vector<int32_t>& prompt,
                          int max_tokens, const std::function<void(int32_t)>& on_token,
                          const sampling::RowParams& params = {}, const std::vector<TokenSpan>& decoded = {});

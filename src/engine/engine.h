@@ -57,7 +57,6 @@ struct TokenSpan {
     int64_t begin = 0, end = 0;
 };
 
-
 class Engine {
    public:
     Engine(const Model& model, Backend& backend, EngineOptions options);

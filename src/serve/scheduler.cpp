@@ -303,7 +303,8 @@ void Scheduler::Impl::prefill() {
             seconds -= took;
             if (s->joined && s->tokens.empty()) {
                 const bool lp = s->req.params.logprobs >= 0;
-                const sampling::TokenLogprobs t = lp ? engine.logprobs()[static_cast<size_t>(s->row)] : sampling::TokenLogprobs{};
+                const sampling::TokenLogprobs t =
+                    lp ? engine.logprobs()[static_cast<size_t>(s->row)] : sampling::TokenLogprobs{};
                 deliver(s, first, lp ? &t : nullptr);
             }
         }
@@ -327,7 +328,8 @@ void Scheduler::Impl::decode() {
     pacer.decode_done(bucket, std::chrono::duration<double>(Clock::now() - t0).count());
     const bool any_lp = std::any_of(running.begin(), running.end(),
                                     [](const auto& s) { return s->joined && s->req.params.logprobs >= 0; });
-    const std::vector<sampling::TokenLogprobs> lps = any_lp ? engine.logprobs() : std::vector<sampling::TokenLogprobs>{};
+    const std::vector<sampling::TokenLogprobs> lps =
+        any_lp ? engine.logprobs() : std::vector<sampling::TokenLogprobs>{};
     for (const auto& s : std::vector<std::shared_ptr<Sequence>>(running)) {
         if (!s->joined) continue;
         const auto r = static_cast<size_t>(s->row);

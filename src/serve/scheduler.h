@@ -58,7 +58,8 @@ enum class Finish { None, Stop, Length, Cancelled, Error };
 
 struct StreamUpdate {
     std::vector<int32_t> tokens;          // tokens produced since the last update, in order
-    std::vector<sampling::TokenLogprobs> logprobs;  // one per token when the request asked for logprobs (params.logprobs >= 0)
+    // One per token when the request asked for logprobs (params.logprobs >= 0).
+    std::vector<sampling::TokenLogprobs> logprobs;
     Finish finish = Finish::None;         // set on the last update of the request
     std::string error;                    // with Finish::Error: what failed
 };

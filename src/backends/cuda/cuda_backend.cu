@@ -249,7 +249,8 @@ void CudaBackend::do_matmul(const Tensor& x, const Tensor& w, const Tensor* bias
                 w.rows, impl_->stream);
 }
 
-void CudaBackend::do_rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, const RopeSpec& rope) {
+void CudaBackend::do_rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim,
+                               const RopeSpec& rope) {
     ops::rope_neox(x.ptr<float>(), positions.ptr<int32_t>(), x.rows, heads, head_dim, rope_freqs(head_dim, rope),
                    impl_->stream);
 }

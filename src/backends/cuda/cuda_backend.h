@@ -54,8 +54,8 @@ class CudaBackend final : public Backend {
     void do_rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, const RopeSpec& rope) override;
     void do_kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
                      const Tensor& v_cache) override;
-    void do_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta, int heads,
-                      int kv_heads, int head_dim, float scale, const Tensor& out) override;
+    void do_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta,
+                      int heads, int kv_heads, int head_dim, float scale, const Tensor& out) override;
     void do_add(const Tensor& a, const Tensor& b, const Tensor& out) override;
     void do_silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) override;
     void do_matmuls(const Tensor& x, std::span<const MatmulOut> outs) override;
