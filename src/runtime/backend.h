@@ -8,9 +8,9 @@
 // transfers, allocation, free and synchronisation throw CaptureViolation naming the op and buffer.
 // The checks live here, in the non-virtual entry points, so no backend can forget them.
 //
-// Ops: each is a non-virtual entry point that checks its arguments (runtime/op_checks.h; the sampling and DSA ops'
-// own checks in ops/sampling and ops/dsa, whose files define those entry points) and then calls the backend's
-// protected do_<op>; a backend implements only the do_ functions and cannot skip a check.
+// Ops: each is a non-virtual entry point, defined with its argument checks and its reference implementation in
+// src/ops/<family>/ (docs/architecture.md, "Where an op lives"), that checks its arguments and then calls the
+// backend's protected do_<op>; a backend implements only the do_ functions and cannot skip a check.
 #pragma once
 
 #include <algorithm>
@@ -106,7 +106,7 @@ struct SamplingIo {
 };
 
 // What a backend runs. The model loader asks before it binds any weight, so an unsupported model is refused at
-// load time with a message naming the backend and what it lacks; op argument checks (runtime/op_checks.h) use it too.
+// load time with a message naming the backend and what it lacks; the ops' argument checks use it too.
 struct BackendCapabilities {
     std::vector<DType> weight_types;  // matmul and embedding weights
     std::vector<DType> kv_types;      // KV cache values
@@ -157,11 +157,12 @@ class Backend {
     // In place NeoX rotary embedding of x [T, heads*head_dim] at positions[t], with the frequencies of `rope`.
     void rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, const RopeSpec& rope);
     // k_cache/v_cache [slots, kv_dim], both f32 or both f16 (values rounded to nearest even); row t of k/v goes to
-    // slot_mapping[t] (skipped when < 0).
+    // slot_mapping[t] (skipped when outside [0, slots)).
     void kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
                   const Tensor& v_cache);
     // Causal paged attention. q/out [T, heads*head_dim]. Query i of a sequence with q_len new tokens
-    // and seq_len cached tokens sees keys [0, seq_len - q_len + i]. With f16 caches the CPU backend computes what
+    // and seq_len cached tokens sees keys [0, seq_len - q_len + i], those whose block is assigned (a query that
+    // sees none gives zeros). With f16 caches the CPU backend computes what
     // llama.cpp's CPU backend does (q and the probabilities rounded to f16, its dot orders and softmax).
     void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta,
                    int heads, int kv_heads, int head_dim, float scale, const Tensor& out);
@@ -182,7 +183,7 @@ class Backend {
     // are consumed: afterwards their contents are unspecified (a backend may use them as scratch).
     void silu_mul_matmul(const Tensor& gate, const Tensor& up, const Tensor& w, const Tensor& out);
 
-    // out[s,:] = x[query_start_loc[s+1]-1, :]: the last token of each sequence.
+    // out[s,:] = x[query_start_loc[s+1]-1, :]: the last token of each sequence (a zero row where that is not a row of x).
     void gather_last(const Tensor& x, const Tensor& query_start_loc, const Tensor& out);
     // ids[r] = argmax(logits[r,:]); the lowest index wins ties; NaN never wins.
     void argmax(const Tensor& logits, const Tensor& ids);

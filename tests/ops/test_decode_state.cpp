@@ -1,4 +1,5 @@
-// Op conformance (support/op_conformance.h) of the decode_state family: argmax and advance_decode.
+// The decode_state family (argmax and advance_decode): every backend against the CPU backend
+// (support/op_conformance.h), and the CPU backend against the references of src/ops/decode_state.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -6,7 +7,9 @@
 #include <random>
 #include <vector>
 
+#include "ops/decode_state/decode_state.h"
 #include "support/op_conformance.h"
+#include "support/reference_check.h"
 
 namespace tracelm {
 namespace {
@@ -60,6 +63,55 @@ std::vector<OpCase> advance_cases() {
 
 TEST_P(OpConformance, ArgmaxMatchesTheCpuReference) { check(argmax_cases(rng_)); }
 TEST_P(OpConformance, AdvanceDecodeMatchesTheCpuReference) { check(advance_cases()); }
+
+
+// ---- the CPU backend against the references of src/ops/decode_state ----
+
+using DecodeStateReference = testing::OpReferenceTest;
+
+TEST_F(DecodeStateReference, ArgmaxLowestIndexWinsAndNanNeverWins) {
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    const std::vector<float> l = {1, 3, 3, 2,  nan, -1, nan, -2,  -inf, -inf, -inf, -inf,  nan, nan, nan, nan,
+                                  0, -0.0f, 5, 5};
+    const Tensor ids = i32("ids", 5, 1, std::vector<int32_t>(5, -7));
+    be.argmax(f32("logits", 5, 4, l), ids);
+    EXPECT_EQ(reference::argmax(l, 4), (std::vector<int32_t>{1, 1, 0, 0, 2}));  // the reference, by hand
+    EXPECT_EQ(get<int32_t>(ids), reference::argmax(l, 4));
+    const auto big = randn(3 * 5000);
+    const Tensor big_ids = i32("big_ids", 3, 1, std::vector<int32_t>(3, -7));
+    be.argmax(f32("big", 3, 5000, big), big_ids);
+    EXPECT_EQ(get<int32_t>(big_ids), reference::argmax(big, 5000));
+}
+
+TEST_F(DecodeStateReference, AdvanceDecodeFeedsSampledIdsAndWalksTheBlockTable) {
+    // Two sequences, block size 4: sequence 0 sits at the end of its first block; sequence 1 runs past its
+    // reserved blocks (slot -1) on the third step; the history has rows for the first three steps only.
+    reference::HostDecodeState want{{0, 0}, {3, 9}, {7 * 4 + 3, 0}, {4, 10}, {7, 2, -1, 1, 5, 6}, 0,
+                                    std::vector<int32_t>(6, -1), 4};
+    DecodeState st;
+    st.token_ids = i32("tok", 2, 1, want.token_ids);
+    st.positions = i32("pos", 2, 1, want.positions);
+    st.slot_mapping = i32("slot", 2, 1, want.slot_mapping);
+    st.seq_lens = i32("lens", 2, 1, want.seq_lens);
+    st.block_tables = i32("bt", 2, 3, want.block_tables);
+    st.step = i32("step", 1, 1, {0});
+    st.history = i32("hist", 3, 2, want.history);
+    st.block_size = 4;
+    const std::vector<std::vector<int32_t>> draws = {{11, 22}, {33, 44}, {1, 2}, {3, 4}};
+    for (const auto& sampled : draws) {
+        be.advance_decode(i32("sampled", 2, 1, sampled), st);
+        reference::advance_decode(sampled, want);
+        EXPECT_EQ(get<int32_t>(st.token_ids), want.token_ids);
+        EXPECT_EQ(get<int32_t>(st.positions), want.positions);
+        EXPECT_EQ(get<int32_t>(st.seq_lens), want.seq_lens);
+        EXPECT_EQ(get<int32_t>(st.slot_mapping), want.slot_mapping);
+        EXPECT_EQ(get<int32_t>(st.step), std::vector<int32_t>{want.step});
+        EXPECT_EQ(get<int32_t>(st.history), want.history);
+    }
+    // What the reference says, by hand: the new positions' slots, then -1 past the reserved blocks.
+    EXPECT_EQ(want.history, (std::vector<int32_t>{11, 22, 33, 44, 1, 2}));
+    EXPECT_EQ(want.slot_mapping[1], -1);
+}
 
 }  // namespace
 }  // namespace tracelm

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "ops/attention/attention.h"
+#include "ops/dsa/dsa_indexer.h"
 #include "ops/dsa/dsa_topk.h"
 #include "support/test_support.h"
 
@@ -28,17 +30,8 @@ TEST_F(DsaAttention, IndexerScoreMatchesDoubleReference) {
     const Tensor out = f32("scores", T, nk, std::vector<float>(T * nk));
     be.dsa_indexer(f32("q", T, H * D, q), f32("w", T, H, w), f32("k", nk, D, k), H, out);
     const auto got = get<float>(out);
-    for (int t = 0; t < T; ++t) {
-        for (int s = 0; s < nk; ++s) {
-            double want = 0;
-            for (int h = 0; h < H; ++h) {
-                double dot = 0;
-                for (int e = 0; e < D; ++e) dot += double(q[(t * H + h) * D + e]) * k[s * D + e];
-                want += w[t * H + h] * std::max(dot, 0.0);
-            }
-            EXPECT_NEAR(got[t * nk + s], want, 1e-4 * (1 + std::abs(want))) << "t=" << t << " s=" << s;
-        }
-    }
+    const std::vector<double> want = reference::dsa_indexer(q, w, k, H, D);
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-4 * (1 + std::abs(want[i]))) << i;
     EXPECT_THROW(be.dsa_indexer(f32("q2", T, H * D, q), f32("w2", T, H, w), f32("k2", nk, D, k), H - 1, out),
                  std::invalid_argument);
 }
@@ -56,6 +49,13 @@ class SparseAttention : public DsaAttention {
                        vc = randn(num_blocks * bs * KV * hd);
     Tensor qt, kct, vct;
     AttentionMeta meta;
+
+    reference::PagedAttentionMeta host_meta() const {
+        reference::PagedAttentionMeta m{std::vector<int32_t>(2 * max_blocks, -1), max_blocks, seq_lens,
+                                        {0, q_lens[0], T}, bs};
+        for (int s = 0; s < 2; ++s) std::copy(tables[s].begin(), tables[s].end(), m.block_tables.begin() + s * max_blocks);
+        return m;
+    }
 
     void SetUp() override {
         std::vector<int32_t> bt(2 * max_blocks, -1);
@@ -119,31 +119,10 @@ TEST_F(SparseAttention, SelectionEqualsMaskedDenseAttention) {
         std::copy(row.begin(), row.end(), indices.begin() + t * topk);
     }
     const auto got = sparse(indices, topk);
-    for (int t = 0; t < T; ++t) {
-        const int s = seq_of(t);
-        for (int h = 0; h < H; ++h) {
-            const int kvh = h / (H / KV);
-            std::vector<double> p;
-            double mx = -1e300;
-            for (const int j : attended[t]) {
-                const int slot = tables[s][j / bs] * bs + j % bs;
-                double d = 0;
-                for (int e = 0; e < hd; ++e) d += double(q[(t * H + h) * hd + e]) * kc[(slot * KV + kvh) * hd + e];
-                p.push_back(d * scale);
-                mx = std::max(mx, p.back());
-            }
-            double den = 0;
-            for (auto& x : p) den += (x = std::exp(x - mx));
-            for (int e = 0; e < hd; ++e) {
-                double o = 0;
-                for (size_t n = 0; n < p.size(); ++n) {
-                    const int j = attended[t][n], slot = tables[s][j / bs] * bs + j % bs;
-                    o += p[n] / den * vc[(slot * KV + kvh) * hd + e];
-                }
-                EXPECT_NEAR(got[(t * H + h) * hd + e], o, 1e-5) << "t=" << t << " h=" << h << " e=" << e;
-            }
-        }
-    }
+    std::vector<std::vector<int64_t>> selected(T);
+    for (int t = 0; t < T; ++t) selected[t].assign(attended[t].begin(), attended[t].end());
+    const std::vector<double> want = reference::attention_over(q, kc, vc, host_meta(), H, KV, hd, scale, selected);
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << i;
 }
 
 TEST_F(DsaAttention, CapturedDecodeStepReplaysEagerWithoutAllocating) {

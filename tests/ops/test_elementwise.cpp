@@ -1,12 +1,15 @@
-// Op conformance (support/op_conformance.h) of the elementwise family: copy, embedding, add, silu_mul,
-// gather_last.
+// The elementwise family (copy, embedding, add, silu_mul, gather_last): every backend against the CPU backend
+// (support/op_conformance.h), and the CPU backend against the references of src/ops/elementwise.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "ops/elementwise/elementwise.h"
 #include "support/op_conformance.h"
+#include "support/reference_check.h"
 
 namespace tracelm {
 namespace {
@@ -61,6 +64,46 @@ TEST_P(OpConformance, CopyMatchesTheCpuReference) { check(copy_cases(rng_)); }
 TEST_P(OpConformance, EmbeddingMatchesTheCpuReference) { check(embedding_cases(rng_)); }
 TEST_P(OpConformance, AddAndSiluMulMatchTheCpuReference) { check(elementwise_cases(rng_)); }
 TEST_P(OpConformance, GatherLastMatchesTheCpuReference) { check(gather_last_cases(rng_)); }
+
+
+// ---- the CPU backend against the references of src/ops/elementwise ----
+
+using ElementwiseReference = testing::OpReferenceTest;
+
+TEST_F(ElementwiseReference, EmbeddingCopiesTableRowsAndZeroesIdsOutsideTheTable) {
+    const auto table = randn(50 * 72);
+    const std::vector<int32_t> ids = {3, 0, 49, -1, 50, 7, 7, 1 << 30};
+    const std::vector<float> want = reference::embedding(ids, table, 72);
+    for (const DType dt : {DType::F32, DType::BF16}) {
+        const Tensor out = f32("out", 8, 72, std::vector<float>(8 * 72, 5.0f));
+        const Tensor t = dt == DType::F32 ? f32("table", 50, 72, table) : make("table", dt, 50, 72, to_bf16(table));
+        be.embedding(i32("ids", 8, 1, ids), t, out);
+        EXPECT_EQ(get<float>(out), dt == DType::F32 ? want : reference::embedding(ids, bf16_values(table), 72))
+            << dtype_name(dt);
+    }
+}
+
+TEST_F(ElementwiseReference, AddAndSiluMulMatchExactMath) {
+    const size_t n = 3 * 1000;
+    const auto a = randn(n), b = randn(n);
+    std::vector<float> gate = randn(n);
+    for (float& g : gate) g *= 8.0f;  // far into both tails of silu
+    const Tensor sum = f32("sum", 3, 1000, std::vector<float>(n)), act = f32("act", 3, 1000, std::vector<float>(n));
+    be.add(f32("a", 3, 1000, a), f32("b", 3, 1000, b), sum);
+    be.silu_mul(f32("gate", 3, 1000, gate), f32("up", 3, 1000, b), act);
+    expect_close(get<float>(sum), reference::add(a, b), 1e-7, "add");
+    expect_close(get<float>(act), reference::silu_mul(gate, b), 1e-6, "silu_mul");
+}
+
+TEST_F(ElementwiseReference, GatherLastTakesEachSequencesLastRowAndZeroesEmptyOnes) {
+    const auto x = randn(10 * 33);
+    const std::vector<int32_t> qsl = {0, 0, 3, 3, 10};  // sequences of 0, 3, 0 and 7 rows
+    const Tensor out = f32("out", 4, 33, std::vector<float>(4 * 33, 5.0f));
+    be.gather_last(f32("x", 10, 33, x), i32("qsl", 1, 5, qsl), out);
+    const std::vector<float> want = reference::gather_last(x, 33, qsl);
+    EXPECT_EQ(get<float>(out), want);
+    EXPECT_EQ(std::vector<float>(want.begin(), want.begin() + 33), std::vector<float>(33, 0.0f));
+}
 
 }  // namespace
 }  // namespace tracelm

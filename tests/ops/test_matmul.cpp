@@ -1,12 +1,17 @@
-// Op conformance (support/op_conformance.h) of the matmul family: matmul and the fused matmuls and
-// silu_mul_matmul, on every float weight type.
+// The matmul family (matmul and the fused matmuls and silu_mul_matmul): every backend against the CPU backend
+// (support/op_conformance.h) on every float weight type, and the CPU backend against the references of
+// src/ops/matmul (the quantized weights against exact math in tests/backends/test_quant.cpp).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "ops/matmul/matmul.h"
 #include "support/op_conformance.h"
+#include "support/reference_check.h"
 
 namespace tracelm {
 namespace {
@@ -99,6 +104,58 @@ std::vector<OpCase> silu_mul_matmul_cases(std::mt19937& rng) {
 TEST_P(OpConformance, MatmulMatchesTheCpuReference) { check(matmul_cases(rng_)); }
 TEST_P(OpConformance, MatmulsEqualOneMatmulPerOutput) { check(matmuls_cases(rng_)); }
 TEST_P(OpConformance, SiluMulMatmulEqualsSiluMulThenMatmul) { check(silu_mul_matmul_cases(rng_)); }
+
+
+// ---- the CPU backend against the references of src/ops/matmul ----
+
+using MatmulReference = testing::OpReferenceTest;
+
+// Decode and prefill row counts, K a multiple of the vector width and not, with and without a bias.
+TEST_F(MatmulReference, MatmulMatchesExactMathOnFloatWeights) {
+    const int64_t N = 45;
+    for (const DType dt : {DType::F32, DType::BF16})
+        for (const int64_t T : {1, 5, 40})
+            for (const int64_t K : {256, 67}) {
+                const bool with_bias = T != 5;
+                SCOPED_TRACE(std::string(dtype_name(dt)) + " T=" + std::to_string(T) + " K=" + std::to_string(K));
+                const auto x = randn(T * K), w = randn(N * K), bias = randn(N);
+                const Tensor wt = dt == DType::F32 ? f32("w", N, K, w) : make("w", dt, N, K, to_bf16(w));
+                const Tensor bt = f32("bias", 1, N, bias), out = f32("out", T, N, std::vector<float>(T * N));
+                be.matmul(f32("x", T, K, x), wt, with_bias ? &bt : nullptr, out);
+                const std::vector<float> got = get<float>(out);
+                const std::span<const float> b = with_bias ? std::span<const float>(bias) : std::span<const float>();
+                if (dt == DType::F32) {
+                    expect_close(got, reference::matmul(x, w, K, b), 1e-5, "matmul");
+                } else {
+                    // bf16 weights: kernels with AVX512_BF16 round x to bf16 too (kernels_avx512.cpp), the others
+                    // do not; either way the result is exact math over the values they multiply.
+                    const std::vector<float> wv = bf16_values(w);
+                    EXPECT_LE(std::min(scaled_error(got, reference::matmul(x, wv, K, b)),
+                                       scaled_error(got, reference::matmul(bf16_values(x), wv, K, b))),
+                              1e-5);
+                }
+            }
+}
+
+TEST_F(MatmulReference, MatmulsAndSiluMulMatmulMatchExactMath) {
+    const int64_t T = 9, K = 96, N = 40;
+    const auto x = randn(T * K), w0 = randn(N * K), w1 = randn(N * K), w2 = randn(N * K), bias = randn(N);
+    const Tensor xt = f32("x", T, K, x), t0 = f32("w0", N, K, w0), t1 = f32("w1", N, K, w1), t2 = f32("w2", N, K, w2);
+    const Tensor b1 = f32("b1", 1, N, bias);
+    const std::vector<MatmulOut> outs = {{&t0, nullptr, f32("o0", T, N, std::vector<float>(T * N))},
+                                         {&t1, &b1, f32("o1", T, N, std::vector<float>(T * N))},
+                                         {&t2, nullptr, f32("o2", T, N, std::vector<float>(T * N))}};
+    be.matmuls(xt, outs);
+    expect_close(get<float>(outs[0].out), reference::matmul(x, w0, K, {}), 1e-5, "matmuls[0]");
+    expect_close(get<float>(outs[1].out), reference::matmul(x, w1, K, bias), 1e-5, "matmuls[1]");
+    expect_close(get<float>(outs[2].out), reference::matmul(x, w2, K, {}), 1e-5, "matmuls[2]");
+
+    std::vector<float> gate = randn(T * K);
+    for (float& g : gate) g *= 4.0f;
+    const Tensor out = f32("down", T, N, std::vector<float>(T * N));
+    be.silu_mul_matmul(f32("gate", T, K, gate), f32("up", T, K, x), t0, out);
+    expect_close(get<float>(out), reference::silu_mul_matmul(gate, x, w0, K), 1e-5, "silu_mul_matmul");
+}
 
 }  // namespace
 }  // namespace tracelm

@@ -1,5 +1,5 @@
-// Op conformance (support/op_conformance.h) of the norm_rope family: rms_norm, rope_neox and the fused
-// add_rms_norm and qk_norm_rope_kv_write.
+// The norm_rope family (rms_norm, rope_neox and the fused add_rms_norm and qk_norm_rope_kv_write): every backend
+// against the CPU backend (support/op_conformance.h), and the CPU backend against the references of src/ops/norm_rope.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -7,7 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "ops/attention/attention.h"
+#include "ops/norm_rope/norm_rope.h"
 #include "support/op_conformance.h"
+#include "support/reference_check.h"
 
 namespace tracelm {
 namespace {
@@ -122,6 +125,66 @@ TEST_P(OpConformance, RmsNormMatchesTheCpuReference) { check(rms_norm_cases(rng_
 TEST_P(OpConformance, RopeNeoxMatchesTheCpuReference) { check(rope_cases(rng_)); }
 TEST_P(OpConformance, AddRmsNormEqualsAddThenRmsNorm) { check(add_rms_norm_cases(rng_)); }
 TEST_P(OpConformance, QkNormRopeKvWriteEqualsItsUnfusedOps) { check(qk_norm_rope_kv_write_cases(rng_)); }
+
+
+// ---- the CPU backend against the references of src/ops/norm_rope ----
+
+using NormRopeReference = testing::OpReferenceTest;
+
+TEST_F(NormRopeReference, RmsNormAndAddRmsNormMatchExactMath) {
+    const auto x = randn(7 * 1000), delta = randn(7 * 1000), w = randn(1000);
+    for (const DType dt : {DType::F32, DType::BF16}) {
+        SCOPED_TRACE(dtype_name(dt));
+        const Tensor wt = dt == DType::F32 ? f32("w", 1, 1000, w) : make("w", dt, 1, 1000, to_bf16(w));
+        const std::vector<float> wv = dt == DType::F32 ? w : bf16_values(w);
+        const Tensor out = f32("out", 7, 1000, std::vector<float>(7000));
+        be.rms_norm(f32("x", 7, 1000, x), wt, 1e-6f, out);
+        expect_close(get<float>(out), reference::rms_norm(x, 1000, wv, 1e-6), 1e-5, "rms_norm");
+
+        const Tensor xt = f32("x", 7, 1000, x);
+        be.add_rms_norm(xt, f32("delta", 7, 1000, delta), wt, 1e-6f, out);
+        const reference::AddRmsNorm want = reference::add_rms_norm(x, delta, 1000, wv, 1e-6);
+        expect_close(get<float>(xt), want.sum, 1e-7, "add_rms_norm's sum");
+        expect_close(get<float>(out), want.out, 1e-5, "add_rms_norm");
+    }
+}
+
+TEST_F(NormRopeReference, RopeNeoxRotatesHalvesByExactAngles) {
+    const int heads = 2, hd = 8, T = 3;
+    const std::vector<int32_t> pos = {0, 5, 1000};
+    // Without scaling, then with factors dividing each pair's frequency (as Llama 3.1's rope_freqs do).
+    const std::vector<float> factors = {1.0f, 2.5f, 8.0f, 0.5f};
+    for (const bool scaled : {false, true}) {
+        SCOPED_TRACE(scaled ? "scaled" : "plain");
+        const auto x = randn(T * heads * hd);
+        const Tensor xt = f32("x", T, heads * hd, x);
+        const std::span<const float> f = scaled ? std::span<const float>(factors) : std::span<const float>();
+        be.rope_neox(xt, i32("pos", T, 1, pos), heads, hd, RopeSpec{10000.0f, f});
+        // Angles up to 1000 rad rounded as llama.cpp does (runtime/rope.h): a few f32 ulps of the angle.
+        expect_close(get<float>(xt), reference::rope_neox(x, pos, heads, hd, 10000.0, f), 2e-4, "rope_neox");
+    }
+}
+
+TEST_F(NormRopeReference, QkNormRopeKvWriteNormsRotatesAndWritesTheCache) {
+    const int T = 4, H = 4, KV = 2, hd = 16, slots = 8;
+    const int64_t kv_dim = KV * hd;
+    const auto q = randn(T * H * hd), k = randn(T * kv_dim), v = randn(T * kv_dim), qn = randn(hd), kn = randn(hd);
+    const std::vector<int32_t> pos = {0, 3, 17, 300}, slot_mapping = {5, -1, 0, 7};
+    const Tensor qt = f32("q", T, H * hd, q), kt = f32("k", T, kv_dim, k);
+    const Tensor kc = f32("kc", slots, kv_dim, std::vector<float>(slots * kv_dim, 9.0f));
+    const Tensor vc = f32("vc", slots, kv_dim, std::vector<float>(slots * kv_dim, 9.0f));
+    const Tensor qnt = f32("q_norm", 1, hd, qn), knt = f32("k_norm", 1, hd, kn);
+    be.qk_norm_rope_kv_write(QkvPrologue{qt, kt, f32("v", T, kv_dim, v), &qnt, &knt, 1e-6f, i32("pos", 1, T, pos),
+                                         RopeSpec{1e4f, {}}, i32("slots", 1, T, slot_mapping), kc, vc, H, KV, hd});
+    const reference::QkPrologue want = reference::qk_norm_rope(q, k, pos, H, KV, hd, qn, kn, 1e-6, 1e4, {});
+    expect_close(get<float>(qt), want.q, 1e-5, "q");
+    expect_close(get<float>(kt), want.k, 1e-5, "k");
+    // The cache holds the normed, rotated k (as the op left it in kt) and v, at the mapped slots only.
+    std::vector<float> kc_want(slots * kv_dim, 9.0f), vc_want(slots * kv_dim, 9.0f);
+    reference::kv_write(get<float>(kt), v, slot_mapping, kv_dim, kc_want, vc_want);
+    EXPECT_EQ(get<float>(kc), kc_want);
+    EXPECT_EQ(get<float>(vc), vc_want);
+}
 
 }  // namespace
 }  // namespace tracelm

@@ -1,6 +1,6 @@
 // The op conformance harness (tests/ops/test_<family>.cpp, one file per op family of docs/architecture.md):
 // every op of the Backend interface, on every backend of the registry, against the CPU backend (the reference,
-// itself checked against double-precision references in test_backend_ops.cpp and friends). Random inputs go
+// itself checked against the references of src/ops/<family>/ in the same files). Random inputs go
 // through the reference eagerly, then through the backend under test eagerly and once more captured into a graph
 // and replayed. Float outputs must agree within a relative bound (summation order may differ between backends);
 // integer outputs (ids, indices, decode state) exactly. Fused ops are held to the reference running the ops they

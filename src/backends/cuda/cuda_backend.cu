@@ -15,7 +15,6 @@
 #include "backends/cuda/sampling_cuda.h"
 #include "ops/dsa/dsa_indexer.h"
 #include "ops/dsa/dsa_topk.h"
-#include "runtime/op_checks.h"
 
 namespace tracelm::cuda {
 

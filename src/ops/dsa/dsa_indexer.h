@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <vector>
 
 #include "runtime/tensor.h"
 
@@ -13,3 +15,11 @@ namespace tracelm::dsa {
 void check_indexer_args(const Tensor& q, const Tensor& weights, const Tensor& keys, int heads, const Tensor& scores);
 
 }  // namespace tracelm::dsa
+
+namespace tracelm::reference {
+
+// The indexer score in double precision: q [T, heads * D], weights [T, heads], keys [nk, D] -> scores [T, nk].
+std::vector<double> dsa_indexer(std::span<const float> q, std::span<const float> weights, std::span<const float> keys,
+                                int heads, int64_t D);
+
+}  // namespace tracelm::reference

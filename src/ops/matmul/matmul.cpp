@@ -1,0 +1,53 @@
+// The matmul family's entry points: arguments checked once, then the backend's do_<op>.
+#include "ops/matmul/matmul.h"
+
+#include <string>
+
+#include "runtime/backend.h"
+#include "runtime/op_checks.h"
+
+namespace tracelm {
+
+using checks::require;
+using checks::require_dtype;
+
+namespace {
+
+void check_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out, const char* op,
+                  const BackendCapabilities& caps) {
+    require_dtype(x, DType::F32, op);
+    require_dtype(out, DType::F32, op);
+    checks::weight(w, op, caps);
+    require(x.cols == w.cols && out.rows == x.rows && out.cols == w.rows, op,
+            "shape mismatch for weight '" + w.name() + "'");
+    if (bias != nullptr) {
+        require_dtype(*bias, DType::F32, op);
+        require(bias->numel() == w.rows, op, "bias length mismatch");
+    }
+}
+
+}  // namespace
+
+void Backend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) {
+    check_matmul(x, w, bias, out, "matmul", capabilities());
+    do_matmul(x, w, bias, out);
+}
+
+void Backend::matmuls(const Tensor& x, std::span<const MatmulOut> outs) {
+    require(!outs.empty() && outs.size() <= kMaxMatmuls, "matmuls",
+            "needs 1 to " + std::to_string(kMaxMatmuls) + " outputs");
+    for (const MatmulOut& o : outs) {
+        require(o.w != nullptr, "matmuls", "missing weight");
+        check_matmul(x, *o.w, o.bias, o.out, "matmuls", capabilities());
+    }
+    do_matmuls(x, outs);
+}
+
+void Backend::silu_mul_matmul(const Tensor& gate, const Tensor& up, const Tensor& w, const Tensor& out) {
+    checks::same_size_f32(gate, up, gate, "silu_mul_matmul");
+    require(up.rows == gate.rows, "silu_mul_matmul", "shape mismatch");
+    check_matmul(gate, w, nullptr, out, "silu_mul_matmul", capabilities());
+    do_silu_mul_matmul(gate, up, w, out);
+}
+
+}  // namespace tracelm
