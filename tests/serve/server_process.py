@@ -44,6 +44,8 @@ def metric(body, name):
 
 class Server:
     def __init__(self, binary, args):
+        # With --api-key, request() sends the key unless told otherwise (every route but /health needs it).
+        self.api_key = args[args.index("--api-key") + 1] if "--api-key" in args else None
         threads = os.environ.get("TRACELM_THREADS", "2")
         self.proc = subprocess.Popen([binary, "serve", "--model", MODEL, "--port", "0", "--threads", threads] + args,
                                      stdout=subprocess.PIPE, stderr=sys.stderr, text=True, preexec_fn=die_with_parent)
@@ -68,6 +70,8 @@ class Server:
 
     def request(self, method, path, body=None, headers=None, timeout=60):
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        if self.api_key:
+            headers = {"Authorization": f"Bearer {self.api_key}", **(headers or {})}
         try:
             conn.request(method, path, body=body, headers=headers or {})
             r = conn.getresponse()

@@ -3,7 +3,6 @@
 // cancellation of requests whose client went away.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <httplib.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -16,6 +15,7 @@
 #include <thread>
 
 #include "serve/http_server.h"
+#include "support/http_client.h"
 #include "support/qwen3_tokenizer.h"
 
 namespace tracelm::serve {
@@ -60,14 +60,14 @@ constexpr int64_t kContext = 64;
 
 class HttpServerTest : public ::testing::Test {
    protected:
-    void start(const std::string& api_key = "", bool ready = true) {
+    void start(const std::string& api_key = "", bool ready = true, bool metrics_public = false) {
         HttpOptions o;
         o.host = "127.0.0.1";
         o.port = 0;
         o.api_key = api_key;
+        o.metrics_public = metrics_public;
         o.model_id = "test-model";
         o.max_body_bytes = 4096;
-        o.workers = 8;
         o.poll = 20ms;
         server_ = std::make_unique<HttpServer>(o);
         port_ = server_->bind();
@@ -99,15 +99,12 @@ class HttpServerTest : public ::testing::Test {
         if (server_) server_->stop();
         if (thread_.joinable()) thread_.join();
     }
-    httplib::Result post(const std::string& path, const std::string& body, const httplib::Headers& headers = {}) {
-        httplib::Client c("127.0.0.1", port_);
-        c.set_read_timeout(10, 0);
-        return c.Post(path.c_str(), headers, body, "application/json");
+    using Result = std::optional<testing::HttpResponse>;
+    Result post(const std::string& path, const std::string& body, const std::map<std::string, std::string>& headers = {}) {
+        return testing::http_request(port_, "POST", path, body, headers, 10s);
     }
-    httplib::Result get(const std::string& path) {
-        httplib::Client c("127.0.0.1", port_);
-        c.set_read_timeout(10, 0);
-        return c.Get(path.c_str());
+    Result get(const std::string& path, const std::map<std::string, std::string>& headers = {}) {
+        return testing::http_request(port_, "GET", path, "", headers, 10s);
     }
     // The JSON of each `data:` event of an SSE body ([DONE] as the string "[DONE]"); comments are skipped.
     static std::vector<json> events(const std::string& body) {
@@ -126,7 +123,7 @@ class HttpServerTest : public ::testing::Test {
         }
         return out;
     }
-    static void expect_error(const httplib::Result& r, int status, const std::string& param = "") {
+    static void expect_error(const Result& r, int status, const std::string& param = "") {
         ASSERT_TRUE(r);
         EXPECT_EQ(r->status, status) << r->body;
         const json e = json::parse(r->body).at("error");
@@ -233,7 +230,7 @@ TEST_F(HttpServerTest, ChatStreamedEqualsNonStreamed) {
         post("/v1/chat/completions", req + R"(, "stream": true, "stream_options": {"include_usage": true}})");
     ASSERT_TRUE(streamed);
     ASSERT_EQ(streamed->status, 200);
-    EXPECT_EQ(streamed->get_header_value("Content-Type"), "text/event-stream");
+    EXPECT_EQ(streamed->header("Content-Type"), "text/event-stream");
     const std::vector<json> ev = events(streamed->body);
     ASSERT_GE(ev.size(), 4u);
     EXPECT_EQ(ev.front()["choices"][0]["delta"]["role"], "assistant");
@@ -336,7 +333,7 @@ TEST_F(HttpServerTest, BadRequestsGetTheirStatusAndNeverReachTheScheduler) {
     EXPECT_EQ(submitted().size(), 0u);  // none of them reached the scheduler
 }
 
-TEST_F(HttpServerTest, AnApiKeyGuardsTheApiButNotHealthOrMetrics) {
+TEST_F(HttpServerTest, AnApiKeyGuardsEveryRouteButHealth) {
     start("sesame");
     const std::string body = R"({"prompt": "x"})";
     expect_error(post("/v1/completions", body), 401);
@@ -346,9 +343,32 @@ TEST_F(HttpServerTest, AnApiKeyGuardsTheApiButNotHealthOrMetrics) {
     const auto ok = post("/v1/completions", body, {{"Authorization", "Bearer sesame"}});
     ASSERT_TRUE(ok);
     EXPECT_EQ(ok->status, 200);
-    EXPECT_EQ(get("/health")->status, 200);  // monitoring stays open
+    EXPECT_EQ(get("/health")->status, 200);  // liveness stays open
+    expect_error(get("/metrics"), 401);
+    EXPECT_EQ(get("/metrics", {{"Authorization", "Bearer sesame"}})->status, 200);
+    expect_error(get("/v1/models"), 401);
+    expect_error(post("/elsewhere", body), 401);  // unknown routes too: nothing is answered before the key
+    EXPECT_EQ(submitted().size(), 1u);
+}
+
+TEST_F(HttpServerTest, MetricsCanBePublicUnderAnApiKey) {
+    start("sesame", true, true);
     EXPECT_EQ(get("/metrics")->status, 200);
     expect_error(get("/v1/models"), 401);
+}
+
+// As vLLM and OpenAI: a max_tokens the context cannot hold after the prompt is refused, not cut short.
+TEST_F(HttpServerTest, MaxTokensBeyondTheContextIsA400) {
+    start();
+    const int64_t room = kContext - static_cast<int64_t>(qwen().encode("x").size());
+    expect_error(post("/v1/completions", R"({"prompt": "x", "max_tokens": )" + std::to_string(room + 1) + "}"), 400,
+                 "max_tokens");
+    expect_error(post("/v1/chat/completions",
+                      R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 100000})"),
+                 400, "max_tokens");
+    EXPECT_EQ(submitted().size(), 0u);
+    ASSERT_EQ(post("/v1/completions", R"({"prompt": "x", "max_tokens": )" + std::to_string(room) + "}")->status, 200);
+    EXPECT_EQ(submitted().at(0).max_new_tokens, room);
 }
 
 // A raw client: sends `request`, reads until `until` has arrived (or 5 s), then closes the connection.
@@ -397,7 +417,7 @@ TEST_F(HttpServerTest, WaitingStreamGetsKeepAlivesAndADisconnectCancels) {
 TEST_F(HttpServerTest, NonStreamedDisconnectCancels) {
     script_.clear();
     start();
-    send_then_hang_up(port_, R"({"prompt": "x"})", "HTTP/1.1 200");  // the status line, then nothing until the end
+    send_then_hang_up(port_, R"({"prompt": "x"})", "");  // hangs up at once: nothing is sent before the answer
     ASSERT_TRUE(last());
     EXPECT_TRUE(eventually(last()->cancelled));
 }
@@ -413,7 +433,7 @@ TEST_F(HttpServerTest, StopEndsWaitingRequests) {
     EXPECT_TRUE(last()->cancelled);
 }
 
-// stop() ends run() whenever it comes: before run(), while httplib starts listening, or while it serves.
+// stop() ends run() whenever it comes: before run(), while it starts, or while it serves.
 TEST(HttpServerLifecycle, StopAtAnyMomentEndsRun) {
     HttpOptions o;
     o.port = 0;
@@ -434,7 +454,7 @@ TEST(HttpServerLifecycle, StopAtAnyMomentEndsRun) {
 }
 
 // Clients that connect together all complete their handshakes, even before one is accepted: the listen backlog is the
-// system's, not httplib's 5 (beyond which the kernel drops handshakes and clients retry after a second).
+// system's, not a small one (beyond which the kernel drops handshakes and clients retry after a second).
 TEST(HttpServerLifecycle, ManyConnectionsQueueBeforeAccept) {
     HttpOptions o;
     o.port = 0;
