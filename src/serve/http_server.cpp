@@ -342,16 +342,12 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
     }
 
     // A request that cannot be read on: answered (when there is something to answer) and the connection closed.
-    void on_read_error(beast::error_code ec, bool header) {
+    void on_read_error(beast::error_code ec) {
         keep_alive_ = false;
+        // A timeout has closed the socket already (tcp_stream's expiry): too slow a client gets no answer.
         if (ec == http::error::end_of_stream || ec == net::error::eof || ec == net::error::operation_aborted ||
-            ec == http::error::partial_message || ec == net::error::connection_reset) {
+            ec == http::error::partial_message || ec == net::error::connection_reset || ec == beast::error::timeout) {
             close();
-        } else if (ec == beast::error::timeout) {
-            if (header && buffer_.size() == 0) return close();  // an idle keep-alive connection
-            send(error_response(ApiError(408, header ? "the request headers did not arrive in time"
-                                                     : "the request body did not arrive in time",
-                                         "invalid_request_error")));
         } else if (ec == http::error::header_limit) {
             // No line end within the limit: the request line (its target) is what is too long.
             const std::string_view seen(static_cast<const char*>(buffer_.data().data()), buffer_.size());
@@ -377,7 +373,7 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
 
     void on_header(beast::error_code ec) {
         if (closed_) return;
-        if (ec) return on_read_error(ec, true);
+        if (ec) return on_read_error(ec);
         stream_.expires_never();
         const auto& req = parser_->get();
         version_ = req.version();
@@ -459,7 +455,7 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
 
     void on_body(beast::error_code ec) {
         if (closed_) return;
-        if (ec) return on_read_error(ec, false);
+        if (ec) return on_read_error(ec);
         stream_.expires_never();
         auto body = std::make_shared<std::string>(std::move(parser_->get().body()));
         // The work pool parses and submits; its result comes back to this strand. The guard keeps run() from

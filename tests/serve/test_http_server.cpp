@@ -418,6 +418,8 @@ TEST_F(HttpServerTest, NonStreamedDisconnectCancels) {
     script_.clear();
     start();
     send_then_hang_up(port_, R"({"prompt": "x"})", "");  // hangs up at once: nothing is sent before the answer
+    const auto deadline = std::chrono::steady_clock::now() + 5s;
+    while (!last() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
     ASSERT_TRUE(last());
     EXPECT_TRUE(eventually(last()->cancelled));
 }
