@@ -281,7 +281,7 @@ struct HttpServer::Impl {
 // One client connection; every handler runs on its strand.
 class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connection> {
    public:
-    Connection(Impl& srv, tcp::socket socket) : srv_(srv), stream_(std::move(socket)), tick_(stream_.get_executor()) {
+    Connection(Impl& srv, tcp::socket socket) : srv_(srv), stream_(std::move(socket)), tick_(stream_.get_executor()), write_timer_(stream_.get_executor()) {
         beast::error_code ec;
         stream_.socket().set_option(tcp::no_delay(true), ec);
     }
@@ -324,6 +324,7 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
         closed_ = true;
         job_.reset();  // cancels an unfinished request
         tick_.cancel();
+        write_timer_.cancel();
         beast::error_code ec;
         stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
         stream_.close();
@@ -412,9 +413,10 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
             if (!body_pending) return on_body({});
             if (beast::iequals(req[http::field::expect], "100-continue")) {
                 auto cont = std::make_shared<http::response<http::empty_body>>(http::status::continue_, version_);
-                stream_.expires_after(srv_.opt.write_timeout);
+                arm_write_timer();
                 return http::async_write(stream_, *cont,
                                          [self = shared_from_this(), cont](beast::error_code wec, size_t) {
+                                             self->write_done();
                                              if (self->closed_) return;
                                              if (wec) return self->close();
                                              self->read_body();
@@ -489,10 +491,10 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
         res.keep_alive(keep_alive_);
         res.prepare_payload();
         auto msg = std::make_shared<Response>(std::move(res));
-        stream_.expires_after(srv_.opt.write_timeout);
+        arm_write_timer();
         http::async_write(stream_, *msg, [self = shared_from_this(), msg](beast::error_code ec, size_t) {
+            self->write_done();
             if (self->closed_) return;
-            self->stream_.expires_never();
             if (ec) return self->close();
             self->response_done();
         });
@@ -565,7 +567,7 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
         head->res.keep_alive(keep_alive_);
         head->res.chunked(chunked_);
         writing_ = true;
-        stream_.expires_after(srv_.opt.write_timeout);
+        arm_write_timer();
         http::async_write_header(stream_, head->sr, [self = shared_from_this(), head](beast::error_code ec, size_t) {
             self->on_written(ec);
         });
@@ -605,7 +607,7 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
             writing_ = true;
             out_ = std::move(pending_);
             pending_.clear();
-            stream_.expires_after(srv_.opt.write_timeout);
+            arm_write_timer();
             auto done = [self = shared_from_this()](beast::error_code ec, size_t) { self->on_written(ec); };
             if (chunked_)
                 net::async_write(stream_, http::make_chunk(net::buffer(out_)), done);
@@ -618,7 +620,7 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
                 return response_done();
             }
             writing_ = true;
-            stream_.expires_after(srv_.opt.write_timeout);
+            arm_write_timer();
             net::async_write(stream_, http::make_chunk_last(),
                              [self = shared_from_this()](beast::error_code ec, size_t) {
                                  self->on_written(ec);
@@ -629,8 +631,8 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
 
     void on_written(beast::error_code ec) {
         writing_ = false;
+        write_done();
         if (closed_) return;
-        stream_.expires_never();
         if (ec) return close();  // the client is gone: the Job cancels the request
         if (repump_) {
             repump_ = false;
@@ -644,6 +646,7 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
     void monitor() {
         if (monitoring_ || peer_eof_ || closed_ || buffer_.size() >= kPipelinedBytes) return;
         monitoring_ = true;
+        stream_.expires_never();  // the read timer; writes have their own (write_timer_)
         stream_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, size_t n) {
             self->on_monitor(ec, n);
         });
@@ -672,6 +675,22 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
         monitor();
     }
 
+    // Writes are timed apart from reads (tcp_stream has one expiry for whichever of them starts next, and the
+    // pending read that watches for a disconnect must not inherit a write's): a client that does not read its
+    // answer within write_timeout is closed.
+    void arm_write_timer() {
+        const uint64_t write = ++writes_;
+        write_timer_.expires_after(srv_.opt.write_timeout);
+        write_timer_.async_wait([self = shared_from_this(), write](beast::error_code ec) {
+            if (!ec && self->write_pending_ == write) self->close();
+        });
+        write_pending_ = write;
+    }
+    void write_done() {
+        write_pending_ = 0;
+        write_timer_.cancel();
+    }
+
     // Every `poll` while a request generates: an SSE comment when nothing was sent meanwhile, and a check that a
     // half-closed client is still there.
     void tick() {
@@ -698,7 +717,8 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
     beast::tcp_stream stream_;
     beast::flat_buffer buffer_;
     std::optional<http::request_parser<http::string_body>> parser_;
-    net::steady_timer tick_;
+    net::steady_timer tick_, write_timer_;
+    uint64_t writes_ = 0, write_pending_ = 0;  // the write write_timer_ times (0: none)
     std::unique_ptr<Job> job_;
     std::shared_ptr<std::array<char, 4096>> drain_;
     size_t drained_ = 0;

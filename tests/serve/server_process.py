@@ -44,7 +44,7 @@ def metric(body, name):
 
 class Server:
     def __init__(self, binary, args):
-        # With --api-key, request() sends the key unless told otherwise (every route but /health needs it).
+        # With --api-key, metrics() sends the key (every route but /health needs it).
         self.api_key = args[args.index("--api-key") + 1] if "--api-key" in args else None
         threads = os.environ.get("TRACELM_THREADS", "2")
         self.proc = subprocess.Popen([binary, "serve", "--model", MODEL, "--port", "0", "--threads", threads] + args,
@@ -70,8 +70,6 @@ class Server:
 
     def request(self, method, path, body=None, headers=None, timeout=60):
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-        if self.api_key:
-            headers = {"Authorization": f"Bearer {self.api_key}", **(headers or {})}
         try:
             conn.request(method, path, body=body, headers=headers or {})
             r = conn.getresponse()
@@ -80,11 +78,16 @@ class Server:
             conn.close()
 
     def post_json(self, path, doc, timeout=120):
-        status, _, body = self.request("POST", path, json.dumps(doc), {"Content-Type": "application/json"}, timeout)
+        status, _, body = self.request("POST", path, json.dumps(doc), {"Content-Type": "application/json",
+                                                                      **self.auth()}, timeout)
         return status, json.loads(body)
 
+    def auth(self):
+        """The Authorization header of the server's --api-key (none without one)."""
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
     def metrics(self):
-        return self.request("GET", "/metrics")[2].decode()
+        return self.request("GET", "/metrics", headers=self.auth())[2].decode()
 
     def metrics_when_idle(self, timeout_s=30):
         """/metrics once nothing runs or waits (or after timeout_s)."""

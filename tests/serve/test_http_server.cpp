@@ -69,6 +69,7 @@ class HttpServerTest : public ::testing::Test {
         o.model_id = "test-model";
         o.max_body_bytes = 4096;
         o.poll = 20ms;
+        o.write_timeout = write_timeout_;
         server_ = std::make_unique<HttpServer>(o);
         port_ = server_->bind();
         thread_ = std::thread([this] { server_->run(); });
@@ -143,6 +144,7 @@ class HttpServerTest : public ::testing::Test {
         return last_;
     }
 
+    std::chrono::milliseconds write_timeout_ = 30s;
     std::unique_ptr<HttpServer> server_;
     std::thread thread_;
     int port_ = 0;
@@ -371,8 +373,9 @@ TEST_F(HttpServerTest, MaxTokensBeyondTheContextIsA400) {
     EXPECT_EQ(submitted().at(0).max_new_tokens, room);
 }
 
-// A raw client: sends `request`, reads until `until` has arrived (or 5 s), then closes the connection.
-std::string send_then_hang_up(int port, const std::string& body, const std::string& until) {
+// A raw client: sends `request`, reads until `until` has arrived (or `wait`), then closes the connection.
+std::string send_then_hang_up(int port, const std::string& body, const std::string& until,
+                              std::chrono::milliseconds wait = 5s) {
     const int fd = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
@@ -385,7 +388,7 @@ std::string send_then_hang_up(int port, const std::string& body, const std::stri
         std::to_string(body.size()) + "\r\n\r\n" + body;
     EXPECT_EQ(write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
     std::string got;
-    const auto deadline = std::chrono::steady_clock::now() + 5s;
+    const auto deadline = std::chrono::steady_clock::now() + wait;
     while (got.find(until) == std::string::npos && std::chrono::steady_clock::now() < deadline) {
         pollfd p{fd, POLLIN, 0};
         if (poll(&p, 1, 100) <= 0) continue;
@@ -421,6 +424,105 @@ TEST_F(HttpServerTest, NonStreamedDisconnectCancels) {
     const auto deadline = std::chrono::steady_clock::now() + 5s;
     while (!last() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
     ASSERT_TRUE(last());
+    EXPECT_TRUE(eventually(last()->cancelled));
+}
+
+// A raw client: sends `request`, reads until the server closes (or 5 s), optionally half-closing first.
+std::string raw_exchange(int port, const std::string& request, bool half_close = false) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    EXPECT_EQ(write(fd, request.data(), request.size()), static_cast<ssize_t>(request.size()));
+    if (half_close) shutdown(fd, SHUT_WR);
+    std::string got;
+    const auto deadline = std::chrono::steady_clock::now() + 5s;
+    while (std::chrono::steady_clock::now() < deadline) {
+        pollfd p{fd, POLLIN, 0};
+        if (poll(&p, 1, 100) <= 0) continue;
+        char buf[4096];
+        const ssize_t n = read(fd, buf, sizeof buf);
+        if (n <= 0) break;
+        got.append(buf, static_cast<size_t>(n));
+    }
+    close(fd);
+    return got;
+}
+
+std::string completion_request(const std::string& body, const std::string& version = "1.1",
+                               const std::string& extra = "") {
+    return "POST /v1/completions HTTP/" + version + "\r\nHost: x\r\n" + extra +
+           "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+size_t count(const std::string& s, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+    return n;
+}
+
+// Pipelined requests on one connection are all answered, in order.
+TEST_F(HttpServerTest, PipelinedRequestsAreAnsweredInOrder) {
+    start();
+    const std::string got =
+        raw_exchange(port_, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n" + completion_request(R"({"prompt": "x"})") +
+                            "GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    EXPECT_EQ(count(got, "HTTP/1.1 200 OK"), 3u) << got;
+    const size_t completion = got.find("text_completion"), models = got.find("\"object\":\"list\"");
+    ASSERT_NE(completion, std::string::npos) << got;
+    ASSERT_NE(models, std::string::npos) << got;
+    EXPECT_LT(completion, models);
+}
+
+// HTTP/1.0 has no chunked encoding: a length for a whole answer, the connection's end for a stream.
+TEST_F(HttpServerTest, Http10GetsNoChunks) {
+    start();
+    const std::string plain = raw_exchange(port_, completion_request(R"({"prompt": "x"})", "1.0"));
+    EXPECT_EQ(plain.rfind("HTTP/1.0 200 OK", 0), 0u) << plain;
+    EXPECT_NE(plain.find("Content-Length: "), std::string::npos) << plain;
+    const std::string streamed = raw_exchange(port_, completion_request(R"({"prompt": "x", "stream": true})", "1.0"));
+    EXPECT_EQ(streamed.rfind("HTTP/1.0 200 OK", 0), 0u) << streamed;
+    EXPECT_EQ(streamed.find("chunked"), std::string::npos) << streamed;
+    EXPECT_EQ(streamed.substr(streamed.size() - 14), "data: [DONE]\n\n");
+}
+
+// A client that half-closes after its request gets the answer.
+TEST_F(HttpServerTest, AHalfClosedClientGetsItsAnswer) {
+    start();
+    const std::string got = raw_exchange(port_, completion_request(R"({"prompt": "x"})"), true);
+    EXPECT_EQ(got.rfind("HTTP/1.1 200 OK", 0), 0u) << got;
+    EXPECT_NE(got.find("Hello"), std::string::npos) << got;
+}
+
+// Bodies are limited while they arrive, whatever the framing; lengths must be valid and agree.
+TEST_F(HttpServerTest, BodyLimitsAndLengthsAreCheckedWhileReading) {
+    start();
+    std::string chunked = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+    for (int i = 0; i < 8; ++i) chunked += "400\r\n" + std::string(1024, 'a') + "\r\n";  // 8 KiB > 4096
+    EXPECT_EQ(raw_exchange(port_, chunked).rfind("HTTP/1.1 413", 0), 0u);
+    const auto status = [this](const std::string& headers) {
+        return raw_exchange(port_, "POST /v1/completions HTTP/1.1\r\nHost: x\r\n" + headers + "\r\n{}").substr(0, 12);
+    };
+    EXPECT_EQ(status("Content-Length: 2\r\nContent-Length: 3\r\n"), "HTTP/1.1 400");
+    EXPECT_EQ(status("Content-Length: -5\r\n"), "HTTP/1.1 400");
+    EXPECT_EQ(status("Content-Length: 2\r\nTransfer-Encoding: chunked\r\n"), "HTTP/1.1 400");
+    EXPECT_EQ(status(""), "HTTP/1.1 411");
+    EXPECT_EQ(status("Content-Length: 99999\r\n"), "HTTP/1.1 413");  // refused from the header alone
+    EXPECT_EQ(submitted().size(), 0u);
+}
+
+// The read that watches for a disconnect has no deadline: an answer that takes longer than a write's timeout is not
+// cut (keep-alive comments go on), and the request is cancelled only when the client leaves.
+TEST_F(HttpServerTest, AWaitingStreamOutlivesTheWriteTimeout) {
+    script_.clear();
+    write_timeout_ = 50ms;
+    start();
+    const std::string got =
+        send_then_hang_up(port_, R"({"prompt": "x", "stream": true})", "never sent", 500ms);
+    ASSERT_TRUE(last());
+    EXPECT_GE(count(got, ": keep-alive"), 10u) << got;  // 500 ms at one per 20 ms: far past 50 ms, still connected
     EXPECT_TRUE(eventually(last()->cancelled));
 }
 
