@@ -379,8 +379,8 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
         const auto& req = parser_->get();
         version_ = req.version();
         keep_alive_ = req.keep_alive();
-        head_sent_ = false;
-        peer_eof_ = false;
+        streamed_ = head_sent_ = chunked_ = last_ = repump_ = false;
+        quiet_ = true;
         const std::string_view target(req.target().data(), req.target().size());
         const std::string path(target.substr(0, target.find('?')));
         const bool post = req.method() == http::verb::post;
