@@ -10,6 +10,6 @@ bash scripts/install_deps.sh
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DTRACELM_WERROR=ON -DTRACELM_TSAN=ON \
   -DTRACELM_CUDA=OFF >/dev/null
 cmake --build "$BUILD_DIR" -j"$(nproc)" --target tracelm_tests
-FILTER='Pool*:PoolOversubscribed.*:GraphBarriers.*:Replay.*:BatchBuckets.*:QuantBackend.*:Scheduler.CancelledRequestsFreeTheirBlocks:Scheduler.StopIds*:Scheduler.PreemptingASequenceOnlyTheSchedulerHoldsRequeuesIt:SchedulerFaults.*:HttpServer*'
+FILTER='Pool*:PoolOversubscribed.*:GraphBarriers.*:Replay.*:BatchBuckets.*:QuantBackend.*:Scheduler.CancelledRequestsFreeTheirBlocks:Scheduler.StopIds*:Scheduler.OnUpdateTellsWhenTokensAreReady:Scheduler.PreemptingASequenceOnlyTheSchedulerHoldsRequeuesIt:SchedulerFaults.*:HttpServer*'
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ${TSAN_OPTIONS:-}" \
   "$BUILD_DIR"/tracelm_tests --gtest_filter="$FILTER"

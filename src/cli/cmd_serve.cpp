@@ -1,6 +1,6 @@
 // `tracelm serve`: the OpenAI-compatible server. It listens first (/health answers 503 while the model loads), then
-// loads the model and starts the scheduler; SIGINT or SIGTERM stop it cleanly (connections finish, the scheduler
-// cancels what is left and joins its thread).
+// loads the model and starts the scheduler; SIGINT or SIGTERM stop it cleanly (connections close, their requests
+// cancelled; the scheduler cancels what is left and joins its thread).
 #include <pthread.h>
 #include <signal.h>
 
