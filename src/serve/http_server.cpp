@@ -281,7 +281,8 @@ struct HttpServer::Impl {
 // One client connection; every handler runs on its strand.
 class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connection> {
    public:
-    Connection(Impl& srv, tcp::socket socket) : srv_(srv), stream_(std::move(socket)), tick_(stream_.get_executor()), write_timer_(stream_.get_executor()) {
+    Connection(Impl& srv, tcp::socket socket)
+        : srv_(srv), stream_(std::move(socket)), tick_(stream_.get_executor()), write_timer_(stream_.get_executor()) {
         beast::error_code ec;
         stream_.socket().set_option(tcp::no_delay(true), ec);
     }
@@ -317,8 +318,6 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
     }
 
    private:
-    using Self = std::shared_ptr<Connection>;
-
     void close() {
         if (closed_) return;
         closed_ = true;
@@ -402,10 +401,9 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
             constexpr std::string_view bearer = "Bearer ";
             if (given.substr(0, bearer.size()) != bearer || !same_key(given.substr(bearer.size()), srv_.opt.api_key)) {
                 if (body_pending) keep_alive_ = false;  // its body is never read
-                return send(error_response(ApiError(
-                    401,
-                    given.empty() ? "missing API key: send the header 'Authorization: Bearer KEY'" : "incorrect API key",
-                    "invalid_request_error", "", "invalid_api_key")));
+                const char* why = given.empty() ? "missing API key: send the header 'Authorization: Bearer KEY'"
+                                                : "incorrect API key";
+                return send(error_response(ApiError(401, why, "invalid_request_error", "", "invalid_api_key")));
             }
         }
         if (post && (path == "/v1/chat/completions" || path == "/v1/completions")) {

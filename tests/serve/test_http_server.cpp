@@ -101,7 +101,8 @@ class HttpServerTest : public ::testing::Test {
         if (thread_.joinable()) thread_.join();
     }
     using Result = std::optional<testing::HttpResponse>;
-    Result post(const std::string& path, const std::string& body, const std::map<std::string, std::string>& headers = {}) {
+    Result post(const std::string& path, const std::string& body,
+                const std::map<std::string, std::string>& headers = {}) {
         return testing::http_request(port_, "POST", path, body, headers, 10s);
     }
     Result get(const std::string& path, const std::map<std::string, std::string>& headers = {}) {
