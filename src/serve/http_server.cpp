@@ -208,10 +208,11 @@ Started start_request(const HttpOptions& opt, const std::shared_ptr<const Ready>
     // A prompt that leaves no room at all is the scheduler's refusal (naming the prompt); a max_tokens beyond the
     // room left is refused here, as vLLM and OpenAI do, rather than cut short.
     if (r.max_tokens && prompt_tokens < m.context && prompt_tokens + *r.max_tokens > m.context)
-        throw invalid_param("max_tokens", "max_tokens is " + std::to_string(*r.max_tokens) + ", but the context of " +
-                                              std::to_string(m.context) + " tokens has room for " +
-                                              std::to_string(m.context - prompt_tokens) + " after the prompt's " +
-                                              std::to_string(prompt_tokens));
+        throw invalid_param(r.max_tokens_param, "'" + r.max_tokens_param + "' is " + std::to_string(*r.max_tokens) +
+                                                    ", but the context of " + std::to_string(m.context) +
+                                                    " tokens has room for " +
+                                                    std::to_string(m.context - prompt_tokens) + " after the prompt's " +
+                                                    std::to_string(prompt_tokens));
     const int64_t budget = r.max_tokens ? *r.max_tokens : m.context - prompt_tokens;
     g.max_new_tokens = static_cast<int>(std::clamp<int64_t>(budget, 1, INT_MAX));
     g.params = sampling::row_params(r.sampling, sampling::resolve_seed(r.sampling));

@@ -368,7 +368,7 @@ TEST_F(HttpServerTest, MaxTokensBeyondTheContextIsA400) {
                  "max_tokens");
     expect_error(post("/v1/chat/completions",
                       R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 100000})"),
-                 400, "max_tokens");
+                 400, "max_completion_tokens");
     EXPECT_EQ(submitted().size(), 0u);
     ASSERT_EQ(post("/v1/completions", R"({"prompt": "x", "max_tokens": )" + std::to_string(room) + "}")->status, 200);
     EXPECT_EQ(submitted().at(0).max_new_tokens, room);
