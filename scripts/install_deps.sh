@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages tracelm builds against, plus any named as arguments (skipped when all are present).
 set -euo pipefail
-PKGS=(g++ cmake make pkg-config libpcre2-dev libutf8proc-dev nlohmann-json3-dev libcli11-dev libgtest-dev libssl-dev libcpp-httplib-dev python3-pip tar "$@")
+PKGS=(g++ cmake make pkg-config libpcre2-dev libutf8proc-dev nlohmann-json3-dev libcli11-dev libgtest-dev libssl-dev libboost-dev python3-pip tar "$@")
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

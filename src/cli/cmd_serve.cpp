@@ -1,10 +1,11 @@
 // `tracelm serve`: the OpenAI-compatible server. It listens first (/health answers 503 while the model loads), then
-// loads the model and starts the scheduler; SIGINT or SIGTERM stop it cleanly (connections finish, the scheduler
-// cancels what is left and joins its thread).
+// loads the model and starts the scheduler; SIGINT or SIGTERM stop it cleanly (connections close, their requests
+// cancelled; the scheduler cancels what is left and joins its thread).
 #include <pthread.h>
 #include <signal.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -31,7 +32,9 @@ struct ServeArgs {
     int max_batched_tokens = 512;
     double max_step_stretch = serve::SchedulerOptions{}.max_step_stretch;
     std::string api_key;
+    bool metrics_public = false;
     int64_t kv_blocks = 0;
+    serve::HttpOptions http;  // the limits: max_body_bytes, max_connections, timeouts
 };
 
 // The name clients use: the model file's or folder's name (without .gguf).
@@ -66,12 +69,12 @@ int run_serve(const ServeArgs& a) {
     std::optional<LoadedModel> lm;
     std::unique_ptr<serve::Scheduler> scheduler;
 
-    serve::HttpOptions ho;
+    serve::HttpOptions ho = a.http;
     ho.host = a.host;
     ho.port = a.port;
     ho.api_key = a.api_key;
+    ho.metrics_public = a.metrics_public;
     ho.model_id = served_model_id(a.m.model);
-    ho.workers = a.max_seqs + 4;  // every stream, plus health checks and metrics scrapes
     serve::HttpServer server(ho);
     const int port = server.bind();
     std::printf("listening on http://%s:%d\n", a.host.c_str(), port);
@@ -142,7 +145,27 @@ Action add_serve(CLI::App& app) {
                    "while prompts arrive; 0: only --max-batched-tokens bounds the pieces)")
         ->capture_default_str()
         ->check(CLI::Range(0.0, 100.0));
-    app.add_option("--api-key", a->api_key, "require 'Authorization: Bearer KEY' on /v1/*")->envname("TRACELM_API_KEY");
+    app.add_option("--api-key", a->api_key, "require 'Authorization: Bearer KEY' on every route but /health")
+        ->envname("TRACELM_API_KEY");
+    app.add_flag("--metrics-public", a->metrics_public, "with --api-key: /metrics answers without the key");
+    app.add_option("--max-body-bytes", a->http.max_body_bytes,
+                   "larger request bodies get 413, read no further (Content-Length or chunked)")
+        ->capture_default_str()
+        ->check(CLI::Range(size_t{1}, size_t{1} << 30));
+    app.add_option("--max-connections", a->http.max_connections,
+                   "connections open at once; more are answered 503 and closed")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1 << 20));
+    const auto seconds = [](std::chrono::milliseconds& ms) {
+        return [&ms](double s) { ms = std::chrono::milliseconds(static_cast<int64_t>(s * 1000)); };
+    };
+    app.add_option_function<double>("--header-timeout", seconds(a->http.header_timeout),
+                                     "seconds for a request's line and headers, and for an idle keep-alive "
+                                     "connection (default 10)")
+        ->check(CLI::Range(0.1, 3600.0));
+    app.add_option_function<double>("--body-timeout", seconds(a->http.body_timeout),
+                                     "seconds for a request's body (default 30)")
+        ->check(CLI::Range(0.1, 3600.0));
     app.add_option("--kv-blocks", a->kv_blocks, "KV cache blocks in the pool (default: max-seqs full contexts)")
         ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
     return [a] { return run_serve(*a); };

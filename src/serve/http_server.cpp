@@ -1,15 +1,22 @@
 #include "serve/http_server.h"
 
-#include <httplib.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <atomic>
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
 #include <climits>
 #include <ctime>
+#include <map>
 #include <mutex>
 #include <random>
 #include <stdexcept>
 #include <thread>
 #include <utility>
+#include <variant>
 
 #include "engine/prompt.h"
 #include "serve/metrics.h"
@@ -20,6 +27,10 @@
 namespace tracelm::serve {
 
 using nlohmann::json;
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
 
 namespace {
 
@@ -36,61 +47,87 @@ std::string random_id(const char* prefix) {
     return id;
 }
 
-void send_error(httplib::Response& res, const ApiError& e) {
-    res.status = e.status;
-    res.set_content(dump(error_body(e)), "application/json");
-}
-
 // Equal without an early exit, so the time taken does not tell how much of a key was right.
-bool same_key(const std::string& given, const std::string& key) {
+bool same_key(std::string_view given, const std::string& key) {
     if (given.size() != key.size()) return false;
     unsigned char diff = 0;
     for (size_t i = 0; i < key.size(); ++i) diff |= static_cast<unsigned char>(given[i] ^ key[i]);
     return diff == 0;
 }
 
-// One request between submit and its last byte: turns stream updates into the response, from httplib's content
-// provider (one call per update). Cancels the request if it is dropped unfinished (client gone, server stopping).
+// A submitted request, ready to be answered.
+struct Started {
+    std::shared_ptr<Stream> stream;
+    std::shared_ptr<const Ready> ready;
+    OpenAIRequest request;
+    ResponseMeta meta;
+    int64_t prompt_tokens = 0;
+};
+
+// One request between submit and its last byte: turns stream updates into the answer's bytes. Cancels the request
+// if it is dropped unfinished (client gone, server stopping).
 class Job {
    public:
-    Job(std::shared_ptr<Stream> stream, std::shared_ptr<const Ready> ready, const OpenAIRequest& r, ResponseMeta meta,
-        int64_t prompt_tokens, std::chrono::milliseconds poll)
-        : stream_(std::move(stream)),
-          ready_(std::move(ready)),
-          endpoint_(r.endpoint),
-          streamed_(r.stream),
-          include_usage_(r.include_usage),
-          logprobs_(r.sampling.logprobs.has_value()),
-          meta_(std::move(meta)),
-          text_(ready_->model.tokenizer, r.stop),
-          poll_(poll) {
-        usage_.prompt_tokens = prompt_tokens;
+    struct Out {
+        std::string data;       // streamed: SSE events; non-streamed, once finished: the JSON body
+        bool finished = false;  // the answer is complete
+        bool error = false;     // it ended with a server error
+        bool cancelled = false; // the scheduler is shutting down: end the connection
+    };
+
+    explicit Job(Started s)
+        : stream_(std::move(s.stream)),
+          ready_(std::move(s.ready)),
+          endpoint_(s.request.endpoint),
+          streamed_(s.request.stream),
+          include_usage_(s.request.include_usage),
+          logprobs_(s.request.sampling.logprobs.has_value()),
+          meta_(std::move(s.meta)),
+          text_(ready_->model.tokenizer, s.request.stop) {
+        usage_.prompt_tokens = s.prompt_tokens;
     }
     ~Job() {
+        stream_->on_update({});
         if (!done_) stream_->cancel();
     }
     Job(const Job&) = delete;
     Job& operator=(const Job&) = delete;
 
-    // httplib's chunked content provider: false ends the connection.
-    bool pump(httplib::DataSink& sink) {
-        if (!started_) {
-            started_ = true;
-            if (streamed_ && endpoint_ == Endpoint::ChatCompletions &&
-                !write(sink, sse(chunk(endpoint_, meta_, "", Finish::None, nullptr, true))))
-                return false;
-        }
-        const StreamUpdate u = stream_->next(poll_);
-        if (u.tokens.empty() && u.finish == Finish::None) {
-            // Nothing yet (queued or prefilling): make sure the client is still there.
-            if (!sink.is_writable()) return false;
-            return !streamed_ || write(sink, ": keep-alive\n\n");
-        }
+    bool streamed() const { return streamed_; }
+    void on_update(std::function<void()> fn) { stream_->on_update(std::move(fn)); }
+
+    // What a streamed chat answer opens with: the assistant's role.
+    std::string opening() const {
+        return streamed_ && endpoint_ == Endpoint::ChatCompletions
+                   ? sse(chunk(endpoint_, meta_, "", Finish::None, nullptr, true))
+                   : std::string();
+    }
+
+    // What arrived since the last call, without waiting; nothing when no update is ready.
+    std::optional<Out> poll() {
+        const StreamUpdate u = stream_->next(std::chrono::milliseconds(0));
+        if (u.tokens.empty() && u.finish == Finish::None) return std::nullopt;
         std::vector<sampling::TokenLogprobs> batch;
         std::string text;
+        Out out;
         const Finish finish = consume(u, text, batch);
-        if (finish == Finish::Cancelled) return false;  // the scheduler is shutting down: end the connection
-        return streamed_ ? send_chunk(sink, finish, u.error, text, batch) : collect(sink, finish, u.error, text, batch);
+        if (finish == Finish::Cancelled) {
+            out.cancelled = true;
+            return out;
+        }
+        out.finished = finish != Finish::None;
+        out.error = finish == Finish::Error;
+        if (streamed_) {
+            out.data = events(finish, u.error, text, batch);
+        } else {
+            answer_ += text;
+            all_logprobs_.insert(all_logprobs_.end(), batch.begin(), batch.end());
+            if (out.finished)
+                out.data = dump(out.error ? error_body(ApiError(500, u.error, "server_error"))
+                                          : response_body(endpoint_, meta_, answer_, finish, usage_,
+                                                          logprobs(all_logprobs_, offsets_)));
+        }
+        return out;
     }
 
    private:
@@ -113,42 +150,26 @@ class Job {
         return finish;
     }
 
-    bool send_chunk(httplib::DataSink& sink, Finish finish, const std::string& error, const std::string& text,
-                    const std::vector<sampling::TokenLogprobs>& batch) {
+    std::string events(Finish finish, const std::string& error, const std::string& text,
+                       const std::vector<sampling::TokenLogprobs>& batch) const {
+        std::string out;
         const bool finished = finish != Finish::None;
         if (finish == Finish::Error) {
-            if (!write(sink, sse(error_body(ApiError(500, error, "server_error"))))) return false;
+            out += sse(error_body(ApiError(500, error, "server_error")));
         } else if (!text.empty() || !batch.empty() || finished) {
             const std::vector<size_t> offsets(offsets_.end() - static_cast<std::ptrdiff_t>(batch.size()),
                                               offsets_.end());
-            if (!write(sink, sse(chunk(endpoint_, meta_, text, finish, logprobs(batch, offsets))))) return false;
+            out += sse(chunk(endpoint_, meta_, text, finish, logprobs(batch, offsets)));
         }
-        if (!finished) return true;
-        if (include_usage_ && finish != Finish::Error && !write(sink, sse(usage_chunk(endpoint_, meta_, usage_))))
-            return false;
-        if (!write(sink, std::string(kSseDone))) return false;
-        sink.done();
-        return true;
-    }
-
-    bool collect(httplib::DataSink& sink, Finish finish, const std::string& error, const std::string& text,
-                 const std::vector<sampling::TokenLogprobs>& batch) {
-        answer_ += text;
-        all_logprobs_.insert(all_logprobs_.end(), batch.begin(), batch.end());
-        if (finish == Finish::None) return true;
-        const json body = finish == Finish::Error ? error_body(ApiError(500, error, "server_error"))
-                                                  : response_body(endpoint_, meta_, answer_, finish, usage_,
-                                                                  logprobs(all_logprobs_, offsets_));
-        if (!write(sink, dump(body))) return false;
-        sink.done();
-        return true;
+        if (!finished) return out;
+        if (include_usage_ && finish != Finish::Error) out += sse(usage_chunk(endpoint_, meta_, usage_));
+        out += kSseDone;
+        return out;
     }
 
     json logprobs(const std::vector<sampling::TokenLogprobs>& lps, const std::vector<size_t>& offsets) const {
         return logprobs_ ? logprobs_json(endpoint_, ready_->model.tokenizer, lps, offsets) : json(nullptr);
     }
-
-    static bool write(httplib::DataSink& sink, const std::string& s) { return sink.write(s.data(), s.size()); }
 
     std::shared_ptr<Stream> stream_;
     std::shared_ptr<const Ready> ready_;  // keeps the tokenizer the TextStream reads
@@ -156,196 +177,632 @@ class Job {
     bool streamed_, include_usage_, logprobs_;
     ResponseMeta meta_;
     TextStream text_;
-    std::chrono::milliseconds poll_;
     Usage usage_;
-    bool started_ = false, done_ = false;
+    bool done_ = false;
     std::string answer_;
     std::vector<sampling::TokenLogprobs> all_logprobs_;
     std::vector<size_t> offsets_;
 };
 
+// Parses, tokenizes and submits a completion request (on the work pool: a long prompt takes a while to encode).
+Started start_request(const HttpOptions& opt, const std::shared_ptr<const Ready>& rd, Endpoint endpoint,
+                      const std::string& body) {
+    const OpenAIRequest r = parse_request(endpoint, body);
+    if (!r.model.empty() && r.model != opt.model_id)
+        throw ApiError(404, "the model '" + r.model + "' does not exist (this server serves '" + opt.model_id + "')",
+                       "invalid_request_error", "model", "model_not_found");
+    if (!rd) throw ApiError(503, "the model is loading", "server_error");
+    const ServedModel& m = rd->model;
+    const bool chat = endpoint == Endpoint::ChatCompletions;
+    const char* prompt_param = chat ? "messages" : "prompt";
+
+    GenerationRequest g;
+    if (r.prompt_ids) {
+        g.prompt = *r.prompt_ids;  // the scheduler checks the ids (Engine::check_prompt): a 400 naming `prompt`
+    } else {
+        if (chat && !m.chat_template)
+            throw invalid_param("messages", "the model has no chat template; use /v1/completions");
+        g.prompt = encode_prompt(m.tokenizer, chat ? m.chat_template->apply(r.messages) : r.prompt);
+    }
+    const auto prompt_tokens = static_cast<int64_t>(g.prompt.size());
+    // A prompt that leaves no room at all is the scheduler's refusal (naming the prompt); a max_tokens beyond the
+    // room left is refused here, as vLLM and OpenAI do, rather than cut short.
+    if (r.max_tokens && prompt_tokens < m.context && prompt_tokens + *r.max_tokens > m.context)
+        throw invalid_param(r.max_tokens_param, "'" + r.max_tokens_param + "' is " + std::to_string(*r.max_tokens) +
+                                                    ", but the context of " + std::to_string(m.context) +
+                                                    " tokens has room for " +
+                                                    std::to_string(m.context - prompt_tokens) + " after the prompt's " +
+                                                    std::to_string(prompt_tokens));
+    const int64_t budget = r.max_tokens ? *r.max_tokens : m.context - prompt_tokens;
+    g.max_new_tokens = static_cast<int>(std::clamp<int64_t>(budget, 1, INT_MAX));
+    g.params = sampling::row_params(r.sampling, sampling::resolve_seed(r.sampling));
+    if (!r.ignore_eos) g.stop_ids = m.end_ids;
+
+    Started s;
+    try {
+        s.stream = rd->generator.submit(std::move(g));
+    } catch (const RequestError& e) {
+        throw invalid_param(prompt_param, e.what());
+    }
+    s.ready = rd;
+    s.request = r;
+    s.meta = ResponseMeta{random_id(chat ? "chatcmpl-" : "cmpl-"), static_cast<int64_t>(std::time(nullptr)),
+                          opt.model_id};
+    s.prompt_tokens = prompt_tokens;
+    return s;
+}
+
+using Response = http::response<http::string_body>;
+
+Response json_response(int status, const std::string& body) {
+    Response res{static_cast<http::status>(status), 11};
+    res.set(http::field::content_type, "application/json");
+    res.body() = body;
+    return res;
+}
+
+Response error_response(const ApiError& e) { return json_response(e.status, dump(error_body(e))); }
+
+// The reset a fully closed peer answers our first bytes with: the socket is then closed (a half-closed one is not).
+bool peer_reset(int fd) {
+    tcp_info info{};
+    socklen_t len = sizeof info;
+    return ::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) == 0 && info.tcpi_state == TCP_CLOSE;
+}
+
 }  // namespace
 
 struct HttpServer::Impl {
+    class Connection;
+
     HttpOptions opt;
-    httplib::Server svr;
-    int listen_fd = -1;  // the socket httplib binds (its socket-options hook sees it last)
+    // Before the io_context: handlers it destroys (a connection's last reference) still use them.
     std::mutex mu;
     std::shared_ptr<const Ready> ready;
-    bool running = false, stopping = false;  // run() is inside listen; stop() was called
+    bool running = false, stopping = false;
+    std::map<uint64_t, std::weak_ptr<Connection>> connections;  // under mu; closed by stop()
+    uint64_t next_id = 0;
     const int64_t started = static_cast<int64_t>(std::time(nullptr));
+    net::io_context ioc;
+    net::strand<net::io_context::executor_type> accept_strand{ioc.get_executor()};  // the acceptor's handlers
+    tcp::acceptor acceptor{accept_strand};
+    net::steady_timer accept_retry{accept_strand};
+    std::optional<net::thread_pool> work;  // created by run()
+
+    explicit Impl(HttpOptions o) : opt(std::move(o)) {}
 
     std::shared_ptr<const Ready> current() {
         std::lock_guard<std::mutex> lock(mu);
         return ready;
     }
 
-    explicit Impl(HttpOptions o) : opt(std::move(o)) {
-        const auto workers = static_cast<size_t>(std::max(opt.workers, 1));
-        svr.new_task_queue = [workers] { return new httplib::ThreadPool(workers); };
-        svr.set_tcp_nodelay(true);
-        svr.set_socket_options([this](int fd) {
-            httplib::default_socket_options(fd);
-            listen_fd = fd;
-        });
-        svr.set_payload_max_length(opt.max_body_bytes);
-
-        svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-            if (opt.api_key.empty() || req.path.rfind("/v1/", 0) != 0)
-                return httplib::Server::HandlerResponse::Unhandled;
-            const std::string auth = req.get_header_value("Authorization");
-            const std::string bearer = "Bearer ";
-            if (auth.rfind(bearer, 0) == 0 && same_key(auth.substr(bearer.size()), opt.api_key))
-                return httplib::Server::HandlerResponse::Unhandled;
-            send_error(res, ApiError(401,
-                                     auth.empty() ? "missing API key: send the header 'Authorization: Bearer KEY'"
-                                                  : "incorrect API key",
-                                     "invalid_request_error", "", "invalid_api_key"));
-            return httplib::Server::HandlerResponse::Handled;
-        });
-        // Statuses httplib sets itself (unknown route, oversized or malformed request) get a JSON body too.
-        svr.set_error_handler(
-            httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
-                if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-                std::string message;
-                std::string type = "invalid_request_error";
-                if (res.status == 404)
-                    message = "no route for " + req.method + " " + req.path;
-                else if (res.status == 413)
-                    message = "the request body is larger than " + std::to_string(opt.max_body_bytes) + " bytes";
-                else if (res.status == 400)
-                    message = "malformed HTTP request";
-                else {
-                    message = "HTTP status " + std::to_string(res.status);
-                    type = "server_error";
-                }
-                send_error(res, ApiError(res.status, message, type));
-                return httplib::Server::HandlerResponse::Handled;
-            }));
-
-        svr.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-            if (current()) {
-                res.status = 200;
-                return;
-            }
-            send_error(res, ApiError(503, "the model is loading", "server_error"));
-        });
-        svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-            const auto r = current();
-            res.set_content(prometheus_text(r ? r->generator.stats() : SchedulerStats{}, opt.model_id),
-                            "text/plain; version=0.0.4; charset=utf-8");
-        });
-        svr.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-            json model = {{"id", opt.model_id}, {"object", "model"}, {"created", started}, {"owned_by", "tracelm"}};
-            if (const auto r = current()) model["max_model_len"] = r->model.context;
-            res.set_content(dump({{"object", "list"}, {"data", json::array({model})}}), "application/json");
-        });
-        svr.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-            handle(Endpoint::ChatCompletions, req, res);
-        });
-        svr.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-            handle(Endpoint::Completions, req, res);
-        });
-    }
-
-    void handle(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
-        try {
-            complete(endpoint, req, res);
-        } catch (const ApiError& e) {
-            send_error(res, e);
-        } catch (const std::exception& e) {
-            send_error(res, ApiError(500, e.what(), "server_error"));
-        }
-    }
-
-    void complete(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
-        const OpenAIRequest r = parse_request(endpoint, req.body);
-        if (!r.model.empty() && r.model != opt.model_id)
-            throw ApiError(404,
-                           "the model '" + r.model + "' does not exist (this server serves '" + opt.model_id + "')",
-                           "invalid_request_error", "model", "model_not_found");
-        const std::shared_ptr<const Ready> rd = current();
-        if (!rd) throw ApiError(503, "the model is loading", "server_error");
-        const ServedModel& m = rd->model;
-        const bool chat = endpoint == Endpoint::ChatCompletions;
-        const char* prompt_param = chat ? "messages" : "prompt";
-
-        GenerationRequest g;
-        if (r.prompt_ids) {
-            g.prompt = *r.prompt_ids;  // the scheduler checks the ids (Engine::check_prompt): a 400 naming `prompt`
-        } else {
-            if (chat && !m.chat_template)
-                throw invalid_param("messages", "the model has no chat template; use /v1/completions");
-            g.prompt = encode_prompt(m.tokenizer, chat ? m.chat_template->apply(r.messages) : r.prompt);
-        }
-        const auto prompt_tokens = static_cast<int64_t>(g.prompt.size());
-        const int64_t budget = r.max_tokens ? *r.max_tokens : m.context - prompt_tokens;
-        g.max_new_tokens = static_cast<int>(std::clamp<int64_t>(budget, 1, INT_MAX));
-        g.params = sampling::row_params(r.sampling, sampling::resolve_seed(r.sampling));
-        if (!r.ignore_eos) g.stop_ids = m.end_ids;
-
-        std::shared_ptr<Stream> stream;
-        try {
-            stream = rd->generator.submit(std::move(g));
-        } catch (const RequestError& e) {
-            throw invalid_param(prompt_param, e.what());
-        }
-        ResponseMeta meta{random_id(chat ? "chatcmpl-" : "cmpl-"), static_cast<int64_t>(std::time(nullptr)),
-                          opt.model_id};
-        auto job = std::make_shared<Job>(std::move(stream), rd, r, std::move(meta), prompt_tokens, opt.poll);
-        res.set_chunked_content_provider(r.stream ? "text/event-stream" : "application/json",
-                                         [job](size_t, httplib::DataSink& sink) { return job->pump(sink); });
-        if (r.stream) res.set_header("Cache-Control", "no-cache");
-    }
+    void accept();
 };
+
+// One client connection; every handler runs on its strand.
+class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connection> {
+   public:
+    Connection(Impl& srv, tcp::socket socket)
+        : srv_(srv), stream_(std::move(socket)), tick_(stream_.get_executor()), write_timer_(stream_.get_executor()) {
+        beast::error_code ec;
+        stream_.socket().set_option(tcp::no_delay(true), ec);
+    }
+    ~Connection() {
+        std::lock_guard<std::mutex> lock(srv_.mu);
+        if (id_) srv_.connections.erase(*id_);
+    }
+
+    // Registers the connection (false: over max_connections, or stopping).
+    bool enlist() {
+        std::lock_guard<std::mutex> lock(srv_.mu);
+        if (srv_.stopping || srv_.connections.size() >= static_cast<size_t>(std::max(srv_.opt.max_connections, 1)))
+            return false;
+        id_ = srv_.next_id++;
+        srv_.connections[*id_] = weak_from_this();
+        return true;
+    }
+
+    void start() {
+        net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read_header(); });
+    }
+
+    // Over the connection cap: 503 and close, reading nothing.
+    void refuse() {
+        net::dispatch(stream_.get_executor(), [self = shared_from_this()] {
+            self->keep_alive_ = false;
+            self->send(error_response(ApiError(503, "too many connections", "server_error")));
+        });
+    }
+
+    void close_from_outside() {
+        net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->close(); });
+    }
+
+   private:
+    void close() {
+        if (closed_) return;
+        closed_ = true;
+        job_.reset();  // cancels an unfinished request
+        tick_.cancel();
+        write_timer_.cancel();
+        beast::error_code ec;
+        stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+        stream_.close();
+    }
+
+    // --- reading a request ---
+
+    void read_header() {
+        if (closed_) return;
+        parser_.emplace();
+        parser_->header_limit(srv_.opt.max_header_bytes);
+        parser_->body_limit(srv_.opt.max_body_bytes);
+        stream_.expires_after(srv_.opt.header_timeout);
+        http::async_read_header(stream_, buffer_, *parser_,
+                                [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
+    }
+
+    // A request that cannot be read on: answered (when there is something to answer) and the connection closed.
+    void on_read_error(beast::error_code ec) {
+        keep_alive_ = false;
+        // A timeout has closed the socket already (tcp_stream's expiry): too slow a client gets no answer.
+        if (ec == http::error::end_of_stream || ec == net::error::eof || ec == net::error::operation_aborted ||
+            ec == http::error::partial_message || ec == net::error::connection_reset || ec == beast::error::timeout) {
+            close();
+        } else if (ec == http::error::header_limit) {
+            // No line end within the limit: the request line (its target) is what is too long.
+            const std::string_view seen(static_cast<const char*>(buffer_.data().data()), buffer_.size());
+            const bool line = seen.find("\r\n") == std::string_view::npos;
+            send(error_response(ApiError(line ? 414 : 431,
+                                         std::string(line ? "the request line" : "the request headers") +
+                                             " are longer than " + std::to_string(srv_.opt.max_header_bytes) +
+                                             " bytes",
+                                         "invalid_request_error")));
+        } else if (ec == http::error::body_limit) {
+            send(error_response(ApiError(
+                413, "the request body is larger than " + std::to_string(srv_.opt.max_body_bytes) + " bytes",
+                "invalid_request_error")));
+        } else if (ec == http::error::bad_content_length || ec == http::error::bad_transfer_encoding) {
+            send(error_response(
+                ApiError(400, "invalid or conflicting Content-Length / Transfer-Encoding", "invalid_request_error")));
+        } else if (ec.category() == http::make_error_code(http::error::bad_method).category()) {
+            send(error_response(ApiError(400, "malformed HTTP request: " + ec.message(), "invalid_request_error")));
+        } else {
+            close();  // a socket error: nobody to answer
+        }
+    }
+
+    void on_header(beast::error_code ec) {
+        if (closed_) return;
+        if (ec) return on_read_error(ec);
+        stream_.expires_never();
+        const auto& req = parser_->get();
+        version_ = req.version();
+        keep_alive_ = req.keep_alive();
+        streamed_ = head_sent_ = chunked_ = last_ = repump_ = false;
+        quiet_ = true;
+        const std::string_view target(req.target().data(), req.target().size());
+        const std::string path(target.substr(0, target.find('?')));
+        const bool post = req.method() == http::verb::post;
+        const bool get = req.method() == http::verb::get;
+
+        const bool body_pending = !parser_->is_done();
+        if (post && !parser_->content_length() && !parser_->chunked()) {
+            keep_alive_ = false;
+            return send(error_response(
+                req.count(http::field::transfer_encoding)
+                    ? ApiError(400, "a request body's Transfer-Encoding must end with chunked", "invalid_request_error")
+                    : ApiError(411, "a POST needs a Content-Length or chunked transfer encoding",
+                               "invalid_request_error")));
+        }
+        const bool open = path == "/health" || (path == "/metrics" && srv_.opt.metrics_public);
+        if (!srv_.opt.api_key.empty() && !open) {
+            const auto auth = req[http::field::authorization];
+            const std::string_view given(auth.data(), auth.size());
+            constexpr std::string_view bearer = "Bearer ";
+            if (given.substr(0, bearer.size()) != bearer || !same_key(given.substr(bearer.size()), srv_.opt.api_key)) {
+                if (body_pending) keep_alive_ = false;  // its body is never read
+                const char* why = given.empty() ? "missing API key: send the header 'Authorization: Bearer KEY'"
+                                                : "incorrect API key";
+                return send(error_response(ApiError(401, why, "invalid_request_error", "", "invalid_api_key")));
+            }
+        }
+        if (post && (path == "/v1/chat/completions" || path == "/v1/completions")) {
+            endpoint_ = path == "/v1/completions" ? Endpoint::Completions : Endpoint::ChatCompletions;
+            if (!body_pending) return on_body({});
+            if (beast::iequals(req[http::field::expect], "100-continue")) {
+                auto cont = std::make_shared<http::response<http::empty_body>>(http::status::continue_, version_);
+                arm_write_timer();
+                return http::async_write(stream_, *cont,
+                                         [self = shared_from_this(), cont](beast::error_code wec, size_t) {
+                                             self->write_done();
+                                             if (self->closed_) return;
+                                             if (wec) return self->close();
+                                             self->read_body();
+                                         });
+            }
+            return read_body();
+        }
+        if (body_pending) keep_alive_ = false;  // a body no route reads: answered, then the connection closes
+        if (get && path == "/health") {
+            if (srv_.current()) {
+                Response res{http::status::ok, 11};
+                return send(std::move(res));
+            }
+            return send(error_response(ApiError(503, "the model is loading", "server_error")));
+        }
+        if (get && path == "/metrics") {
+            const auto r = srv_.current();
+            Response res{http::status::ok, 11};
+            res.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
+            res.body() = prometheus_text(r ? r->generator.stats() : SchedulerStats{}, srv_.opt.model_id);
+            return send(std::move(res));
+        }
+        if (get && path == "/v1/models") {
+            json model = {{"id", srv_.opt.model_id}, {"object", "model"}, {"created", srv_.started},
+                          {"owned_by", "tracelm"}};
+            if (const auto r = srv_.current()) model["max_model_len"] = r->model.context;
+            return send(json_response(200, dump({{"object", "list"}, {"data", json::array({model})}})));
+        }
+        send(error_response(ApiError(404, "no route for " + std::string(req.method_string()) + " " + path,
+                                     "invalid_request_error")));
+    }
+
+    void read_body() {
+        stream_.expires_after(srv_.opt.body_timeout);
+        http::async_read(stream_, buffer_, *parser_,
+                         [self = shared_from_this()](beast::error_code ec, size_t) { self->on_body(ec); });
+    }
+
+    void on_body(beast::error_code ec) {
+        if (closed_) return;
+        if (ec) return on_read_error(ec);
+        stream_.expires_never();
+        auto body = std::make_shared<std::string>(std::move(parser_->get().body()));
+        // The work pool parses and submits; its result comes back to this strand. The guard keeps run() from
+        // returning (and the io_context alive) while it works.
+        net::post(*srv_.work, [self = shared_from_this(), guard = net::make_work_guard(srv_.ioc), body,
+                               endpoint = endpoint_] {
+            std::variant<Started, ApiError> result = ApiError(500, "unreachable", "server_error");
+            try {
+                result = start_request(self->srv_.opt, self->srv_.current(), endpoint, *body);
+            } catch (const ApiError& e) {
+                result = e;
+            } catch (const std::exception& e) {
+                result = ApiError(500, e.what(), "server_error");
+            }
+            net::post(self->stream_.get_executor(), [self, result = std::move(result)]() mutable {
+                if (self->closed_) {
+                    if (auto* st = std::get_if<Started>(&result)) st->stream->cancel();
+                    return;
+                }
+                if (auto* e = std::get_if<ApiError>(&result)) return self->send(error_response(*e));
+                self->start_job(std::move(std::get<Started>(result)));
+            });
+        });
+    }
+
+    // --- answering ---
+
+    // A whole response; then the next request, or close.
+    void send(Response res) {
+        res.version(version_);
+        res.keep_alive(keep_alive_);
+        res.prepare_payload();
+        auto msg = std::make_shared<Response>(std::move(res));
+        arm_write_timer();
+        http::async_write(stream_, *msg, [self = shared_from_this(), msg](beast::error_code ec, size_t) {
+            self->write_done();
+            if (self->closed_) return;
+            if (ec) return self->close();
+            self->response_done();
+        });
+    }
+
+    void response_done() {
+        job_.reset();
+        tick_.cancel();
+        if (!keep_alive_ || peer_eof_) return finish_and_close();
+        if (monitoring_) {
+            // The pending read takes what the client sent meanwhile (a pipelined request), then reads the next one.
+            next_request_ = true;
+            beast::error_code ec;
+            stream_.socket().cancel(ec);
+            return;
+        }
+        read_header();
+    }
+
+    // After the last response: our side ends, and what the client still sends is drained for a while (closing with
+    // unread data would reset the connection, and with it the response the client may not have read yet); a client
+    // still pushing a refused body past kDrainBytes is cut off.
+    void finish_and_close() {
+        if (closed_) return;
+        beast::error_code ec;
+        stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+        if (ec || peer_eof_ || monitoring_) return close();
+        drain_ = std::make_shared<std::array<char, 4096>>();
+        stream_.expires_after(std::chrono::seconds(1));
+        drain();
+    }
+    void drain() {
+        stream_.async_read_some(net::buffer(*drain_), [self = shared_from_this()](beast::error_code ec, size_t n) {
+            if (self->closed_) return;
+            self->drained_ += n;
+            if (ec || self->drained_ > kDrainBytes) return self->close();
+            self->drain();
+        });
+    }
+
+    void start_job(Started s) {
+        job_ = std::make_unique<Job>(std::move(s));
+        streamed_ = job_->streamed();
+        if (streamed_) {
+            // 1.1: chunked; 1.0 knows no chunks: the body ends when the connection closes.
+            if (version_ < 11) keep_alive_ = false;
+            chunked_ = version_ >= 11;
+            send_head("text/event-stream");
+            pending_ += job_->opening();
+        }
+        std::weak_ptr<Connection> weak = weak_from_this();
+        job_->on_update([weak, ex = stream_.get_executor()] {
+            net::post(ex, [weak] {
+                if (auto self = weak.lock()) self->pump();
+            });
+        });
+        monitor();
+        tick();
+        pump();
+    }
+
+    // The status line and headers of an answer whose body follows in pieces.
+    void send_head(const char* content_type) {
+        head_sent_ = true;
+        auto head = std::make_shared<Head>();
+        head->res.version(version_);
+        head->res.result(http::status::ok);
+        head->res.set(http::field::content_type, content_type);
+        if (streamed_) head->res.set(http::field::cache_control, "no-cache");
+        head->res.keep_alive(keep_alive_);
+        head->res.chunked(chunked_);
+        writing_ = true;
+        arm_write_timer();
+        http::async_write_header(stream_, head->sr, [self = shared_from_this(), head](beast::error_code ec, size_t) {
+            self->on_written(ec);
+        });
+    }
+
+    // Reads what the stream has for us and sends it (one write at a time).
+    void pump() {
+        if (closed_ || !job_) return;
+        if (writing_) {
+            repump_ = true;
+            return;
+        }
+        while (job_) {
+            auto out = job_->poll();
+            if (!out) break;
+            quiet_ = false;
+            if (out->cancelled) return close();
+            if (streamed_ || head_sent_) {
+                pending_ += out->data;
+                if (out->finished) {
+                    job_.reset();
+                    last_ = true;
+                }
+            } else if (out->finished) {
+                job_.reset();
+                tick_.cancel();
+                return send(json_response(out->error ? 500 : 200, out->data));
+            }
+        }
+        if (head_sent_ && !streamed_ && peer_eof_ && peer_reset(stream_.socket().native_handle())) return close();
+        flush();
+    }
+
+    void flush() {
+        if (closed_ || writing_) return;
+        if (!pending_.empty()) {
+            writing_ = true;
+            out_ = std::move(pending_);
+            pending_.clear();
+            arm_write_timer();
+            auto done = [self = shared_from_this()](beast::error_code ec, size_t) { self->on_written(ec); };
+            if (chunked_)
+                net::async_write(stream_, http::make_chunk(net::buffer(out_)), done);
+            else
+                net::async_write(stream_, net::buffer(out_), done);
+        } else if (last_) {
+            last_ = false;
+            if (!chunked_) {
+                keep_alive_ = false;  // a body without length or chunks ends with the connection
+                return response_done();
+            }
+            writing_ = true;
+            arm_write_timer();
+            net::async_write(stream_, http::make_chunk_last(),
+                             [self = shared_from_this()](beast::error_code ec, size_t) {
+                                 self->on_written(ec);
+                                 if (!ec && !self->closed_) self->response_done();
+                             });
+        }
+    }
+
+    void on_written(beast::error_code ec) {
+        writing_ = false;
+        write_done();
+        if (closed_) return;
+        if (ec) return close();  // the client is gone: the Job cancels the request
+        if (repump_) {
+            repump_ = false;
+            pump();
+        } else {
+            flush();
+        }
+    }
+
+    // While a request generates: a read that sees the client leave (or keeps what it pipelines).
+    void monitor() {
+        if (monitoring_ || peer_eof_ || closed_ || buffer_.size() >= kPipelinedBytes) return;
+        monitoring_ = true;
+        stream_.expires_never();  // the read timer; writes have their own (write_timer_)
+        stream_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, size_t n) {
+            self->on_monitor(ec, n);
+        });
+    }
+    void on_monitor(beast::error_code ec, size_t n) {
+        monitoring_ = false;
+        if (closed_) return;
+        buffer_.commit(n);
+        if (next_request_) {
+            next_request_ = false;
+            if (ec && ec != net::error::operation_aborted) return close();
+            return read_header();
+        }
+        if (ec == net::error::eof) {
+            // Half-closed or gone: only a write tells which. A non-streamed answer sends its head now (its body
+            // then ends with the connection); a gone client resets it, and the next update or tick sees that.
+            peer_eof_ = true;
+            keep_alive_ = false;
+            if (!head_sent_ && job_) {
+                chunked_ = false;
+                send_head("application/json");
+            }
+            return;
+        }
+        if (ec) return close();  // reset: the client is gone
+        monitor();
+    }
+
+    // Writes are timed apart from reads (tcp_stream has one expiry for whichever of them starts next, and the
+    // pending read that watches for a disconnect must not inherit a write's): a client that does not read its
+    // answer within write_timeout is closed.
+    void arm_write_timer() {
+        const uint64_t write = ++writes_;
+        write_timer_.expires_after(srv_.opt.write_timeout);
+        write_timer_.async_wait([self = shared_from_this(), write](beast::error_code ec) {
+            if (!ec && self->write_pending_ == write) self->close();
+        });
+        write_pending_ = write;
+    }
+    void write_done() {
+        write_pending_ = 0;
+        write_timer_.cancel();
+    }
+
+    // Every `poll` while a request generates: an SSE comment when nothing was sent meanwhile, and a check that a
+    // half-closed client is still there.
+    void tick() {
+        tick_.expires_after(srv_.opt.poll);
+        tick_.async_wait([self = shared_from_this()](beast::error_code ec) {
+            if (ec || self->closed_ || !self->job_) return;
+            if (self->streamed_ && self->quiet_) self->pending_ += ": keep-alive\n\n";
+            self->quiet_ = true;
+            self->pump();
+            if (!self->closed_) self->tick();
+        });
+    }
+
+    static constexpr size_t kPipelinedBytes = 64 * 1024;  // held while a response is under way; then no more read
+    static constexpr size_t kDrainBytes = 256 * 1024;
+
+    struct Head {
+        http::response<http::empty_body> res;
+        http::response_serializer<http::empty_body> sr{res};
+    };
+
+    Impl& srv_;
+    std::optional<uint64_t> id_;
+    beast::tcp_stream stream_;
+    beast::flat_buffer buffer_;
+    std::optional<http::request_parser<http::string_body>> parser_;
+    net::steady_timer tick_, write_timer_;
+    uint64_t writes_ = 0, write_pending_ = 0;  // the write write_timer_ times (0: none)
+    std::unique_ptr<Job> job_;
+    std::shared_ptr<std::array<char, 4096>> drain_;
+    size_t drained_ = 0;
+    Endpoint endpoint_ = Endpoint::Completions;
+    unsigned version_ = 11;
+    bool keep_alive_ = true, closed_ = false;
+    bool streamed_ = false, head_sent_ = false, chunked_ = false, peer_eof_ = false;
+    bool writing_ = false, repump_ = false, last_ = false, quiet_ = true;
+    bool monitoring_ = false, next_request_ = false;
+    std::string pending_, out_;
+};
+
+void HttpServer::Impl::accept() {
+    acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
+        if (!acceptor.is_open()) return;
+        if (ec) {
+            // Out of descriptors or similar: try again shortly rather than spin.
+            accept_retry.expires_after(std::chrono::milliseconds(50));
+            accept_retry.async_wait([this](beast::error_code e) {
+                if (!e) accept();
+            });
+            return;
+        }
+        auto c = std::make_shared<Connection>(*this, std::move(socket));
+        if (c->enlist())
+            c->start();
+        else
+            c->refuse();
+        accept();
+    });
+}
 
 HttpServer::HttpServer(HttpOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
 HttpServer::~HttpServer() { stop(); }
 
 int HttpServer::bind() {
     const HttpOptions& o = impl_->opt;
-    int port = o.port;
-    if (o.port == 0) {
-        port = impl_->svr.bind_to_any_port(o.host);
-        if (port < 0) throw std::runtime_error("cannot listen on " + o.host + " (any port)");
-    } else if (!impl_->svr.bind_to_port(o.host, o.port)) {
-        throw std::runtime_error("cannot listen on " + o.host + ":" + std::to_string(o.port));
+    try {
+        const tcp::endpoint ep(net::ip::make_address(o.host), static_cast<unsigned short>(o.port));
+        tcp::acceptor& a = impl_->acceptor;
+        a.open(ep.protocol());
+        a.set_option(net::socket_base::reuse_address(true));
+        a.bind(ep);
+        a.listen(net::socket_base::max_listen_connections);
+        return a.local_endpoint().port();
+    } catch (const std::exception& e) {
+        throw std::runtime_error("cannot listen on " + o.host + ":" + std::to_string(o.port) + ": " + e.what());
     }
-    // httplib 0.11 listens with a backlog of 5: clients connecting together beyond that overflow the accept queue
-    // (their handshakes are dropped and retried after a second, or reset). Listening again raises the backlog.
-    if (::listen(impl_->listen_fd, SOMAXCONN) != 0)
-        throw std::runtime_error("cannot listen on " + o.host + ":" + std::to_string(port) + " with a full backlog");
-    return port;
 }
 
 void HttpServer::run() {
+    Impl& s = *impl_;
     {
-        std::lock_guard<std::mutex> lock(impl_->mu);
-        if (impl_->stopping) return;
-        impl_->running = true;
+        std::lock_guard<std::mutex> lock(s.mu);
+        if (s.stopping || s.running) return;
+        s.running = true;
     }
-    impl_->svr.listen_after_bind();
-    std::lock_guard<std::mutex> lock(impl_->mu);
-    impl_->running = false;
+    s.work.emplace(static_cast<size_t>(std::max(s.opt.work_threads, 1)));
+    net::post(s.accept_strand, [&s] { s.accept(); });
+    std::vector<std::thread> threads;
+    for (int i = 1; i < std::max(s.opt.io_threads, 1); ++i) threads.emplace_back([&s] { s.ioc.run(); });
+    s.ioc.run();
+    for (std::thread& t : threads) t.join();
+    s.work->join();
 }
 
 void HttpServer::stop() {
+    Impl& s = *impl_;
     {
-        std::lock_guard<std::mutex> lock(impl_->mu);
-        impl_->stopping = true;
+        std::lock_guard<std::mutex> lock(s.mu);
+        if (s.stopping) return;
+        s.stopping = true;
     }
-    // httplib's stop() does nothing before its listen loop has started, so wait for that (or for run() to end).
-    for (;;) {
+    net::post(s.accept_strand, [&s] {
+        beast::error_code ec;
+        s.acceptor.close(ec);
+        s.accept_retry.cancel();
+        std::vector<std::shared_ptr<Impl::Connection>> open;
         {
-            std::lock_guard<std::mutex> lock(impl_->mu);
-            if (!impl_->running) return;
+            std::lock_guard<std::mutex> lock(s.mu);
+            for (auto& [id, weak] : s.connections)
+                if (auto c = weak.lock()) open.push_back(std::move(c));
         }
-        if (impl_->svr.is_running()) {
-            impl_->svr.stop();
-            return;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+        for (auto& c : open) c->close_from_outside();
+    });
 }
 
 void HttpServer::set_ready(ServedModel model, Generator generator) {

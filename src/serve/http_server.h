@@ -1,12 +1,15 @@
-// The OpenAI-compatible HTTP server (cpp-httplib): POST /v1/chat/completions and /v1/completions (streamed as
-// server-sent events or not), GET /v1/models, /health and /metrics. It listens before the model is loaded
+// The OpenAI-compatible HTTP server (Boost.Beast on Asio): POST /v1/chat/completions and /v1/completions (streamed
+// as server-sent events or not), GET /v1/models, /health and /metrics. It listens before the model is loaded
 // (/health answers 503 until set_ready) and reaches the scheduler only through a Generator, so `tracelm serve`
 // plugs in the Scheduler and tests a stand-in.
 //
-// Each connection has one worker thread (httplib's model), so `workers` bounds the requests served at once, idle
-// keep-alive connections included: size it for every stream plus monitoring. While a request waits for tokens
-// (queued, prefilling), a streamed one gets an SSE comment line every `poll`, and every request checks that its
-// client is still connected; a client that is gone has its request cancelled (Stream::cancel).
+// Connections are not threads: a few io threads run every connection's asynchronous reads, writes and timers and
+// never wait (an idle or slow connection costs a socket and a buffer). Request bodies are parsed, tokenized and
+// submitted on a small work pool; tokens reach the connection through Stream::on_update, which posts to the
+// connection's strand. Limits are enforced while reading: headers within header_timeout and max_header_bytes, the
+// body within body_timeout and max_body_bytes (whatever the route or transfer encoding), at most max_connections
+// at once (beyond that: 503 and close). While a request generates, a read stays pending on its socket, so a client
+// that leaves has its request cancelled (Stream::cancel).
 #pragma once
 
 #include <chrono>
@@ -26,11 +29,19 @@ namespace tracelm::serve {
 struct HttpOptions {
     std::string host = "127.0.0.1";
     int port = 8080;                          // 0: any free port
-    std::string api_key;                      // empty: no authentication; else /v1/* needs "Authorization: Bearer KEY"
+    std::string api_key;                      // empty: no authentication; else every route but /health needs
+                                              // "Authorization: Bearer KEY" (and /metrics unless metrics_public)
+    bool metrics_public = false;              // with api_key: /metrics answers without the key
     std::string model_id;                     // the served model's name (GET /v1/models, a request's "model")
-    size_t max_body_bytes = size_t{1} << 20;  // larger bodies get 413
-    int workers = 20;
-    std::chrono::milliseconds poll{200};
+    size_t max_body_bytes = size_t{1} << 20;  // larger bodies get 413, however they are sent
+    uint32_t max_header_bytes = 16 * 1024;    // request line and headers; larger get 414 / 431
+    int max_connections = 512;                // beyond: 503 and close
+    int io_threads = 2;                       // run the sockets; never block
+    int work_threads = 2;                     // parse, tokenize and submit request bodies
+    std::chrono::milliseconds header_timeout{10000};  // a request's line and headers (and an idle keep-alive wait)
+    std::chrono::milliseconds body_timeout{30000};    // its body
+    std::chrono::milliseconds write_timeout{30000};   // each write of a response
+    std::chrono::milliseconds poll{200};  // a streamed answer waiting for tokens sends an SSE comment this often
 };
 
 // The loaded model as the server needs it.
@@ -56,9 +67,9 @@ class HttpServer {
 
     // Binds host:port; returns the port (the one picked for port 0). Throws std::runtime_error when it cannot.
     int bind();
-    // Serves until stop(); returns once every connection's worker has finished.
+    // Serves until stop(); returns once every connection is closed.
     void run();
-    // Thread-safe; requests in flight end within `poll`.
+    // Thread-safe: closes the listener and every connection (their requests are cancelled).
     void stop();
     // From now on /health is 200 and completions are served.
     void set_ready(ServedModel model, Generator generator);

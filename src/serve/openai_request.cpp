@@ -211,6 +211,7 @@ OpenAIRequest parse_request(Endpoint endpoint, std::string_view text) {
 
     const char* max_name = chat && field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
     r.max_tokens = integer(body, max_name);
+    r.max_tokens_param = max_name;
     if (r.max_tokens && *r.max_tokens < 1)
         throw invalid_param(max_name,
                             "'" + std::string(max_name) + "' must be at least 1, got " + std::to_string(*r.max_tokens));

@@ -43,6 +43,7 @@ struct OpenAIRequest {
     bool stream = false;
     bool include_usage = false;         // stream_options.include_usage
     std::optional<int64_t> max_tokens;  // max_tokens or max_completion_tokens; unset: the rest of the context
+    std::string max_tokens_param = "max_tokens";  // which of the two the request named (errors name it)
     std::vector<std::string> stop;
     sampling::SamplingOptions sampling;  // logprobs: the number of top tokens when the request asked for logprobs
     bool ignore_eos = false;

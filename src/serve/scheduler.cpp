@@ -53,6 +53,17 @@ class Sequence final : public Stream {
         signal_->notify();
     }
 
+    void on_update(std::function<void()> fn) override {
+        bool ready = false;
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            ready = !out_.tokens.empty() || out_.finish != Finish::None;
+        }
+        std::lock_guard<std::mutex> lock(notify_mu_);
+        notify_ = std::move(fn);
+        if (notify_ && ready) notify_();
+    }
+
     // Scheduler side.
     void push(int32_t id, const sampling::TokenLogprobs* lp) {
         {
@@ -61,6 +72,7 @@ class Sequence final : public Stream {
             if (lp != nullptr) out_.logprobs.push_back(*lp);
         }
         cv_.notify_all();
+        notify_consumer();
     }
     void end(Finish f, std::string error = {}) {
         {
@@ -69,6 +81,7 @@ class Sequence final : public Stream {
             out_.error = std::move(error);
         }
         cv_.notify_all();
+        notify_consumer();
     }
 
     const GenerationRequest req;
@@ -82,10 +95,17 @@ class Sequence final : public Stream {
     Clock::time_point last_token;
 
    private:
+    void notify_consumer() {
+        std::lock_guard<std::mutex> lock(notify_mu_);  // held while calling: on_update({}) waits for a call to end
+        if (notify_) notify_();
+    }
+
     std::shared_ptr<Signal> signal_;
     std::mutex mu_;
     std::condition_variable cv_;
     StreamUpdate out_;
+    std::mutex notify_mu_;  // never held together with mu_
+    std::function<void()> notify_;
 };
 
 EngineOptions engine_options(const SchedulerOptions& o) {

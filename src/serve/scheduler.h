@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -73,6 +74,10 @@ class Stream {
     virtual StreamUpdate next(std::chrono::milliseconds timeout) = 0;
     // Ends the request (client gone, stop string seen): the scheduler frees its sequence within one step.
     virtual void cancel() = 0;
+    // Calls `fn` whenever an update is ready for next(), and at once if one already is: from the producer's thread,
+    // so `fn` must not block (the HTTP server posts to the connection). An empty `fn` ends the calls: once
+    // on_update({}) returns, none is in progress. The default never calls (the consumer polls next()).
+    virtual void on_update(std::function<void()> fn) { (void)fn; }
 };
 
 struct SchedulerStats {

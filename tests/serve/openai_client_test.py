@@ -263,7 +263,9 @@ class OpenAIClientTest(unittest.TestCase):
         self.assertIn(self.server.health_codes[-1], (200,))
         self.assertTrue(all(c in (200, 503) for c in self.server.health_codes))
         self.client.completions.create(model=MODEL_ID, prompt="Hello", max_tokens=3, extra_body={"ignore_eos": True})
-        status, headers, body = self.server.request("GET", "/metrics")
+        status, _, _ = self.server.request("GET", "/metrics")
+        self.assertEqual(status, 401)  # /metrics needs the key too (unless --metrics-public)
+        status, headers, body = self.server.request("GET", "/metrics", headers=self.server.auth())
         self.assertEqual(status, 200)
         self.assertTrue(headers["Content-Type"].startswith("text/plain"))
         samples = {}
@@ -287,7 +289,7 @@ class OpenAIClientTest(unittest.TestCase):
         # Nothing is left running once the answers are in.
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
-            body = self.server.request("GET", "/metrics")[2].decode()
+            body = self.server.metrics()
             if f"tracelm:num_requests_running{{{label}}} 0\n" in body:
                 break
             time.sleep(0.1)

@@ -44,6 +44,8 @@ def metric(body, name):
 
 class Server:
     def __init__(self, binary, args):
+        # With --api-key, metrics() sends the key (every route but /health needs it).
+        self.api_key = args[args.index("--api-key") + 1] if "--api-key" in args else None
         threads = os.environ.get("TRACELM_THREADS", "2")
         self.proc = subprocess.Popen([binary, "serve", "--model", MODEL, "--port", "0", "--threads", threads] + args,
                                      stdout=subprocess.PIPE, stderr=sys.stderr, text=True, preexec_fn=die_with_parent)
@@ -76,11 +78,16 @@ class Server:
             conn.close()
 
     def post_json(self, path, doc, timeout=120):
-        status, _, body = self.request("POST", path, json.dumps(doc), {"Content-Type": "application/json"}, timeout)
+        status, _, body = self.request("POST", path, json.dumps(doc), {"Content-Type": "application/json",
+                                                                      **self.auth()}, timeout)
         return status, json.loads(body)
 
+    def auth(self):
+        """The Authorization header of the server's --api-key (none without one)."""
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
     def metrics(self):
-        return self.request("GET", "/metrics")[2].decode()
+        return self.request("GET", "/metrics", headers=self.auth())[2].decode()
 
     def metrics_when_idle(self, timeout_s=30):
         """/metrics once nothing runs or waits (or after timeout_s)."""

@@ -3,7 +3,6 @@
 // cancellation of requests whose client went away.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <httplib.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -16,6 +15,7 @@
 #include <thread>
 
 #include "serve/http_server.h"
+#include "support/http_client.h"
 #include "support/qwen3_tokenizer.h"
 
 namespace tracelm::serve {
@@ -60,15 +60,16 @@ constexpr int64_t kContext = 64;
 
 class HttpServerTest : public ::testing::Test {
    protected:
-    void start(const std::string& api_key = "", bool ready = true) {
+    void start(const std::string& api_key = "", bool ready = true, bool metrics_public = false) {
         HttpOptions o;
         o.host = "127.0.0.1";
         o.port = 0;
         o.api_key = api_key;
+        o.metrics_public = metrics_public;
         o.model_id = "test-model";
         o.max_body_bytes = 4096;
-        o.workers = 8;
         o.poll = 20ms;
+        o.write_timeout = write_timeout_;
         server_ = std::make_unique<HttpServer>(o);
         port_ = server_->bind();
         thread_ = std::thread([this] { server_->run(); });
@@ -99,15 +100,13 @@ class HttpServerTest : public ::testing::Test {
         if (server_) server_->stop();
         if (thread_.joinable()) thread_.join();
     }
-    httplib::Result post(const std::string& path, const std::string& body, const httplib::Headers& headers = {}) {
-        httplib::Client c("127.0.0.1", port_);
-        c.set_read_timeout(10, 0);
-        return c.Post(path.c_str(), headers, body, "application/json");
+    using Result = std::optional<testing::HttpResponse>;
+    Result post(const std::string& path, const std::string& body,
+                const std::map<std::string, std::string>& headers = {}) {
+        return testing::http_request(port_, "POST", path, body, headers, 10s);
     }
-    httplib::Result get(const std::string& path) {
-        httplib::Client c("127.0.0.1", port_);
-        c.set_read_timeout(10, 0);
-        return c.Get(path.c_str());
+    Result get(const std::string& path, const std::map<std::string, std::string>& headers = {}) {
+        return testing::http_request(port_, "GET", path, "", headers, 10s);
     }
     // The JSON of each `data:` event of an SSE body ([DONE] as the string "[DONE]"); comments are skipped.
     static std::vector<json> events(const std::string& body) {
@@ -126,7 +125,7 @@ class HttpServerTest : public ::testing::Test {
         }
         return out;
     }
-    static void expect_error(const httplib::Result& r, int status, const std::string& param = "") {
+    static void expect_error(const Result& r, int status, const std::string& param = "") {
         ASSERT_TRUE(r);
         EXPECT_EQ(r->status, status) << r->body;
         const json e = json::parse(r->body).at("error");
@@ -146,6 +145,7 @@ class HttpServerTest : public ::testing::Test {
         return last_;
     }
 
+    std::chrono::milliseconds write_timeout_ = 30s;
     std::unique_ptr<HttpServer> server_;
     std::thread thread_;
     int port_ = 0;
@@ -233,7 +233,7 @@ TEST_F(HttpServerTest, ChatStreamedEqualsNonStreamed) {
         post("/v1/chat/completions", req + R"(, "stream": true, "stream_options": {"include_usage": true}})");
     ASSERT_TRUE(streamed);
     ASSERT_EQ(streamed->status, 200);
-    EXPECT_EQ(streamed->get_header_value("Content-Type"), "text/event-stream");
+    EXPECT_EQ(streamed->header("Content-Type"), "text/event-stream");
     const std::vector<json> ev = events(streamed->body);
     ASSERT_GE(ev.size(), 4u);
     EXPECT_EQ(ev.front()["choices"][0]["delta"]["role"], "assistant");
@@ -336,7 +336,7 @@ TEST_F(HttpServerTest, BadRequestsGetTheirStatusAndNeverReachTheScheduler) {
     EXPECT_EQ(submitted().size(), 0u);  // none of them reached the scheduler
 }
 
-TEST_F(HttpServerTest, AnApiKeyGuardsTheApiButNotHealthOrMetrics) {
+TEST_F(HttpServerTest, AnApiKeyGuardsEveryRouteButHealth) {
     start("sesame");
     const std::string body = R"({"prompt": "x"})";
     expect_error(post("/v1/completions", body), 401);
@@ -346,13 +346,37 @@ TEST_F(HttpServerTest, AnApiKeyGuardsTheApiButNotHealthOrMetrics) {
     const auto ok = post("/v1/completions", body, {{"Authorization", "Bearer sesame"}});
     ASSERT_TRUE(ok);
     EXPECT_EQ(ok->status, 200);
-    EXPECT_EQ(get("/health")->status, 200);  // monitoring stays open
+    EXPECT_EQ(get("/health")->status, 200);  // liveness stays open
+    expect_error(get("/metrics"), 401);
+    EXPECT_EQ(get("/metrics", {{"Authorization", "Bearer sesame"}})->status, 200);
+    expect_error(get("/v1/models"), 401);
+    expect_error(post("/elsewhere", body), 401);  // unknown routes too: nothing is answered before the key
+    EXPECT_EQ(submitted().size(), 1u);
+}
+
+TEST_F(HttpServerTest, MetricsCanBePublicUnderAnApiKey) {
+    start("sesame", true, true);
     EXPECT_EQ(get("/metrics")->status, 200);
     expect_error(get("/v1/models"), 401);
 }
 
-// A raw client: sends `request`, reads until `until` has arrived (or 5 s), then closes the connection.
-std::string send_then_hang_up(int port, const std::string& body, const std::string& until) {
+// As vLLM and OpenAI: a max_tokens the context cannot hold after the prompt is refused, not cut short.
+TEST_F(HttpServerTest, MaxTokensBeyondTheContextIsA400) {
+    start();
+    const int64_t room = kContext - static_cast<int64_t>(qwen().encode("x").size());
+    expect_error(post("/v1/completions", R"({"prompt": "x", "max_tokens": )" + std::to_string(room + 1) + "}"), 400,
+                 "max_tokens");
+    expect_error(post("/v1/chat/completions",
+                      R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 100000})"),
+                 400, "max_completion_tokens");
+    EXPECT_EQ(submitted().size(), 0u);
+    ASSERT_EQ(post("/v1/completions", R"({"prompt": "x", "max_tokens": )" + std::to_string(room) + "}")->status, 200);
+    EXPECT_EQ(submitted().at(0).max_new_tokens, room);
+}
+
+// A raw client: sends `request`, reads until `until` has arrived (or `wait`), then closes the connection.
+std::string send_then_hang_up(int port, const std::string& body, const std::string& until,
+                              std::chrono::milliseconds wait = 5s) {
     const int fd = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
@@ -365,7 +389,7 @@ std::string send_then_hang_up(int port, const std::string& body, const std::stri
         std::to_string(body.size()) + "\r\n\r\n" + body;
     EXPECT_EQ(write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
     std::string got;
-    const auto deadline = std::chrono::steady_clock::now() + 5s;
+    const auto deadline = std::chrono::steady_clock::now() + wait;
     while (got.find(until) == std::string::npos && std::chrono::steady_clock::now() < deadline) {
         pollfd p{fd, POLLIN, 0};
         if (poll(&p, 1, 100) <= 0) continue;
@@ -397,8 +421,109 @@ TEST_F(HttpServerTest, WaitingStreamGetsKeepAlivesAndADisconnectCancels) {
 TEST_F(HttpServerTest, NonStreamedDisconnectCancels) {
     script_.clear();
     start();
-    send_then_hang_up(port_, R"({"prompt": "x"})", "HTTP/1.1 200");  // the status line, then nothing until the end
+    send_then_hang_up(port_, R"({"prompt": "x"})", "");  // hangs up at once: nothing is sent before the answer
+    const auto deadline = std::chrono::steady_clock::now() + 5s;
+    while (!last() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
     ASSERT_TRUE(last());
+    EXPECT_TRUE(eventually(last()->cancelled));
+}
+
+// A raw client: sends `request`, reads until the server closes (or 5 s), optionally half-closing first.
+std::string raw_exchange(int port, const std::string& request, bool half_close = false) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    EXPECT_EQ(write(fd, request.data(), request.size()), static_cast<ssize_t>(request.size()));
+    if (half_close) shutdown(fd, SHUT_WR);
+    std::string got;
+    const auto deadline = std::chrono::steady_clock::now() + 5s;
+    while (std::chrono::steady_clock::now() < deadline) {
+        pollfd p{fd, POLLIN, 0};
+        if (poll(&p, 1, 100) <= 0) continue;
+        char buf[4096];
+        const ssize_t n = read(fd, buf, sizeof buf);
+        if (n <= 0) break;
+        got.append(buf, static_cast<size_t>(n));
+    }
+    close(fd);
+    return got;
+}
+
+std::string completion_request(const std::string& body, const std::string& version = "1.1",
+                               const std::string& extra = "") {
+    return "POST /v1/completions HTTP/" + version + "\r\nHost: x\r\n" + extra +
+           "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+size_t count(const std::string& s, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+    return n;
+}
+
+// Pipelined requests on one connection are all answered, in order.
+TEST_F(HttpServerTest, PipelinedRequestsAreAnsweredInOrder) {
+    start();
+    const std::string got =
+        raw_exchange(port_, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n" + completion_request(R"({"prompt": "x"})") +
+                            "GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    EXPECT_EQ(count(got, "HTTP/1.1 200 OK"), 3u) << got;
+    const size_t completion = got.find("text_completion"), models = got.find("\"object\":\"list\"");
+    ASSERT_NE(completion, std::string::npos) << got;
+    ASSERT_NE(models, std::string::npos) << got;
+    EXPECT_LT(completion, models);
+}
+
+// HTTP/1.0 has no chunked encoding: a length for a whole answer, the connection's end for a stream.
+TEST_F(HttpServerTest, Http10GetsNoChunks) {
+    start();
+    const std::string plain = raw_exchange(port_, completion_request(R"({"prompt": "x"})", "1.0"));
+    EXPECT_EQ(plain.rfind("HTTP/1.0 200 OK", 0), 0u) << plain;
+    EXPECT_NE(plain.find("Content-Length: "), std::string::npos) << plain;
+    const std::string streamed = raw_exchange(port_, completion_request(R"({"prompt": "x", "stream": true})", "1.0"));
+    EXPECT_EQ(streamed.rfind("HTTP/1.0 200 OK", 0), 0u) << streamed;
+    EXPECT_EQ(streamed.find("chunked"), std::string::npos) << streamed;
+    EXPECT_EQ(streamed.substr(streamed.size() - 14), "data: [DONE]\n\n");
+}
+
+// A client that half-closes after its request gets the answer.
+TEST_F(HttpServerTest, AHalfClosedClientGetsItsAnswer) {
+    start();
+    const std::string got = raw_exchange(port_, completion_request(R"({"prompt": "x"})"), true);
+    EXPECT_EQ(got.rfind("HTTP/1.1 200 OK", 0), 0u) << got;
+    EXPECT_NE(got.find("Hello"), std::string::npos) << got;
+}
+
+// Bodies are limited while they arrive, whatever the framing; lengths must be valid and agree.
+TEST_F(HttpServerTest, BodyLimitsAndLengthsAreCheckedWhileReading) {
+    start();
+    std::string chunked = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+    for (int i = 0; i < 8; ++i) chunked += "400\r\n" + std::string(1024, 'a') + "\r\n";  // 8 KiB > 4096
+    EXPECT_EQ(raw_exchange(port_, chunked).rfind("HTTP/1.1 413", 0), 0u);
+    const auto status = [this](const std::string& headers) {
+        return raw_exchange(port_, "POST /v1/completions HTTP/1.1\r\nHost: x\r\n" + headers + "\r\n{}").substr(0, 12);
+    };
+    EXPECT_EQ(status("Content-Length: 2\r\nContent-Length: 3\r\n"), "HTTP/1.1 400");
+    EXPECT_EQ(status("Content-Length: -5\r\n"), "HTTP/1.1 400");
+    EXPECT_EQ(status("Content-Length: 2\r\nTransfer-Encoding: chunked\r\n"), "HTTP/1.1 400");
+    EXPECT_EQ(status(""), "HTTP/1.1 411");
+    EXPECT_EQ(status("Content-Length: 99999\r\n"), "HTTP/1.1 413");  // refused from the header alone
+    EXPECT_EQ(submitted().size(), 0u);
+}
+
+// The read that watches for a disconnect has no deadline: an answer that takes longer than a write's timeout is not
+// cut (keep-alive comments go on), and the request is cancelled only when the client leaves.
+TEST_F(HttpServerTest, AWaitingStreamOutlivesTheWriteTimeout) {
+    script_.clear();
+    write_timeout_ = 50ms;
+    start();
+    const std::string got =
+        send_then_hang_up(port_, R"({"prompt": "x", "stream": true})", "never sent", 500ms);
+    ASSERT_TRUE(last());
+    EXPECT_GE(count(got, ": keep-alive"), 10u) << got;  // 500 ms at one per 20 ms: far past 50 ms, still connected
     EXPECT_TRUE(eventually(last()->cancelled));
 }
 
@@ -413,7 +538,7 @@ TEST_F(HttpServerTest, StopEndsWaitingRequests) {
     EXPECT_TRUE(last()->cancelled);
 }
 
-// stop() ends run() whenever it comes: before run(), while httplib starts listening, or while it serves.
+// stop() ends run() whenever it comes: before run(), while it starts, or while it serves.
 TEST(HttpServerLifecycle, StopAtAnyMomentEndsRun) {
     HttpOptions o;
     o.port = 0;
@@ -434,7 +559,7 @@ TEST(HttpServerLifecycle, StopAtAnyMomentEndsRun) {
 }
 
 // Clients that connect together all complete their handshakes, even before one is accepted: the listen backlog is the
-// system's, not httplib's 5 (beyond which the kernel drops handshakes and clients retry after a second).
+// system's, not a small one (beyond which the kernel drops handshakes and clients retry after a second).
 TEST(HttpServerLifecycle, ManyConnectionsQueueBeforeAccept) {
     HttpOptions o;
     o.port = 0;

@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -222,6 +224,54 @@ TEST(Scheduler, StopIdsEndWithStopAndContextEndsWithLength) {
     const Outcome stopped = drain(*s.submit(r));
     EXPECT_EQ(stopped.finish, Finish::Stop);
     EXPECT_EQ(stopped.tokens, std::vector<int32_t>(full.tokens.begin(), first));
+}
+
+// Stream::on_update: a consumer that never blocks in next() (the HTTP server's io threads) is told, from the scheduler
+// thread, whenever tokens or the end are ready, and so reads every token with next(0); an empty callback ends the
+// calls.
+TEST(Scheduler, OnUpdateTellsWhenTokensAreReady) {
+    cpu::CpuBackend be(2);
+    const auto model = Model::load(testing::generated_checkpoint("tiny", 7, DType::F32), be);
+    SchedulerOptions o;
+    o.max_seqs = 2;
+    o.context = 64;
+    Scheduler s(*model, be, o);
+    GenerationRequest r;
+    r.prompt = prompt_of(5, 8);
+    r.max_new_tokens = 12;
+    const std::shared_ptr<serve::Stream> stream = s.submit(r);
+    std::mutex mu;
+    std::condition_variable cv;
+    int calls = 0;
+    stream->on_update([&] {
+        {
+            std::lock_guard<std::mutex> lock(mu);
+            ++calls;
+        }
+        cv.notify_one();
+    });
+    Outcome got;
+    int seen = 0;
+    while (got.finish == Finish::None) {
+        {
+            std::unique_lock<std::mutex> lock(mu);
+            ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(60), [&] { return calls > seen; })) << "no call";
+            seen = calls;
+        }
+        const serve::StreamUpdate u = stream->next(std::chrono::milliseconds(0));
+        got.tokens.insert(got.tokens.end(), u.tokens.begin(), u.tokens.end());
+        got.finish = u.finish;
+    }
+    EXPECT_EQ(got.finish, Finish::Length);
+    EXPECT_EQ(got.tokens, alone(*model, be, r, o.context));
+    stream->on_update({});
+    // A second request's updates reach nobody once its callback is cleared.
+    const std::shared_ptr<serve::Stream> other = s.submit(r);
+    other->on_update([&] { ++calls; });  // any call before the clear is counted in `before`
+    other->on_update({});
+    const int before = calls;
+    EXPECT_EQ(drain(*other).tokens, got.tokens);
+    EXPECT_EQ(calls, before);
 }
 
 TEST(Scheduler, RequestsThatCanNeverRunAreRefusedNamingTheLengths) {

@@ -3,7 +3,6 @@
 // set) with an error, never the server; the KV blocks and their references all come back, and later requests give
 // what they give alone.
 #include <gtest/gtest.h>
-#include <httplib.h>
 
 #include <chrono>
 #include <memory>
@@ -16,6 +15,7 @@
 #include "serve/scheduler.h"
 #include "support/engine_probe.h"
 #include "support/fault_injecting_backend.h"
+#include "support/http_client.h"
 #include "support/qwen3_tokenizer.h"
 #include "support/scheduler_support.h"
 #include "support/test_support.h"
@@ -188,18 +188,17 @@ TEST_F(SchedulerFaults, TheServerAnswersAFailedStepWithAServerErrorAndGoesOn) {
     ho.host = "127.0.0.1";
     ho.port = 0;
     ho.model_id = "tiny";
-    ho.workers = 4;
     serve::HttpServer server(ho);
     const int port = server.bind();
     std::thread http([&] { server.run(); });
     server.set_ready(serve::ServedModel{testing::qwen3_tokenizer(), std::nullopt, {}, s.context()},
                      {[&s](GenerationRequest r) { return s.submit(std::move(r)); }, [&s] { return s.stats(); }});
-    httplib::Client c("127.0.0.1", port);
-    c.set_read_timeout(60, 0);
+    const auto post = [port](const std::string& body) {
+        return testing::http_request(port, "POST", "/v1/completions", body);
+    };
 
     be.fail_replays(1);
-    const auto streamed = c.Post("/v1/completions", R"({"prompt": "Hello", "max_tokens": 20, "stream": true})",
-                                 "application/json");
+    const auto streamed = post(R"({"prompt": "Hello", "max_tokens": 20, "stream": true})");
     ASSERT_TRUE(streamed);
     EXPECT_EQ(streamed->status, 200);
     // The first token comes from the prompt's forward; the first decode step fails.
@@ -212,10 +211,10 @@ TEST_F(SchedulerFaults, TheServerAnswersAFailedStepWithAServerErrorAndGoesOn) {
     EXPECT_NE(error.at("message").get<std::string>().find("injected device error"), std::string::npos);
     EXPECT_EQ(body.substr(error_end + 2), "data: [DONE]\n\n");
 
-    const auto health = c.Get("/health");
+    const auto health = testing::http_request(port, "GET", "/health");
     ASSERT_TRUE(health);
     EXPECT_EQ(health->status, 200);
-    const auto next = c.Post("/v1/completions", R"({"prompt": "Hello", "max_tokens": 5})", "application/json");
+    const auto next = post(R"({"prompt": "Hello", "max_tokens": 5})");
     ASSERT_TRUE(next);
     EXPECT_EQ(next->status, 200) << next->body;
     const json answer = json::parse(next->body);
