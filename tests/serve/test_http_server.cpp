@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -374,23 +375,21 @@ TEST_F(HttpServerTest, MaxTokensBeyondTheContextIsA400) {
     EXPECT_EQ(submitted().at(0).max_new_tokens, room);
 }
 
-// A raw client: sends `request`, reads until `until` has arrived (or `wait`), then closes the connection.
-std::string send_then_hang_up(int port, const std::string& body, const std::string& until,
-                              std::chrono::milliseconds wait = 5s) {
+// A raw client: sends `request` (half-closing after it when asked) and reads until the server closes, `until` has
+// arrived (an empty `until`: at once) or `wait` has passed; then closes the connection.
+std::string raw_exchange(int port, const std::string& request, bool half_close = false,
+                         const std::optional<std::string>& until = std::nullopt, std::chrono::milliseconds wait = 5s) {
     const int fd = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(static_cast<uint16_t>(port));
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-    const std::string req =
-        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-        "Content-Length: " +
-        std::to_string(body.size()) + "\r\n\r\n" + body;
-    EXPECT_EQ(write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
+    EXPECT_EQ(write(fd, request.data(), request.size()), static_cast<ssize_t>(request.size()));
+    if (half_close) shutdown(fd, SHUT_WR);
     std::string got;
     const auto deadline = std::chrono::steady_clock::now() + wait;
-    while (got.find(until) == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+    while (!(until && got.find(*until) != std::string::npos) && std::chrono::steady_clock::now() < deadline) {
         pollfd p{fd, POLLIN, 0};
         if (poll(&p, 1, 100) <= 0) continue;
         char buf[4096];
@@ -400,6 +399,19 @@ std::string send_then_hang_up(int port, const std::string& body, const std::stri
     }
     close(fd);
     return got;
+}
+
+std::string completion_request(const std::string& body, const std::string& version = "1.1",
+                               const std::string& extra = "") {
+    return "POST /v1/completions HTTP/" + version + "\r\nHost: x\r\n" + extra +
+           "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+// A completion request whose client hangs up once `until` has arrived (or after `wait`).
+std::string send_then_hang_up(int port, const std::string& body, const std::string& until,
+                              std::chrono::milliseconds wait = 5s) {
+    return raw_exchange(port, completion_request(body, "1.1", "Content-Type: application/json\r\n"), false, until,
+                        wait);
 }
 
 bool eventually(const std::atomic<bool>& flag) {
@@ -426,36 +438,6 @@ TEST_F(HttpServerTest, NonStreamedDisconnectCancels) {
     while (!last() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
     ASSERT_TRUE(last());
     EXPECT_TRUE(eventually(last()->cancelled));
-}
-
-// A raw client: sends `request`, reads until the server closes (or 5 s), optionally half-closing first.
-std::string raw_exchange(int port, const std::string& request, bool half_close = false) {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-    EXPECT_EQ(write(fd, request.data(), request.size()), static_cast<ssize_t>(request.size()));
-    if (half_close) shutdown(fd, SHUT_WR);
-    std::string got;
-    const auto deadline = std::chrono::steady_clock::now() + 5s;
-    while (std::chrono::steady_clock::now() < deadline) {
-        pollfd p{fd, POLLIN, 0};
-        if (poll(&p, 1, 100) <= 0) continue;
-        char buf[4096];
-        const ssize_t n = read(fd, buf, sizeof buf);
-        if (n <= 0) break;
-        got.append(buf, static_cast<size_t>(n));
-    }
-    close(fd);
-    return got;
-}
-
-std::string completion_request(const std::string& body, const std::string& version = "1.1",
-                               const std::string& extra = "") {
-    return "POST /v1/completions HTTP/" + version + "\r\nHost: x\r\n" + extra +
-           "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
 }
 
 size_t count(const std::string& s, const std::string& what) {
