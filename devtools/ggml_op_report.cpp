@@ -96,7 +96,7 @@ int main(int argc, char** argv) {
         {
             Tensor it = upi("ids", 1, T, ids);
             Tensor o = upf("o", T, W.embed.cols, std::vector<float>(T * W.embed.cols));
-            be.embedding(it, W.embed, o);
+            be.embedding(it, W.embed, 1.0f, o);
             add("embedding (get_rows q8_0)", compare(down(o), fx.get(p + "embd").f32()));
         }
         for (size_t L = 0; L < W.layers.size(); ++L) {
@@ -124,7 +124,7 @@ int main(int argc, char** argv) {
                 auto x = gguf_rows_to_neox(qp, T, H, hd);
                 Tensor xt = upf("q", T, H * hd, x);
                 Tensor pt = upi("pos", 1, T, pos);
-                be.rope_neox(xt, pt, H, hd, model->rope());
+                be.rope_neox(xt, pt, H, hd, model->rope(0));
                 add("rope q (tracelm)", compare(down(xt), gguf_rows_to_neox(qr, T, H, hd)));
                 auto y = qp;
                 rope_normal(y.data(), pos.data(), T, H, hd, (float)C.rope_theta);
@@ -133,7 +133,7 @@ int main(int argc, char** argv) {
                     auto y1 = qp, y2 = qp;
                     const float ts = std::pow((float)C.rope_theta, -2.0f / 64);
                     std::vector<float> invf(32);
-                    tracelm::rope_inv_freq(model->rope(), 64, invf.data());
+                    tracelm::rope_inv_freq(model->rope(0), 64, invf.data());
                     for (int t = 0; t < T; ++t) {
                         float th = (float)pos[t];
                         for (int i = 0; i < 32; ++i) {
@@ -158,7 +158,7 @@ int main(int argc, char** argv) {
                 rope_normal(yk.data(), pos.data(), T, KV, hd, (float)C.rope_theta);
                 add("ref rope k", compare(yk, kr));
                 Tensor kt = upf("k", T, KV * hd, gguf_rows_to_neox(kp, T, KV, hd));
-                be.rope_neox(kt, pt, KV, hd, model->rope());
+                be.rope_neox(kt, pt, KV, hd, model->rope(0));
                 add("rope k (tracelm)", compare(down(kt), gguf_rows_to_neox(kr, T, KV, hd)));
             }
             // caches
@@ -319,7 +319,7 @@ int main(int argc, char** argv) {
             auto sw = fx.get(q + "ffn_swiglu").f32();
             {
                 Tensor a = upf("a", T, 1536, g), b = upf("b", T, 1536, u), o = upf("o", T, 1536, g);
-                be.silu_mul(a, b, o);
+                be.glu(a, b, Activation::Silu, o);
                 add("silu_mul (tracelm)", compare(down(o), sw));
                 std::vector<float> y(g.size());
                 swiglu(g.data(), u.data(), g.size(), y.data());

@@ -27,6 +27,9 @@ One file per type, testdata/quant/ggml_dot_<type>.bin (type in lower case), litt
                 16 x i16 bsums)
     dots        A * R f32: vec_dot(K, weight row r, act row a) at dots[a * R + r], exact bits
 
+Also testdata/quant/ggml_gelu_f16_table.bin: ggml's GELU table (ggml_table_gelu_f16, filled by ggml_cpu_init), the
+65536 f16 results (u16, little-endian) of its f32 GELU-tanh at every f16 input, which its GEGLU looks up.
+
 Activation rows include the awkward cases: all zeros, one huge value in a block, blocks whose largest magnitude is
 negative or present with both signs, exact rounding ties (a block maximum of 127 makes the scale 1), scales that
 are subnormal in f16, zero blocks among normal ones.
@@ -101,8 +104,15 @@ def act_rows(rng):
     return x
 
 
+def write_gelu_table(cpu):
+    table = (ctypes.c_uint16 * 65536).in_dll(cpu, "ggml_table_gelu_f16")
+    with open(OUT / "ggml_gelu_f16_table.bin", "wb") as f:
+        f.write(np.array(table, dtype="<u2").tobytes())
+
+
 def main():
     base, cpu = load()
+    write_gelu_table(cpu)
     rng = np.random.default_rng(20260301)
     OUT.mkdir(parents=True, exist_ok=True)
     for name, (tid, be, bb) in TYPES.items():

@@ -69,6 +69,9 @@ std::vector<uint8_t> permute_heads(const uint8_t* src, size_t bytes, int64_t row
 
 void convert_to_gguf(const std::string& hf_dir, const std::string& out_path) {
     const ModelConfig c = ModelConfig::from_file(hf_dir + "/config.json");
+    // Gemma's file needs its own metadata (window, layer pattern, local RoPE base) and its norms as 1 + w.
+    if (c.arch == Arch::Gemma3 || c.sliding_window > 0)
+        throw std::runtime_error(hf_dir + ": converting " + c.architecture + " to GGUF is not supported yet");
     const std::string arch(arch_name(c.arch));
     const SafetensorsFolder ck(hf_dir);
     GgufWriter w;

@@ -46,6 +46,9 @@ uint64_t prefix_seed(const Model& model, DType kv_dtype, int block_size) {
     add(c.rms_norm_eps);
     add(c.rope_theta);
     for (const float f : c.rope_factors()) add(f);
+    add(c.rope_local_theta);
+    add(c.sliding_window);
+    for (const uint8_t s : c.layer_sliding) add(s);
     add(model.parameters());
     add(&model);  // the weights themselves: two loads of one file are different models to the cache
     return h;

@@ -5,7 +5,7 @@
 
 namespace tracelm {
 
-std::string gguf_tensor_name(const std::string& hf) {
+std::string gguf_tensor_name(const std::string& hf, bool sandwich_norms) {
     static const std::pair<const char*, const char*> kTop[] = {
         {"model.embed_tokens.weight", "token_embd.weight"},
         {"model.norm.weight", "output_norm.weight"},
@@ -16,6 +16,8 @@ std::string gguf_tensor_name(const std::string& hf) {
     static const std::pair<const char*, const char*> kLayer[] = {
         {"input_layernorm.weight", "attn_norm.weight"},
         {"post_attention_layernorm.weight", "ffn_norm.weight"},
+        {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
+        {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
         {"self_attn.q_proj.", "attn_q."},
         {"self_attn.k_proj.", "attn_k."},
         {"self_attn.v_proj.", "attn_v."},
@@ -32,6 +34,7 @@ std::string gguf_tensor_name(const std::string& hf) {
         if (dot == std::string::npos) return hf;
         const std::string layer = hf.substr(prefix.size(), dot - prefix.size());
         const std::string rest = hf.substr(dot + 1);
+        if (sandwich_norms && rest == "post_attention_layernorm.weight") return "blk." + layer + ".post_attention_norm.weight";
         for (const auto& [from, to] : kLayer) {
             const size_t n = std::strlen(from);
             if (rest.compare(0, n, from) == 0) return "blk." + layer + "." + to + rest.substr(n);

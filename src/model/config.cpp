@@ -22,6 +22,7 @@ std::string_view arch_name(Arch a) {
         case Arch::Qwen3: return "qwen3";
         case Arch::Qwen2: return "qwen2";
         case Arch::Llama: return "llama";
+        case Arch::Gemma3: return "gemma3";
     }
     return "?";
 }
@@ -114,11 +115,13 @@ Arch parse_arch(const Fields& f) {
     const auto name = a[0].get<std::string>();
     if (name == "Qwen3ForCausalLM") return Arch::Qwen3;
     if (name == "Qwen2ForCausalLM") return Arch::Qwen2;
-    // Mistral is Llama plus an optional sliding window, rejected below when it matters.
+    // Mistral is Llama plus an optional sliding window on every layer.
     if (name == "LlamaForCausalLM" || name == "MistralForCausalLM") return Arch::Llama;
-    f.fail("architectures",
-           "unsupported architecture '" + untrusted::escape(name) +
-               "' (supported: Qwen3ForCausalLM, Qwen2ForCausalLM, LlamaForCausalLM, MistralForCausalLM)");
+    // The multimodal checkpoint's text model (its config in text_config, its weights under model.language_model).
+    if (name == "Gemma3ForCausalLM" || name == "Gemma3ForConditionalGeneration") return Arch::Gemma3;
+    f.fail("architectures", "unsupported architecture '" + untrusted::escape(name) +
+                                "' (supported: Qwen3ForCausalLM, Qwen2ForCausalLM, LlamaForCausalLM, "
+                                "MistralForCausalLM, Gemma3ForCausalLM, Gemma3ForConditionalGeneration)");
 }
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -158,6 +161,8 @@ std::vector<float> llama3_factors(const Fields& f, const Fields& r, const ModelC
     return factors;
 }
 
+void parse_rope_parameters(const Fields& f, const json& rope, const Fields& r, bool type_required, ModelConfig& c);
+
 // Older files have rope_theta and rope_scaling; transformers v5 writes rope_parameters
 // {rope_type, rope_theta, ...}. As in v5, a non-null rope_scaling takes the place of
 // rope_parameters, and a rope_theta inside it wins over the top-level one. Needs head_dim and
@@ -168,15 +173,38 @@ void parse_rope(const Fields& f, const std::string& source, ModelConfig& c) {
     if (field == nullptr) return;
     const json& rope = f.at(field);
     if (!rope.is_object()) f.fail(field, "must be null or an object, got " + untrusted::escape(rope.dump()));
-    const Fields r(rope, source, std::string(field) + ".");
+    // Per layer type (transformers v5's Gemma 3): the full-attention layers' parameters are the model's; the
+    // sliding-window layers' give rope_local_theta and may not scale.
+    if (rope.contains("full_attention") || rope.contains("sliding_attention")) {
+        for (const auto& [key, value] : rope.items())
+            if ((key != "full_attention" && key != "sliding_attention") || !value.is_object())
+                f.fail(field, "per-layer-type RoPE parameters must be objects under full_attention and "
+                              "sliding_attention, got '" + untrusted::escape(key) + "'");
+        if (rope.contains("sliding_attention")) {
+            const Fields local(rope.at("sliding_attention"), source, std::string(field) + ".sliding_attention.");
+            if (local.string("rope_type").value_or("default") != "default")
+                local.fail("rope_type", "scaled RoPE on sliding-window layers is not supported");
+            c.rope_local_theta = local.number("rope_theta", kMinRopeTheta, kMaxRopeTheta, c.rope_local_theta);
+        }
+        if (!rope.contains("full_attention")) return;
+        parse_rope_parameters(f, rope.at("full_attention"), Fields(rope.at("full_attention"), source,
+                                                                    std::string(field) + ".full_attention."),
+                              false, c);
+        return;
+    }
+    parse_rope_parameters(f, rope, Fields(rope, source, std::string(field) + "."),
+                          field == std::string_view("rope_scaling"), c);
+}
+
+void parse_rope_parameters(const Fields& f, const json& rope, const Fields& r, bool type_required, ModelConfig& c) {
     // Newer files say "rope_type", older ones "type"; v4 required one of them in rope_scaling.
     std::optional<std::string> type = r.string(rope.contains("rope_type") ? "rope_type" : "type");
-    if (!type && field == std::string_view("rope_scaling")) f.fail(field, "has no rope_type, got " + untrusted::escape(rope.dump()));
+    if (!type && type_required) r.fail("rope_type", "missing, got " + untrusted::escape(rope.dump()));
     const std::string kind = type.value_or("default");
     if (kind != "default" && kind != "linear" && kind != "llama3")
-        f.fail(field, "rope type '" + untrusted::escape(kind) + "' is not supported (supported: default, linear, llama3)");
+        r.fail("rope_type", "rope type '" + untrusted::escape(kind) + "' is not supported (supported: default, linear, llama3)");
     for (const auto& [key, value] : rope.items())
-        if (value.is_object()) f.fail(field, "per-layer-type RoPE parameters ('" + untrusted::escape(key) + "') are not supported");
+        if (value.is_object()) r.fail(key, "nested RoPE parameters are not supported");
     c.rope_theta = r.number("rope_theta", kMinRopeTheta, kMaxRopeTheta, c.rope_theta);
     if (r.has("partial_rotary_factor") && r.number("partial_rotary_factor", 0.0, 2.0) != 1.0)
         r.fail("partial_rotary_factor", "partial rotary embeddings are not supported");
@@ -184,35 +212,86 @@ void parse_rope(const Fields& f, const std::string& source, ModelConfig& c) {
     if (kind == "llama3") c.rope_freq_factors = llama3_factors(f, r, c);
 }
 
-void check_unsupported_features(const Fields& f, const ModelConfig& c) {
-    if (f.has("partial_rotary_factor") && f.number("partial_rotary_factor", 0.0, 2.0) != 1.0)
-        f.fail("partial_rotary_factor", "partial rotary embeddings are not supported");
-    if (auto act = f.string("hidden_act"); act && *act != "silu")
-        f.fail("hidden_act", "activation '" + untrusted::escape(*act) + "' is not supported (supported: silu)");
-    if (f.boolean("mlp_bias", false)) f.fail("mlp_bias", "MLP biases are not supported");
-    if (c.arch == Arch::Llama) {
-        // Mistral v0.1 style: a window shorter than the context changes attention.
-        if (f.has("sliding_window") &&
-            f.integer("sliding_window", 1, std::numeric_limits<int64_t>::max()) < c.max_position_embeddings)
-            f.fail("sliding_window", "sliding-window attention is not supported");
-    } else if (f.boolean("use_sliding_window", false)) {
-        f.fail("use_sliding_window", "sliding-window attention is not supported");
-    }
+// Which layers attend through a sliding window, and how wide it is: layer_types where given; else Gemma 3's
+// sliding_window_pattern (every pattern-th layer global, default 6); else, for Mistral, every layer when there is
+// a sliding_window. Qwen's windows (use_sliding_window with max_window_layers) are refused. A window as long as
+// the context changes nothing and is dropped.
+void parse_layer_kinds(const Fields& f, ModelConfig& c) {
+    const bool qwen = c.arch == Arch::Qwen2 || c.arch == Arch::Qwen3;
+    if (qwen && f.boolean("use_sliding_window", false))
+        f.fail("use_sliding_window", "sliding-window attention is not supported for Qwen");
+    // Qwen files name a window they do not use (use_sliding_window false).
+    int64_t window = !qwen && f.has("sliding_window") ? f.integer("sliding_window", 1, kMaxPositions) : 0;
+    std::vector<uint8_t> sliding(static_cast<size_t>(c.num_hidden_layers), 0);
     if (f.has("layer_types")) {
         const json& lt = f.at("layer_types");
-        if (!lt.is_array()) f.fail("layer_types", "must be a list, got " + untrusted::escape(lt.dump()));
-        for (const json& t : lt)
-            if (t != "full_attention")
-                f.fail("layer_types", "layer type " + untrusted::escape(t.dump()) + " is not supported (supported: full_attention)");
+        if (!lt.is_array() || lt.size() != sliding.size())
+            f.fail("layer_types", "must be a list of num_hidden_layers layer types, got " + untrusted::escape(lt.dump(), 200));
+        for (size_t i = 0; i < lt.size(); ++i) {
+            if (lt[i] == "sliding_attention" && !qwen) {
+                sliding[i] = 1;
+            } else if (lt[i] != "full_attention") {
+                f.fail("layer_types", "layer type " + untrusted::escape(lt[i].dump()) + " is not supported (supported: " +
+                                          (qwen ? "full_attention)" : "full_attention, sliding_attention)"));
+            }
+        }
+    } else if (c.arch == Arch::Gemma3) {
+        const int64_t pattern = f.integer("sliding_window_pattern", 1, kMaxLayers, 6);
+        for (size_t i = 0; i < sliding.size(); ++i) sliding[i] = (i + 1) % static_cast<size_t>(pattern) != 0;
+    } else {
+        std::fill(sliding.begin(), sliding.end(), window > 0);
     }
+    const bool any = std::find(sliding.begin(), sliding.end(), 1) != sliding.end();
+    if (any && window == 0) f.fail("sliding_window", "missing, and some layers attend through a sliding window");
+    if (window >= c.max_position_embeddings) window = 0;
+    if (!any || window == 0) return;
+    c.sliding_window = static_cast<int>(window);
+    c.layer_sliding = std::move(sliding);
 }
 
-ModelConfig parse(const json& j, const std::string& source) {
-    if (!j.is_object()) throw std::runtime_error(source + ": expected a JSON object at top level");
-    const Fields f(j, source);
+// The activation of the MLP's gate: hidden_activation (Gemma) or hidden_act.
+Activation parse_activation(const Fields& f, const ModelConfig& c) {
+    const bool gemma = c.arch == Arch::Gemma3;
+    const char* field = f.has("hidden_activation") ? "hidden_activation" : "hidden_act";
+    const std::string act = f.string(field).value_or(gemma ? "gelu_pytorch_tanh" : "silu");
+    if (act == "silu") return Activation::Silu;
+    if (gemma && act == "gelu_pytorch_tanh") return Activation::GeluTanh;
+    f.fail(field, "activation '" + untrusted::escape(act) + "' is not supported (supported: silu" +
+                      (gemma ? ", gelu_pytorch_tanh)" : ")"));
+}
+
+// Gemma 3's own fields; before parse_rope, whose per-layer-type parameters may set rope_local_theta again.
+void parse_gemma3(const Fields& f, ModelConfig& c) {
+    c.qk_norm = true;
+    c.sandwich_norms = true;
+    c.norm_weight_offset = 1.0f;
+    c.embed_scale = static_cast<float>(std::sqrt(static_cast<double>(c.hidden_size)));
+    c.query_pre_attn_scalar = f.number("query_pre_attn_scalar", 0.0, 1e9, 256.0);
+    c.rope_local_theta = f.number("rope_local_base_freq", kMinRopeTheta, kMaxRopeTheta, 10000.0);
+    for (const char* field : {"final_logit_softcapping", "attn_logit_softcapping"})
+        if (f.has(field)) f.fail(field, "logit soft-capping is not supported");
+    if (f.boolean("use_bidirectional_attention", false))
+        f.fail("use_bidirectional_attention", "bidirectional attention is not supported");
+}
+
+void check_unsupported_features(const Fields& f) {
+    if (f.has("partial_rotary_factor") && f.number("partial_rotary_factor", 0.0, 2.0) != 1.0)
+        f.fail("partial_rotary_factor", "partial rotary embeddings are not supported");
+    if (f.boolean("mlp_bias", false)) f.fail("mlp_bias", "MLP biases are not supported");
+}
+
+ModelConfig parse(const json& top, const std::string& source) {
+    if (!top.is_object()) throw std::runtime_error(source + ": expected a JSON object at top level");
     ModelConfig c;
-    c.arch = parse_arch(f);
-    c.architecture = j.at("architectures")[0].get<std::string>();
+    c.arch = parse_arch(Fields(top, source));
+    c.architecture = top.at("architectures")[0].get<std::string>();
+    // A multimodal Gemma 3 keeps its text model's configuration in text_config.
+    const bool multimodal = c.architecture == "Gemma3ForConditionalGeneration";
+    if (multimodal && !(top.contains("text_config") && top.at("text_config").is_object()))
+        Fields(top, source).fail("text_config", "must be an object");
+    const json& j = multimodal ? top.at("text_config") : top;
+    const Fields f(j, source, multimodal ? "text_config." : "");
+    if (multimodal) c.weight_prefix = "model.language_model.";
 
     c.hidden_size = static_cast<int>(f.integer("hidden_size", 1, kMaxHidden));
     c.intermediate_size = static_cast<int>(f.integer("intermediate_size", 1, kMaxIntermediate));
@@ -225,8 +304,8 @@ ModelConfig parse(const json& j, const std::string& source) {
                                           std::to_string(c.num_attention_heads));
     if (f.has("head_dim")) {
         c.head_dim = static_cast<int>(f.integer("head_dim", 1, kMaxHeadDim));
-    } else if (c.arch == Arch::Qwen3) {
-        c.head_dim = 128;  // Qwen3Config's default, which is not hidden/heads
+    } else if (c.arch == Arch::Qwen3 || c.arch == Arch::Gemma3) {
+        c.head_dim = c.arch == Arch::Qwen3 ? 128 : 256;  // their config classes' defaults, which are not hidden/heads
     } else {
         if (c.hidden_size % c.num_attention_heads != 0)
             f.fail("num_attention_heads", std::to_string(c.num_attention_heads) +
@@ -241,11 +320,15 @@ ModelConfig parse(const json& j, const std::string& source) {
     c.rms_norm_eps = static_cast<float>(f.number("rms_norm_eps", 0.0, 1.0));
     c.vocab_size = static_cast<int>(f.integer("vocab_size", 1, kMaxVocab));
     c.max_position_embeddings = static_cast<int>(f.integer("max_position_embeddings", 1, kMaxPositions));
+    if (c.arch == Arch::Gemma3) parse_gemma3(f, c);
     parse_rope(f, source, c);
-    c.tie_word_embeddings = f.boolean("tie_word_embeddings", false);
+    // Gemma ties its head unless told otherwise (a multimodal checkpoint says so at the top level).
+    c.tie_word_embeddings = Fields(multimodal ? top : j, source).boolean("tie_word_embeddings", c.arch == Arch::Gemma3);
     // HF's Qwen2 gives q/k/v a bias whatever the config says.
     c.attention_bias = f.boolean("attention_bias", false) || c.arch == Arch::Qwen2;
-    c.qk_norm = c.arch == Arch::Qwen3;
+    c.qk_norm = c.qk_norm || c.arch == Arch::Qwen3;
+    c.hidden_act = parse_activation(f, c);
+    parse_layer_kinds(f, c);
 
     if (f.has("bos_token_id")) c.bos_token_id = static_cast<int>(f.integer("bos_token_id", 0, c.vocab_size - 1));
     if (f.has("eos_token_id")) {
@@ -265,7 +348,7 @@ ModelConfig parse(const json& j, const std::string& source) {
         c.torch_dtype = *dt;
     }
 
-    check_unsupported_features(f, c);
+    check_unsupported_features(f);
     return c;
 }
 
@@ -324,7 +407,49 @@ void read_gguf_rope_scaling(const GgufFile& g, const std::string& p, ModelConfig
     }
 }
 
+// Gemma 3 as llama.cpp reads it: norms stored as 1 + w; every pattern-th layer global (sliding_window_pattern,
+// default 6; a per-layer list of bools too); local layers rope with rope.freq_base_swa (default 10000); the query
+// scale 1/sqrt(head_dim), 1/sqrt(hidden/heads) for the 62-layer 27B model; the MLP's GELU from ggml's f16 table,
+// llama.cpp's numbers.
+void read_gguf_gemma3(const GgufFile& g, const std::string& p, ModelConfig& c) {
+    c.qk_norm = true;
+    c.sandwich_norms = true;
+    c.embed_scale = std::sqrt(static_cast<float>(c.hidden_size));
+    c.hidden_act = Activation::GeluTanhF16;
+    c.query_pre_attn_scalar = c.num_hidden_layers == 62 ? c.hidden_size / c.num_attention_heads : c.head_dim;
+    c.rope_local_theta = in_open_range(g, p + "rope.freq_base_swa", g.opt_f32(p + "rope.freq_base_swa").value_or(10000.0f),
+                                       kMinRopeTheta, kMaxRopeTheta);
+    if (const auto cap = g.opt_f32(p + "final_logit_softcapping"); cap && *cap != 0.0f)
+        throw std::runtime_error(g.path() + ": final_logit_softcapping is not supported");
+    const int64_t window = g.opt_int<int64_t>(p + "attention.sliding_window").value_or(0);
+    if (window < 0 || window > kMaxPositions)
+        throw std::runtime_error(g.path() + ": metadata '" + p + "attention.sliding_window' is out of range");
+    if (window == 0 || window >= c.max_position_embeddings) return;
+    std::vector<uint8_t> sliding(static_cast<size_t>(c.num_hidden_layers));
+    const std::string key = p + "attention.sliding_window_pattern";
+    const GgufValue* v = g.find(key);
+    if (v != nullptr && v->type == GgufType::Array) {
+        const std::vector<GgufValue> flags = v->elements();
+        if (v->elem_type != GgufType::Bool || flags.size() != sliding.size())
+            throw std::runtime_error(g.path() + ": metadata '" + key + "' must be one bool per layer");
+        for (size_t i = 0; i < flags.size(); ++i) sliding[i] = flags[i].data[0] != 0;
+    } else {
+        const int64_t pattern = g.opt_int<int64_t>(key).value_or(6);
+        if (pattern < 0 || pattern > kMaxLayers)
+            throw std::runtime_error(g.path() + ": metadata '" + key + "' is out of range");
+        for (size_t i = 0; i < sliding.size(); ++i)
+            sliding[i] = pattern == 0 || i % static_cast<size_t>(pattern) < static_cast<size_t>(pattern - 1);
+    }
+    c.sliding_window = static_cast<int>(window);
+    c.layer_sliding = std::move(sliding);
+}
+
 }  // namespace
+
+float ModelConfig::attention_scale() const {
+    const double scalar = query_pre_attn_scalar > 0.0 ? query_pre_attn_scalar : head_dim;
+    return 1.0f / std::sqrt(static_cast<float>(scalar));
+}
 
 std::vector<float> ModelConfig::rope_factors() const {
     if (rope_linear_factor == 1.0 && rope_freq_factors.empty()) return {};
@@ -343,9 +468,11 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
         c.arch = Arch::Qwen2;
     } else if (arch == "qwen3") {
         c.arch = Arch::Qwen3;
+    } else if (arch == "gemma3") {
+        c.arch = Arch::Gemma3;
     } else {
         throw std::runtime_error(g.path() + ": general.architecture '" + untrusted::escape(arch) +
-                                 "' is not supported (supported: llama, qwen2, qwen3)");
+                                 "' is not supported (supported: llama, qwen2, qwen3, gemma3)");
     }
     c.architecture = arch;
     const std::string p = arch + ".";
@@ -394,6 +521,7 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
     c.tie_word_embeddings = g.find_tensor("output.weight") == nullptr;
     c.attention_bias = g.find_tensor("blk.0.attn_q.bias") != nullptr;
     c.qk_norm = c.arch == Arch::Qwen3;
+    if (c.arch == Arch::Gemma3) read_gguf_gemma3(g, p, c);
     if (auto bos = g.opt_int<int64_t>("tokenizer.ggml.bos_token_id"); bos && *bos >= 0 && *bos < c.vocab_size)
         c.bos_token_id = static_cast<int>(*bos);
     if (auto eos = g.opt_int<int64_t>("tokenizer.ggml.eos_token_id"); eos && *eos >= 0 && *eos < c.vocab_size)

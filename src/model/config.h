@@ -1,4 +1,4 @@
-// Model hyper-parameters, read from a Hugging Face config.json.
+// Model hyper-parameters, read from a Hugging Face config.json or a GGUF file's metadata.
 #pragma once
 
 #include <optional>
@@ -6,11 +6,13 @@
 #include <string_view>
 #include <vector>
 
+#include "runtime/backend.h"
+
 namespace tracelm {
 
 class GgufFile;
 
-enum class Arch { Qwen3, Qwen2, Llama };
+enum class Arch { Qwen3, Qwen2, Llama, Gemma3 };
 
 std::string_view arch_name(Arch a);
 
@@ -35,12 +37,32 @@ struct ModelConfig {
     int max_position_embeddings = 0;
     bool tie_word_embeddings = false;
     bool attention_bias = false;  // q/k/v projections carry a bias
-    bool qk_norm = false;         // per-head RMSNorm on q and k (Qwen3)
+    bool qk_norm = false;         // per-head RMSNorm on q and k (Qwen3, Gemma 3)
+    // Gemma 3: local layers attend to the last sliding_window positions only and rope with rope_local_theta (no
+    // scaling); norms after attention and after the MLP too (sandwich_norms); RMSNorm weights w stored as Hugging
+    // Face does, applied as (1 + w) (norm_weight_offset 1; GGUF files store 1 + w); embeddings scaled by embed_scale;
+    // a GELU-gated MLP; attention scale query_pre_attn_scalar^-0.5.
+    int sliding_window = 0;
+    std::vector<uint8_t> layer_sliding;  // per layer: 1 for a sliding-window layer (empty: none)
+    double rope_local_theta = 10000.0;
+    bool sandwich_norms = false;
+    float norm_weight_offset = 0.0f;
+    float embed_scale = 1.0f;
+    Activation hidden_act = Activation::Silu;
+    double query_pre_attn_scalar = 0.0;  // 0: head_dim
+    // Hugging Face tensor names start with this instead of "model." (the text model of a multimodal checkpoint).
+    std::string weight_prefix = "model.";
     std::optional<int> bos_token_id;
     std::vector<int> eos_token_ids;
     std::string torch_dtype;  // "torch_dtype" or, in newer files, "dtype"; empty if absent
 
     int q_dim() const { return num_attention_heads * head_dim; }
+    bool is_sliding(int layer) const {
+        return static_cast<size_t>(layer) < layer_sliding.size() && layer_sliding[static_cast<size_t>(layer)] != 0;
+    }
+    // The window of a layer's attention (0: the whole context).
+    int attention_window(int layer) const { return is_sliding(layer) ? sliding_window : 0; }
+    float attention_scale() const;
     int kv_dim() const { return num_key_value_heads * head_dim; }
     // The divisors of the inverse frequencies the backends apply (RopeSpec::factors): both kinds of scaling
     // combined, or empty when there is none.
@@ -49,7 +71,7 @@ struct ModelConfig {
     // Both throw std::runtime_error naming the source and the offending field.
     static ModelConfig from_file(const std::string& path);
     static ModelConfig from_json_text(const std::string& text, const std::string& source = "config.json");
-    // From the metadata of a GGUF file (general.architecture llama, qwen2 or qwen3; the tensors tell
+    // From the metadata of a GGUF file (general.architecture llama, qwen2, qwen3 or gemma3; the tensors tell
     // whether the head is tied and whether q/k/v carry biases).
     static ModelConfig from_gguf(const GgufFile& file);
 };

@@ -1,7 +1,5 @@
 #include "model/decoder.h"
 
-#include <cmath>
-
 namespace tracelm {
 
 Tensor Decoder::activation(const std::string& name, int64_t rows, int64_t cols) {
@@ -37,15 +35,16 @@ void Decoder::forward(const StepInputs& in, int T, bool with_logits) {
     const ModelWeights& w = model_.weights();
     const int H = c.num_attention_heads, KV = c.num_key_value_heads, hd = c.head_dim;
     const float eps = static_cast<float>(c.rms_norm_eps);
-    const RopeSpec rope = model_.rope();
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    // Gemma scales q before attention, as llama.cpp does (the f16 rounding of q tells the two orders apart).
+    const float q_scale = c.arch == Arch::Gemma3 ? c.attention_scale() : 1.0f;
+    const float scale = c.arch == Arch::Gemma3 ? 1.0f : c.attention_scale();
     const int S = in.meta.num_seqs;
 
     const Tensor x = x_.slice_rows(0, T), h = h_.slice_rows(0, T), q = q_.slice_rows(0, T), k = k_.slice_rows(0, T),
                  v = v_.slice_rows(0, T), attn = attn_.slice_rows(0, T), proj = proj_.slice_rows(0, T),
                  gate = gate_.slice_rows(0, T), up = up_.slice_rows(0, T);
 
-    backend_.embedding(in.token_ids, w.embed, x);
+    backend_.embedding(in.token_ids, w.embed, c.embed_scale, x);
     backend_.rms_norm(x, w.layers.front().input_norm, eps, h);
     for (size_t l = 0; l < w.layers.size(); ++l) {
         const LayerWeights& L = w.layers[l];
@@ -56,13 +55,18 @@ void Decoder::forward(const StepInputs& in, int T, bool with_logits) {
                                  {&L.v_proj, L.v_bias ? &*L.v_bias : nullptr, v}};
         backend_.matmuls(h, qkv);
         backend_.qk_norm_rope_kv_write({q, k, v, L.q_norm ? &*L.q_norm : nullptr, L.k_norm ? &*L.k_norm : nullptr, eps,
-                                        in.positions, rope, in.slot_mapping, kv_.k(layer), kv_.v(layer), H, KV, hd});
-        backend_.attention(q, kv_.k(layer), kv_.v(layer), in.meta, H, KV, hd, scale, attn);
+                                        in.positions, model_.rope(layer), in.slot_mapping, kv_.k(layer), kv_.v(layer),
+                                        H, KV, hd, q_scale});
+        AttentionMeta meta = in.meta;
+        meta.window = c.attention_window(layer);
+        backend_.attention(q, kv_.k(layer), kv_.v(layer), meta, H, KV, hd, scale, attn);
         backend_.matmul(attn, L.o_proj, L.o_bias ? &*L.o_bias : nullptr, proj);
+        if (L.attn_out_norm) backend_.rms_norm(proj, *L.attn_out_norm, eps, proj);
         backend_.add_rms_norm(x, proj, L.post_norm, eps, h);
         const MatmulOut gate_up[] = {{&L.gate_proj, nullptr, gate}, {&L.up_proj, nullptr, up}};
         backend_.matmuls(h, gate_up);
-        backend_.silu_mul_matmul(gate, up, L.down_proj, proj);
+        backend_.glu_matmul(gate, up, c.hidden_act, L.down_proj, proj);
+        if (L.mlp_out_norm) backend_.rms_norm(proj, *L.mlp_out_norm, eps, proj);
         if (l + 1 < w.layers.size()) {
             backend_.add_rms_norm(x, proj, w.layers[l + 1].input_norm, eps, h);
         } else {

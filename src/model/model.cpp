@@ -39,18 +39,28 @@ void release_file_pages(const void* p, size_t n) {
 
 std::optional<Model::Stored> Model::find(const std::string& name) const {
     if (checkpoint_) {
-        const TensorInfo* t = checkpoint_->find(name);
-        if (!t) return std::nullopt;
-        return Stored{t->dtype, t->shape, t->data, t->bytes};
+        // A multimodal checkpoint keeps its text model under another prefix (transformers v5's; older files put it
+        // under language_model.model.).
+        const std::string prefix = "model.";
+        std::vector<std::string> names = {name};
+        if (config_.weight_prefix != prefix && name.rfind(prefix, 0) == 0)
+            names = {config_.weight_prefix + name.substr(prefix.size()), "language_model." + name};
+        for (const std::string& n : names)
+            if (const TensorInfo* t = checkpoint_->find(n)) return Stored{t->dtype, t->shape, t->data, t->bytes};
+        return std::nullopt;
     }
-    const GgufTensor* t = gguf_->find_tensor(gguf_tensor_name(name));
+    const GgufTensor* t = gguf_->find_tensor(gguf_tensor_name(name, config_.sandwich_norms));
     if (!t) return std::nullopt;
     // ggml lists dimensions innermost first.
     return Stored{t->require_dtype(), std::vector<int64_t>(t->dims.rbegin(), t->dims.rend()), t->data, t->bytes};
 }
 
+Tensor Model::bind_norm(Backend& backend, const std::string& name, int64_t cols) {
+    return bind(backend, name, 1, cols, config_.norm_weight_offset != 0.0f, 0, false, config_.norm_weight_offset);
+}
+
 Tensor Model::bind(Backend& backend, const std::string& name, int64_t rows, int64_t cols, bool as_f32, int heads,
-                   bool matrix) {
+                   bool matrix, float add) {
     const std::optional<Stored> info = find(name);
     if (!info) throw std::runtime_error("missing tensor '" + name + "' in " + path_);
     const bool vector = rows == 1;
@@ -91,11 +101,17 @@ Tensor Model::bind(Backend& backend, const std::string& name, int64_t rows, int6
         converted = std::move(out);
         data = converted.data();
     }
-    if (as_f32 && dt != DType::F32) {
+    if (as_f32 && (dt != DType::F32 || add != 0.0f)) {
         std::vector<unsigned char> f(static_cast<size_t>(rows * cols) * sizeof(float));
         const auto* src = static_cast<const uint16_t*>(data);
         for (int64_t i = 0; i < rows * cols; ++i) {
-            const float v = dt == DType::BF16 ? bf16_to_f32(src[i]) : f16_to_f32(src[i]);
+            float v = 0.0f;
+            if (dt == DType::F32) {
+                std::memcpy(&v, static_cast<const unsigned char*>(data) + static_cast<size_t>(i) * sizeof(float), sizeof(float));
+            } else {
+                v = dt == DType::BF16 ? bf16_to_f32(src[i]) : f16_to_f32(src[i]);
+            }
+            v += add;  // Gemma's norm weight, 1 + w in f32 as transformers computes it
             std::memcpy(f.data() + static_cast<size_t>(i) * sizeof(float), &v, sizeof(float));
         }
         converted = std::move(f);
@@ -176,7 +192,7 @@ void Model::bind_all(Backend& backend, const std::function<void(size_t, size_t)>
     ModelWeights& w = weights_;
     // Repacked too: a tied head multiplies by it every step, and a lookup reads one row either way.
     w.embed = bind(backend, "model.embed_tokens.weight", cfg.vocab_size, H, false, 0, true);
-    w.final_norm = bind(backend, "model.norm.weight", 1, H, false);
+    w.final_norm = bind_norm(backend, "model.norm.weight", H);
     const bool has_head = find("lm_head.weight").has_value();
     if (!cfg.tie_word_embeddings && !has_head) {
         throw std::runtime_error("missing tensor 'lm_head.weight' in " + path_ + " (tie_word_embeddings is false)");
@@ -186,8 +202,14 @@ void Model::bind_all(Backend& backend, const std::function<void(size_t, size_t)>
     for (int l = 0; l < cfg.num_hidden_layers; ++l) {
         const std::string p = "model.layers." + std::to_string(l) + ".";
         LayerWeights L;
-        L.input_norm = bind(backend, p + "input_layernorm.weight", 1, H, false);
-        L.post_norm = bind(backend, p + "post_attention_layernorm.weight", 1, H, false);
+        L.input_norm = bind_norm(backend, p + "input_layernorm.weight", H);
+        if (cfg.sandwich_norms) {
+            L.attn_out_norm = bind_norm(backend, p + "post_attention_layernorm.weight", H);
+            L.post_norm = bind_norm(backend, p + "pre_feedforward_layernorm.weight", H);
+            L.mlp_out_norm = bind_norm(backend, p + "post_feedforward_layernorm.weight", H);
+        } else {
+            L.post_norm = bind_norm(backend, p + "post_attention_layernorm.weight", H);
+        }
         L.q_proj = bind(backend, p + "self_attn.q_proj.weight", q_dim, H, false, q_heads, true);
         L.k_proj = bind(backend, p + "self_attn.k_proj.weight", kv_dim, H, false, k_heads, true);
         L.v_proj = bind(backend, p + "self_attn.v_proj.weight", kv_dim, H, false, 0, true);
@@ -201,8 +223,8 @@ void Model::bind_all(Backend& backend, const std::function<void(size_t, size_t)>
                 L.o_bias = bind(backend, p + "self_attn.o_proj.bias", 1, H, true);
         }
         if (cfg.qk_norm) {
-            L.q_norm = bind(backend, p + "self_attn.q_norm.weight", 1, hd, false);
-            L.k_norm = bind(backend, p + "self_attn.k_norm.weight", 1, hd, false);
+            L.q_norm = bind_norm(backend, p + "self_attn.q_norm.weight", hd);
+            L.k_norm = bind_norm(backend, p + "self_attn.k_norm.weight", hd);
         }
         L.gate_proj = bind(backend, p + "mlp.gate_proj.weight", I, H, false, 0, true);
         L.up_proj = bind(backend, p + "mlp.up_proj.weight", I, H, false, 0, true);

@@ -1,4 +1,4 @@
-// A dense decoder-only transformer (Qwen3, Qwen2, Llama family) bound to a backend: configuration
+// A dense decoder-only transformer (Qwen3, Qwen2, Llama family, Gemma 3) bound to a backend: configuration
 // plus every weight as a device tensor.
 #pragma once
 
@@ -17,11 +17,12 @@
 namespace tracelm {
 
 struct LayerWeights {
-    Tensor input_norm, post_norm;
+    Tensor input_norm, post_norm;  // the attention's and the MLP's input norms
     Tensor q_proj, k_proj, v_proj, o_proj;
     std::optional<Tensor> q_bias, k_bias, v_bias;  // f32 (Qwen2; any model with attention_bias)
     std::optional<Tensor> o_bias;                  // f32 (attention_bias outside Qwen2)
-    std::optional<Tensor> q_norm, k_norm;          // per-head RMSNorm weights (Qwen3)
+    std::optional<Tensor> q_norm, k_norm;          // per-head RMSNorm weights (Qwen3, Gemma 3)
+    std::optional<Tensor> attn_out_norm, mlp_out_norm;  // norms of the attention's and the MLP's outputs (Gemma 3)
     Tensor gate_proj, up_proj, down_proj;
 };
 
@@ -64,8 +65,12 @@ class Model {
     // Bytes of weights one decode token reads (every matrix once; a tied head counted once).
     size_t decode_weight_bytes() const { return decode_weight_bytes_; }
     DType weight_dtype() const { return weights_.layers.at(0).q_proj.dtype; }
-    // The RoPE frequencies every layer uses (theta and the scaling factors, computed once at load).
-    RopeSpec rope() const { return {static_cast<float>(config_.rope_theta), rope_factors_}; }
+    // The RoPE frequencies of a layer (theta and the scaling factors, computed once at load); Gemma's sliding-window
+    // layers have their own base and no scaling.
+    RopeSpec rope(int layer) const {
+        if (config_.is_sliding(layer) && config_.arch == Arch::Gemma3) return {static_cast<float>(config_.rope_local_theta), {}};
+        return {static_cast<float>(config_.rope_theta), rope_factors_};
+    }
 
    private:
     // A weight as stored in the file: shape outermost first ([rows, cols] or [n]).
@@ -82,7 +87,9 @@ class Model {
     // each of `heads` row groups from GGUF's interleaved-RoPE order back to the NeoX order.
     // matrix: a matmul weight or embedding table, which the fast numerics repack.
     Tensor bind(Backend& backend, const std::string& name, int64_t rows, int64_t cols, bool as_f32, int heads = 0,
-                bool matrix = false);
+                bool matrix = false, float add = 0.0f);
+    // An RMSNorm weight as the norm applies it: plus the config's norm_weight_offset (Gemma's 1 + w), in f32 then.
+    Tensor bind_norm(Backend& backend, const std::string& name, int64_t cols);
     void bind_all(Backend& backend, const std::function<void(size_t, size_t)>& progress);
 
     std::string path_;

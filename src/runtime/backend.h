@@ -43,7 +43,20 @@ struct AttentionMeta {
     // Whether llama.cpp's q/k heads are ordered as pairs (i, i + head_dim/2) of tracelm's, interleaved (the
     // llama architecture, whose GGUF rows tracelm un-permutes). An f16 cache sums q.k in llama.cpp's order.
     bool interleaved_pairs = false;
+    // Sliding-window attention: a query at position p sees only positions (p - window, p] (0: every earlier one).
+    int window = 0;
 };
+
+// The activation of a gated MLP: out = act(gate) * up.
+enum class Activation : uint8_t {
+    Silu,
+    // GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), in f32.
+    GeluTanh,
+    // GELU as ggml's CPU backend evaluates it (llama.cpp's numbers): x rounded to f16 looks up an f16 table of the
+    // f32 formula; 0 for x <= -10 and x for x >= 10.
+    GeluTanhF16,
+};
+const char* activation_name(Activation a);
 
 // Decode-step state that the graph advances on the device (all i32 device tensors, one entry per
 // sequence unless said otherwise).
@@ -76,6 +89,9 @@ struct QkvPrologue {
     Tensor slot_mapping;                // [1, T] i32
     Tensor k_cache, v_cache;            // [slots, kv_heads*head_dim]
     int heads = 0, kv_heads = 0, head_dim = 0;
+    // q *= q_scale after its RoPE: Gemma scales queries before attention (llama.cpp's order; the attention op then
+    // scales by 1), which an f16 cache's rounding of q tells apart from scaling the scores.
+    float q_scale = 1.0f;
 };
 
 // Scratch of dsa_topk for up to max_rows rows of max_keys keys, made once (outside capture) by
@@ -148,8 +164,8 @@ class Backend {
     // ---- device ops (allowed everywhere; recorded when capturing) ----
     // out[r,:] = src[r,:] (same shape, dtype); also used to seed device state.
     void copy(const Tensor& dst, const Tensor& src);
-    // out[t,:] = table[ids[t],:] as f32; ids outside [0, rows) give a zero row.
-    void embedding(const Tensor& ids, const Tensor& table, const Tensor& out);
+    // out[t,:] = table[ids[t],:] * scale as f32; ids outside [0, rows) give a zero row.
+    void embedding(const Tensor& ids, const Tensor& table, float scale, const Tensor& out);
     // out[r,:] = x[r,:] / sqrt(mean(x[r,:]^2) + eps) * w (w: f32/bf16/f16 of length cols).
     void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out);
     // out[t,n] = sum_k x[t,k] * w[n,k] (+ bias[n]); w is [N,K] in f32/bf16/f16, bias may be null.
@@ -161,27 +177,27 @@ class Backend {
     void kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
                   const Tensor& v_cache);
     // Causal paged attention. q/out [T, heads*head_dim]. Query i of a sequence with q_len new tokens
-    // and seq_len cached tokens sees keys [0, seq_len - q_len + i], those whose block is assigned (a query that
-    // sees none gives zeros). With f16 caches the CPU backend computes what
+    // and seq_len cached tokens sees keys [0, seq_len - q_len + i] (with meta.window, only the last window of them),
+    // those whose block is assigned (a query that sees none gives zeros). With f16 caches the CPU backend computes what
     // llama.cpp's CPU backend does (q and the probabilities rounded to f16, its dot orders and softmax).
     void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta,
                    int heads, int kv_heads, int head_dim, float scale, const Tensor& out);
     void add(const Tensor& a, const Tensor& b, const Tensor& out);
-    // out = silu(gate) * up
-    void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out);
+    // out = act(gate) * up
+    void glu(const Tensor& gate, const Tensor& up, Activation act, const Tensor& out);
     // ---- fused ops (each equals the composition of the ops above it names, and removes launches / barriers) ----
     // x += delta, then out = rms_norm(x, w): a residual add fused with the norm that follows it.
     void add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w, float eps, const Tensor& out);
     // The attention prologue of one layer: per-head rms_norm of p.q and p.k (when p.q_norm / p.k_norm are given),
-    // rope_neox of both, then kv_write of k and v.
+    // rope_neox of both, q times p.q_scale, then kv_write of k and v.
     void qk_norm_rope_kv_write(const QkvPrologue& p);
     // Several matmuls of one input, outs[i].out = x . outs[i].w^T (+ outs[i].bias): the q/k/v and gate/up
     // projections, in one launch where the backend can. At most kMaxMatmuls outputs.
     static constexpr size_t kMaxMatmuls = 3;
     void matmuls(const Tensor& x, std::span<const MatmulOut> outs);
-    // out = silu_mul(gate, up) . w^T (as matmul, no bias): the down projection with its input fused. gate and up
+    // out = glu(gate, up, act) . w^T (as matmul, no bias): the down projection with its input fused. gate and up
     // are consumed: afterwards their contents are unspecified (a backend may use them as scratch).
-    void silu_mul_matmul(const Tensor& gate, const Tensor& up, const Tensor& w, const Tensor& out);
+    void glu_matmul(const Tensor& gate, const Tensor& up, Activation act, const Tensor& w, const Tensor& out);
 
     // out[s,:] = x[query_start_loc[s+1]-1, :]: the last token of each sequence (a zero row where that is not a row of x).
     void gather_last(const Tensor& x, const Tensor& query_start_loc, const Tensor& out);
@@ -215,7 +231,7 @@ class Backend {
    protected:
     // The ops as each backend runs them, after the public entry points above checked their arguments.
     virtual void do_copy(const Tensor& dst, const Tensor& src) = 0;
-    virtual void do_embedding(const Tensor& ids, const Tensor& table, const Tensor& out) = 0;
+    virtual void do_embedding(const Tensor& ids, const Tensor& table, float scale, const Tensor& out) = 0;
     virtual void do_rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) = 0;
     virtual void do_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) = 0;
     virtual void do_rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim,
@@ -225,12 +241,13 @@ class Backend {
     virtual void do_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta,
                               int heads, int kv_heads, int head_dim, float scale, const Tensor& out) = 0;
     virtual void do_add(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
-    virtual void do_silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) = 0;
+    virtual void do_glu(const Tensor& gate, const Tensor& up, Activation act, const Tensor& out) = 0;
     virtual void do_add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w, float eps,
                                  const Tensor& out) = 0;
     virtual void do_qk_norm_rope_kv_write(const QkvPrologue& p) = 0;
     virtual void do_matmuls(const Tensor& x, std::span<const MatmulOut> outs) = 0;
-    virtual void do_silu_mul_matmul(const Tensor& gate, const Tensor& up, const Tensor& w, const Tensor& out) = 0;
+    virtual void do_glu_matmul(const Tensor& gate, const Tensor& up, Activation act, const Tensor& w,
+                               const Tensor& out) = 0;
     virtual void do_gather_last(const Tensor& x, const Tensor& query_start_loc, const Tensor& out) = 0;
     virtual void do_argmax(const Tensor& logits, const Tensor& ids) = 0;
     virtual void do_sample(const Tensor& logits, const SamplingIo& io, const Tensor& ids) = 0;

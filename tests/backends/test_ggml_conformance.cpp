@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -92,7 +93,7 @@ TEST_F(GgmlConformance, TracelmEmbeddingQ8_0MatchesGetRows) {
         std::vector<int32_t> ids(static_cast<size_t>(e.T));
         for (int64_t t = 0; t < e.T; ++t) ids[static_cast<size_t>(t)] = static_cast<int32_t>(t);
         const Tensor out = f32("out", e.T, kHidden, std::vector<float>(static_cast<size_t>(e.T * kHidden)));
-        be.embedding(i32("ids", 1, e.T, ids), table, out);
+        be.embedding(i32("ids", 1, e.T, ids), table, 1.0f, out);
         EXPECT_BITWISE(get<float>(out), cap(e.p + "embd"), e.p + "embd");
     }
 }
@@ -149,7 +150,7 @@ TEST_F(GgmlConformance, TracelmSiluMulMatchesSwiglu) {
             const auto g = cap(q + "ffn_gate"), u = cap(q + "ffn_up"), want = cap(q + "ffn_swiglu");
             const int64_t cols = fixture().get(q + "ffn_gate").shape.back();
             const Tensor out = f32("out", e.T, cols, g);
-            be.silu_mul(f32("g", e.T, cols, g), f32("u", e.T, cols, u), out);
+            be.glu(f32("g", e.T, cols, g), f32("u", e.T, cols, u), Activation::Silu, out);
             EXPECT_BITWISE(get<float>(out), want, q + "ffn_swiglu");
             for (const cpu::Isa isa : runnable_isas()) {
                 std::vector<float> y(g.size());
@@ -182,6 +183,33 @@ TEST(GgmlConformanceKernels, SiluMulMatchesSwigluEverywhere) {
         cpu::kernels_for(isa).silu_mul(g.data(), u.data(), y.data(), n, n / 8 * 8);
         EXPECT_BITWISE(y, want, std::string("silu_mul (") + cpu::isa_name(isa) + ")");
     }
+}
+
+// GEGLU (Gemma's MLP): the f16-table GELU looks every gate in (-10, 10) up in a table equal to ggml's own
+// ggml_table_gelu_f16 (read from llama.cpp's library by scripts/make_ggml_dot_fixtures.py), cuts off beyond, and
+// multiplies by up once.
+TEST(GgmlConformanceKernels, GeluF16TableIsGgmls) {
+    std::ifstream f(testing::repo_path("testdata/quant/ggml_gelu_f16_table.bin"), std::ios::binary);
+    std::vector<uint16_t> table(65536);
+    ASSERT_TRUE(f.read(reinterpret_cast<char*>(table.data()), static_cast<std::streamsize>(table.size() * 2)));
+    std::vector<float> gate, up;
+    for (uint32_t h = 0; h < 65536; ++h) {
+        const float x = f16_to_f32(static_cast<uint16_t>(h));
+        if (!(x > -10.0f && x < 10.0f)) continue;
+        gate.push_back(x);
+        up.push_back(h % 3 == 0 ? 1.0f : -0.75f);
+    }
+    for (const float x : {-10.0f, -1e4f, 10.0f, 300.0f}) {
+        gate.push_back(x);
+        up.push_back(0.5f);
+    }
+    std::vector<float> got(gate.size()), want(gate.size());
+    cpu::gelu_mul(gate.data(), up.data(), got.data(), true, 0, static_cast<int64_t>(gate.size()));
+    for (size_t i = 0; i < gate.size(); ++i) {
+        const float x = gate[i];
+        want[i] = x <= -10.0f ? 0.0f : x >= 10.0f ? x * up[i] : f16_to_f32(table[f32_to_f16(x)]) * up[i];
+    }
+    EXPECT_BITWISE(got, want, "gelu f16 table");
 }
 
 // ROPE of q and k (mode 0 on GGUF's rows = NeoX on tracelm's), through the backend and through each Isa's rotation.

@@ -590,7 +590,7 @@ TEST_F(QuantBackend, EmbeddingDequantizesRowsOfAQuantizedTable) {
     const Weights table = make_weights(load_fixture(DType::Q8_0), 12);
     const Tensor tab = weights("tok_embd", table);
     const Tensor out = f32("emb", 4, table.K, std::vector<float>(4 * table.K, 1.0f));
-    be.embedding(i32("ids", 1, 4, {5, 0, 11, 12}), tab, out);
+    be.embedding(i32("ids", 1, 4, {5, 0, 11, 12}), tab, 1.0f, out);
     const auto got = get<float>(out);
     for (int64_t t = 0; t < 3; ++t) {
         const int64_t id = std::vector<int64_t>{5, 0, 11}[t];
@@ -618,8 +618,8 @@ TEST_F(QuantBackend, EmbeddingOfARepackedTableEqualsTheGgmlTable) {
         const Tensor ids = i32("ids", 1, 5, {0, 17, 31, 32, 36});
         const Tensor a = f32("a", 5, packed.K, std::vector<float>(5 * packed.K)),
                      b = f32("b", 5, packed.K, std::vector<float>(5 * packed.K));
-        be.embedding(ids, weights("packed", packed), a);
-        be.embedding(ids, weights("ggml", ggml), b);
+        be.embedding(ids, weights("packed", packed), 1.0f, a);
+        be.embedding(ids, weights("ggml", ggml), 1.0f, b);
         EXPECT_TRUE(same_bits(get<float>(a), get<float>(b)));
     }
 }
@@ -639,7 +639,7 @@ TEST_F(QuantBackend, CapturedQuantizedMatmulEqualsEagerWithoutAllocating) {
     const Tensor y1 = f32("y1", 3, 45, std::vector<float>(3 * 45)), y2 = f32("y2", 3, 37, std::vector<float>(3 * 37));
     const Tensor y3 = f32("y3", 3, 37, std::vector<float>(3 * 37));
     auto step = [&] {
-        be.embedding(ids, temb, h);
+        be.embedding(ids, temb, 1.0f, h);
         be.matmul(h, tw1, &bias, y1);
         be.matmul(h, tw2, nullptr, y2);
         be.matmul(h, tw3, nullptr, y3);

@@ -1,10 +1,13 @@
-// Qwen2 (q/k/v bias), Llama and Mistral checkpoints written by transformers itself, against the
+// Qwen2 (q/k/v bias), Llama, Mistral and Gemma 3 checkpoints written by transformers itself, against the
 // full logits transformers computed for prefill and 20 greedy decode steps
 // (scripts/make_arch_goldens.py). Eager and replayed decode, from the folder and from the same checkpoint
 // converted to GGUF (which, for Llama, stores q/k rows permuted the way llama.cpp's converter does).
 // Two Llamas scale RoPE ("llama3" as in Llama 3.1, and "linear"); their GGUF carries the scaling as
 // llama.cpp's converter writes it (the tensor rope_freqs.weight, the rope.scaling.* keys), and their goldens
-// also hold transformers' inverse frequencies, which the model's must match.
+// also hold transformers' inverse frequencies, which the model's must match. The Gemma 3 one has a sliding window of
+// 8 on three of its four layers (prompts and decode outgrow it), its global layer's RoPE scaled linearly and the
+// local ones on their own base, query_pre_attn_scalar != head_dim, GELU-tanh, (1 + w) norms; it has no GGUF
+// conversion yet.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -45,7 +48,7 @@ TEST_P(ArchGoldens, LogitsAndGreedyTokensMatchTransformers) {
         const auto want = g["inv_freq"].get<std::vector<double>>();
         std::vector<float> got(want.size());
         ASSERT_EQ(static_cast<size_t>(model->config().head_dim / 2), want.size());
-        rope_inv_freq(model->rope(), model->config().head_dim, got.data());
+        rope_inv_freq(model->rope(0), model->config().head_dim, got.data());
         for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6 * want[i]) << "pair " << i;
     }
     EngineOptions opt;
@@ -77,17 +80,22 @@ TEST_P(ArchGoldens, LogitsAndGreedyTokensMatchTransformers) {
     }
 }
 
+std::string case_name(const ::testing::TestParamInfo<ArchGoldens::ParamType>& info) {
+    std::string n = std::get<0>(info.param) + (std::get<1>(info.param) ? "_replay" : "_eager") +
+                    (std::get<2>(info.param) ? "_gguf" : "");
+    for (char& c : n)
+        if (c == '-') c = '_';
+    return n;
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, ArchGoldens,
                          ::testing::Combine(::testing::Values("tiny-qwen2", "tiny-llama", "tiny-mistral", "tiny-llama3-rope",
                                                               "tiny-llama-linear-rope"),
                                             ::testing::Bool(), ::testing::Bool()),
-                         [](const auto& param_info) {
-                             std::string n = std::get<0>(param_info.param) + (std::get<1>(param_info.param) ? "_replay" : "_eager") +
-                                             (std::get<2>(param_info.param) ? "_gguf" : "");
-                             for (char& c : n)
-                                 if (c == '-') c = '_';
-                             return n;
-                         });
+                         case_name);
+INSTANTIATE_TEST_SUITE_P(Gemma3, ArchGoldens,
+                         ::testing::Combine(::testing::Values("tiny-gemma3"), ::testing::Bool(), ::testing::Values(false)),
+                         case_name);
 
 }  // namespace
 }  // namespace tracelm

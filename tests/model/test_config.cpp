@@ -1,6 +1,7 @@
 // ModelConfig parsing: real-world configs and every kind of invalid field.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -196,7 +197,7 @@ TEST(ModelConfig, LinearRopeScalingDividesFrequenciesAndOtherTypesAreRefused) {
     j["rope_scaling"] = {{"type", "default"}};
     EXPECT_TRUE(parse(j).rope_factors().empty());
     j["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}};
-    expect_error(j, "'rope_scaling': rope type 'yarn' is not supported (supported: default, linear, llama3)");
+    expect_error(j, "'rope_scaling.rope_type': rope type 'yarn' is not supported (supported: default, linear, llama3)");
     for (const char* type : {"dynamic", "longrope", "su"}) {
         j["rope_scaling"] = {{"rope_type", type}, {"factor", 4.0}};
         expect_error(j, std::string("rope type '") + type + "' is not supported");
@@ -281,9 +282,11 @@ TEST(ModelConfig, RopeParametersOfTransformersV5AreReadAndChecked) {
     j["rope_parameters"] = {{"rope_theta", 0}, {"rope_type", "default"}};
     expect_error(j, "field 'rope_parameters.rope_theta'");
     j["rope_parameters"] = {{"rope_theta", 1e6}, {"rope_type", "yarn"}, {"factor", 4.0}};
-    expect_error(j, "'rope_parameters': rope type 'yarn' is not supported");
-    j["rope_parameters"] = {{"full_attention", {{"rope_theta", 1e6}, {"rope_type", "default"}}}};
-    expect_error(j, "'rope_parameters': per-layer-type RoPE parameters ('full_attention')");
+    expect_error(j, "'rope_parameters.rope_type': rope type 'yarn' is not supported");
+    j["rope_parameters"] = {{"full_attention", {{"rope_theta", 1e6}, {"rope_type", "default"}}},
+                            {"other_attention", {{"rope_theta", 1e4}}}};
+    expect_error(j, "'rope_parameters': per-layer-type RoPE parameters must be objects under full_attention and "
+                    "sliding_attention, got 'other_attention'");
     j["rope_parameters"] = {{"rope_theta", 1e6}, {"partial_rotary_factor", 0.5}};
     expect_error(j, "'rope_parameters.partial_rotary_factor'");
     j["rope_parameters"] = {{"rope_theta", 1e6}, {"partial_rotary_factor", 1.0}};
@@ -298,10 +301,23 @@ TEST(ModelConfig, RopeParametersOfTransformersV5AreReadAndChecked) {
     EXPECT_EQ(parse(j).rope_freq_factors.size(), 32u);
 }
 
-TEST(ModelConfig, OnlyFullAttentionLayersWithFullRotaryAreAccepted) {
+TEST(ModelConfig, LayerTypesAndFullRotaryAreChecked) {
     json j = llama();
-    j["layer_types"] = {"full_attention", "sliding_attention"};
-    expect_error(j, "'layer_types': layer type \"sliding_attention\" is not supported");
+    j["layer_types"] = {"full_attention", "sliding_attention"};  // 2 of 16 layers
+    expect_error(j, "'layer_types': must be a list of num_hidden_layers layer types");
+    j["layer_types"] = json::array();
+    for (int i = 0; i < 16; ++i) j["layer_types"].push_back(i % 2 ? "sliding_attention" : "full_attention");
+    expect_error(j, "'sliding_window': missing, and some layers attend through a sliding window");
+    j["sliding_window"] = 1024;
+    const ModelConfig c = parse(j);
+    EXPECT_EQ(c.sliding_window, 1024);
+    for (int l = 0; l < 16; ++l) EXPECT_EQ(c.attention_window(l), l % 2 ? 1024 : 0) << l;
+    j["layer_types"][3] = "chunked_attention";
+    expect_error(j, "'layer_types': layer type \"chunked_attention\" is not supported");
+    json q = json::parse(kQwen3_06B);
+    q["layer_types"] = json::array();
+    for (int i = 0; i < 28; ++i) q["layer_types"].push_back(i < 27 ? "full_attention" : "sliding_attention");
+    expect_error(q, "'layer_types': layer type \"sliding_attention\" is not supported (supported: full_attention)");
     j["layer_types"] = "full_attention";
     expect_error(j, "'layer_types'");
     j.erase("layer_types");
@@ -404,14 +420,117 @@ TEST(ModelConfig, HeadsMustDivideHiddenWithoutHeadDim) {
     EXPECT_EQ(parse(j).q_dim(), 24 * 64);
 }
 
-TEST(ModelConfig, SlidingWindowIsRejected) {
+// Mistral v0.1: one window on every layer; Qwen's own window scheme is refused.
+TEST(ModelConfig, MistralSlidesEveryLayerAndQwenWindowsAreRefused) {
     json j = llama();
     j["architectures"] = {"MistralForCausalLM"};
     j["sliding_window"] = 4096;
+    const ModelConfig c = parse(j);
+    EXPECT_EQ(c.sliding_window, 4096);
+    for (int l = 0; l < c.num_hidden_layers; ++l) EXPECT_EQ(c.attention_window(l), 4096);
+    j["sliding_window"] = 0;
     expect_error(j, "'sliding_window'");
     json q = json::parse(kQwen3_06B);
+    EXPECT_EQ(parse(q).sliding_window, 0);
     q["use_sliding_window"] = true;
     expect_error(q, "'use_sliding_window'");
+}
+
+// google/gemma-3-270m's config.json as published (layer_types abbreviated into a loop).
+json gemma3_270m() {
+    json j = json::parse(R"({
+      "architectures": ["Gemma3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+      "attn_logit_softcapping": null, "bos_token_id": 2, "eos_token_id": 1, "final_logit_softcapping": null,
+      "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 640, "initializer_range": 0.02,
+      "intermediate_size": 2048, "max_position_embeddings": 32768, "model_type": "gemma3_text",
+      "num_attention_heads": 4, "num_hidden_layers": 18, "num_key_value_heads": 1, "pad_token_id": 0,
+      "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06, "rope_local_base_freq": 10000.0, "rope_scaling": null,
+      "rope_theta": 1000000.0, "sliding_window": 512, "torch_dtype": "bfloat16", "transformers_version": "4.55.0.dev0",
+      "use_bidirectional_attention": false, "use_cache": true, "vocab_size": 262144, "_sliding_window_pattern": 6})");
+    j["layer_types"] = json::array();
+    for (int i = 0; i < 18; ++i) j["layer_types"].push_back(i % 6 == 5 ? "full_attention" : "sliding_attention");
+    return j;
+}
+
+TEST(ModelConfig, ParsesGemma3_270M) {
+    const ModelConfig c = parse(gemma3_270m());
+    EXPECT_EQ(c.arch, Arch::Gemma3);
+    EXPECT_EQ(c.head_dim, 256);
+    EXPECT_EQ(c.sliding_window, 512);
+    for (int l = 0; l < 18; ++l) EXPECT_EQ(c.is_sliding(l), l % 6 != 5) << l;
+    EXPECT_EQ(c.rope_theta, 1e6);
+    EXPECT_EQ(c.rope_local_theta, 1e4);
+    EXPECT_TRUE(c.rope_factors().empty());
+    EXPECT_EQ(c.attention_scale(), 1.0f / 16.0f);
+    EXPECT_EQ(c.hidden_act, Activation::GeluTanh);
+    EXPECT_EQ(c.embed_scale, std::sqrt(640.0f));
+    EXPECT_EQ(c.norm_weight_offset, 1.0f);
+    EXPECT_TRUE(c.qk_norm && c.sandwich_norms && c.tie_word_embeddings);
+    EXPECT_EQ(c.weight_prefix, "model.");
+}
+
+// Older files: sliding_window_pattern instead of layer_types; rope_scaling applies to the global layers only (Gemma 3
+// 4B and up scale them linearly by 8).
+TEST(ModelConfig, Gemma3PatternAndGlobalOnlyScaling) {
+    json j = gemma3_270m();
+    j.erase("layer_types");
+    j["sliding_window_pattern"] = 3;
+    j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 8.0}};
+    j["query_pre_attn_scalar"] = 168;
+    const ModelConfig c = parse(j);
+    for (int l = 0; l < 18; ++l) EXPECT_EQ(c.is_sliding(l), l % 3 != 2) << l;
+    EXPECT_EQ(c.rope_linear_factor, 8.0);
+    EXPECT_EQ(c.attention_scale(), 1.0f / std::sqrt(168.0f));
+    j.erase("sliding_window_pattern");  // the default pattern: every sixth layer global
+    const ModelConfig d = parse(j);
+    for (int l = 0; l < 18; ++l) EXPECT_EQ(d.is_sliding(l), l % 6 != 5) << l;
+}
+
+// transformers v5 writes RoPE per layer type, and a multimodal checkpoint keeps the text model in text_config.
+TEST(ModelConfig, Gemma3PerLayerTypeRopeAndMultimodalTextConfig) {
+    json t = gemma3_270m();
+    t.erase("rope_theta");
+    t.erase("rope_local_base_freq");
+    t.erase("rope_scaling");
+    t["rope_parameters"] = {{"full_attention", {{"rope_type", "linear"}, {"rope_theta", 1e6}, {"factor", 8.0}}},
+                            {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 5e4}}}};
+    const ModelConfig c = parse(t);
+    EXPECT_EQ(c.rope_theta, 1e6);
+    EXPECT_EQ(c.rope_linear_factor, 8.0);
+    EXPECT_EQ(c.rope_local_theta, 5e4);
+    t["rope_parameters"]["sliding_attention"]["rope_type"] = "linear";
+    expect_error(t, "'rope_parameters.sliding_attention.rope_type': scaled RoPE on sliding-window layers");
+    t["rope_parameters"]["sliding_attention"]["rope_type"] = "default";
+
+    t.erase("architectures");
+    const json mm = {{"architectures", {"Gemma3ForConditionalGeneration"}}, {"text_config", t},
+                     {"tie_word_embeddings", true}};
+    const ModelConfig m = parse(mm);
+    EXPECT_EQ(m.arch, Arch::Gemma3);
+    EXPECT_EQ(m.hidden_size, 640);
+    EXPECT_EQ(m.weight_prefix, "model.language_model.");
+    EXPECT_EQ(m.rope_local_theta, 5e4);
+    expect_error({{"architectures", {"Gemma3ForConditionalGeneration"}}}, "'text_config': must be an object");
+    json bad = mm;
+    bad["text_config"]["hidden_size"] = "640";
+    expect_error(bad, "field 'text_config.hidden_size'");
+}
+
+TEST(ModelConfig, Gemma3FeaturesTracelmLacksAreRefused) {
+    for (const char* field : {"final_logit_softcapping", "attn_logit_softcapping"}) {
+        json j = gemma3_270m();
+        j[field] = 30.0;
+        expect_error(j, std::string("'") + field + "': logit soft-capping is not supported");
+    }
+    json j = gemma3_270m();
+    j["use_bidirectional_attention"] = true;
+    expect_error(j, "'use_bidirectional_attention'");
+    j = gemma3_270m();
+    j["hidden_activation"] = "gelu";
+    expect_error(j, "'hidden_activation': activation 'gelu' is not supported (supported: silu, gelu_pytorch_tanh)");
+    j = llama();
+    j["hidden_act"] = "gelu_pytorch_tanh";  // only Gemma's MLP has it
+    expect_error(j, "'hidden_act': activation 'gelu_pytorch_tanh' is not supported (supported: silu)");
 }
 
 TEST(ModelConfig, TextThatIsNotAConfigIsRefusedNamingTheFile) {

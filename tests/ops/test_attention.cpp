@@ -37,8 +37,10 @@ class AttentionReference : public testing::OpReferenceTest {
     // The device metadata of a host one.
     AttentionMeta device_meta(const reference::PagedAttentionMeta& m) {
         const int S = static_cast<int>(m.seq_lens.size());
-        return AttentionMeta{i32("bt", S, m.max_blocks, m.block_tables), i32("lens", 1, S, m.seq_lens),
-                             i32("qsl", 1, S + 1, m.query_start_loc), S, m.block_size};
+        AttentionMeta meta{i32("bt", S, m.max_blocks, m.block_tables), i32("lens", 1, S, m.seq_lens),
+                           i32("qsl", 1, S + 1, m.query_start_loc), S, m.block_size};
+        meta.window = m.window;
+        return meta;
     }
 };
 
@@ -94,6 +96,54 @@ TEST_F(AttentionReference, PagedAttentionF16SkipsUnassignedBlocksAndMatchesDense
     // q and the probabilities are rounded to f16 on the way, as llama.cpp does.
     expect_close(got, reference::attention(q, kc, vc, meta, H, KV, hd, scale), 4e-3, "f16 attention");
     EXPECT_EQ(std::vector<float>(got.end() - H * hd, got.end()), std::vector<float>(H * hd, 0.0f));
+}
+
+// Sliding windows (Gemma's local layers): a long sequence's prefill chunk (tiles of several query rows, each with
+// its own window start), a decode row, and a short sequence inside its window, on f32 and f16 caches, for windows
+// that are and are not multiples of the block size and of the kernels' 32 lanes, and one wider than the context.
+TEST_F(AttentionReference, SlidingWindowAttentionSeesOnlyTheLastWindowPositions) {
+    const int H = 4, KV = 1, hd = 64, bs = 16, max_blocks = 12, num_blocks = 3 * max_blocks, T = 20 + 1 + 9;
+    reference::PagedAttentionMeta meta{std::vector<int32_t>(3 * max_blocks, -1), max_blocks, {170, 133, 9},
+                                       {0, 20, 21, T}, bs};
+    std::vector<int32_t> pool(num_blocks);
+    for (int i = 0; i < num_blocks; ++i) pool[i] = (i * 7) % num_blocks;  // scattered, each block once
+    for (int s = 0, next = 0; s < 3; ++s)
+        for (int b = 0; b < (meta.seq_lens[s] + bs - 1) / bs; ++b) meta.block_tables[s * max_blocks + b] = pool[next++];
+    const int64_t slots = int64_t{num_blocks} * bs;
+    const auto kf = randn(slots * KV * hd), vf = randn(slots * KV * hd), q = randn(T * H * hd);
+    std::vector<uint16_t> kc16(kf.size()), vc16(vf.size());
+    std::vector<float> kc(kf.size()), vc(vf.size());
+    for (size_t i = 0; i < kf.size(); ++i) {
+        kc16[i] = f32_to_f16(kf[i]);
+        vc16[i] = f32_to_f16(vf[i]);
+        kc[i] = f16_to_f32(kc16[i]);
+        vc[i] = f16_to_f32(vc16[i]);
+    }
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    for (const int window : {37, 64, 500}) {
+        meta.window = window;
+        const std::vector<double> want = reference::attention(q, kc, vc, meta, H, KV, hd, scale);
+        for (const bool f16 : {false, true}) {
+            SCOPED_TRACE("window " + std::to_string(window) + (f16 ? " f16" : " f32"));
+            const Tensor out = f32("out", T, H * hd, std::vector<float>(T * H * hd, 7.0f));
+            const Tensor k = f16 ? make("kc", DType::F16, slots, KV * hd, kc16) : f32("kc", slots, KV * hd, kc);
+            const Tensor v = f16 ? make("vc", DType::F16, slots, KV * hd, vc16) : f32("vc", slots, KV * hd, vc);
+            be.attention(f32("q", T, H * hd, q), k, v, device_meta(meta), H, KV, hd, scale, out);
+            expect_close(get<float>(out), want, f16 ? 4e-3 : 1e-5, "windowed attention");
+        }
+    }
+    // The reference itself: a window wider than every sequence changes nothing, a narrow one changes the rows whose
+    // sequence is longer than it.
+    meta.window = 500;
+    const std::vector<double> wide = reference::attention(q, kc, vc, meta, H, KV, hd, scale);
+    meta.window = 0;
+    EXPECT_EQ(reference::attention(q, kc, vc, meta, H, KV, hd, scale), wide);
+    meta.window = 37;
+    const std::vector<double> narrow = reference::attention(q, kc, vc, meta, H, KV, hd, scale);
+    EXPECT_NE(std::vector<double>(narrow.begin(), narrow.begin() + 21 * H * hd),
+              std::vector<double>(wide.begin(), wide.begin() + 21 * H * hd));
+    EXPECT_EQ(std::vector<double>(narrow.begin() + 21 * H * hd, narrow.end()),
+              std::vector<double>(wide.begin() + 21 * H * hd, wide.end()));
 }
 
 }  // namespace

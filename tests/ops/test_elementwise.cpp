@@ -1,4 +1,4 @@
-// The elementwise family (copy, embedding, add, silu_mul, gather_last): every backend against the CPU backend
+// The elementwise family (copy, embedding, add, glu, gather_last): every backend against the CPU backend
 // (support/op_conformance.h), and the CPU backend against the references of src/ops/elementwise.
 #include <gtest/gtest.h>
 
@@ -30,24 +30,29 @@ std::vector<OpCase> embedding_cases(std::mt19937& rng) {
                         weight("table", w, 50, 72, randn(rng, 50 * 72)), f32("out", 9, 72, std::vector<float>(9 * 72))},
                        {2},
                        0.0,
-                       [](Backend& be, const Bound& b) { be.embedding(b.t[0], b.t[1], b.t[2]); }});
+                       [](Backend& be, const Bound& b) { be.embedding(b.t[0], b.t[1], 25.298221f, b.t[2]); }});
     }
     return out;
 }
 
 std::vector<OpCase> elementwise_cases(std::mt19937& rng) {
     const int64_t n = 3 * 1000;
-    return {{"add",
-             {f32("a", 3, 1000, randn(rng, n)), f32("b", 3, 1000, randn(rng, n)), f32("out", 3, 1000, std::vector<float>(n))},
-             {2},
-             0.0,
-             [](Backend& be, const Bound& b) { be.add(b.t[0], b.t[1], b.t[2]); }},
-            {"silu_mul",
-             {f32("gate", 3, 1000, randn(rng, n, 4.0f)), f32("up", 3, 1000, randn(rng, n)),
-              f32("out", 3, 1000, std::vector<float>(n))},
-             {2},
-             kElementwise,
-             [](Backend& be, const Bound& b) { be.silu_mul(b.t[0], b.t[1], b.t[2]); }}};
+    std::vector<OpCase> out = {
+        {"add",
+         {f32("a", 3, 1000, randn(rng, n)), f32("b", 3, 1000, randn(rng, n)), f32("out", 3, 1000, std::vector<float>(n))},
+         {2},
+         0.0,
+         [](Backend& be, const Bound& b) { be.add(b.t[0], b.t[1], b.t[2]); }}};
+    for (const Activation act : {Activation::Silu, Activation::GeluTanh, Activation::GeluTanhF16}) {
+        // The f16 table's result is rounded to f16: another tanhf may land on the neighbouring f16 value.
+        out.push_back({std::string("glu ") + activation_name(act),
+                       {f32("gate", 3, 1000, randn(rng, n, 4.0f)), f32("up", 3, 1000, randn(rng, n)),
+                        f32("out", 3, 1000, std::vector<float>(n))},
+                       {2},
+                       act == Activation::GeluTanhF16 ? 1e-3 : kElementwise,
+                       [act](Backend& be, const Bound& b) { be.glu(b.t[0], b.t[1], act, b.t[2]); }});
+    }
+    return out;
 }
 
 std::vector<OpCase> gather_last_cases(std::mt19937& rng) {
@@ -62,7 +67,7 @@ std::vector<OpCase> gather_last_cases(std::mt19937& rng) {
 
 TEST_P(OpConformance, CopyMatchesTheCpuReference) { check(copy_cases(rng_)); }
 TEST_P(OpConformance, EmbeddingMatchesTheCpuReference) { check(embedding_cases(rng_)); }
-TEST_P(OpConformance, AddAndSiluMulMatchTheCpuReference) { check(elementwise_cases(rng_)); }
+TEST_P(OpConformance, AddAndGluMatchTheCpuReference) { check(elementwise_cases(rng_)); }
 TEST_P(OpConformance, GatherLastMatchesTheCpuReference) { check(gather_last_cases(rng_)); }
 
 
@@ -77,22 +82,37 @@ TEST_F(ElementwiseReference, EmbeddingCopiesTableRowsAndZeroesIdsOutsideTheTable
     for (const DType dt : {DType::F32, DType::BF16}) {
         const Tensor out = f32("out", 8, 72, std::vector<float>(8 * 72, 5.0f));
         const Tensor t = dt == DType::F32 ? f32("table", 50, 72, table) : make("table", dt, 50, 72, to_bf16(table));
-        be.embedding(i32("ids", 8, 1, ids), t, out);
+        be.embedding(i32("ids", 8, 1, ids), t, 1.0f, out);
         EXPECT_EQ(get<float>(out), dt == DType::F32 ? want : reference::embedding(ids, bf16_values(table), 72))
             << dtype_name(dt);
     }
 }
 
-TEST_F(ElementwiseReference, AddAndSiluMulMatchExactMath) {
+TEST_F(ElementwiseReference, EmbeddingScalesItsRowsWithOneRounding) {
+    const auto table = randn(50 * 72);
+    const std::vector<int32_t> ids = {3, 0, 49, -1, 7};
+    const float scale = 25.298221f;  // sqrt(640): Gemma's embedding scale
+    const Tensor out = f32("out", 5, 72, std::vector<float>(5 * 72, 5.0f));
+    be.embedding(i32("ids", 5, 1, ids), f32("table", 50, 72, table), scale, out);
+    EXPECT_EQ(get<float>(out), reference::embedding(ids, table, 72, scale));
+}
+
+TEST_F(ElementwiseReference, AddAndGluMatchExactMath) {
     const size_t n = 3 * 1000;
     const auto a = randn(n), b = randn(n);
     std::vector<float> gate = randn(n);
-    for (float& g : gate) g *= 8.0f;  // far into both tails of silu
-    const Tensor sum = f32("sum", 3, 1000, std::vector<float>(n)), act = f32("act", 3, 1000, std::vector<float>(n));
+    for (float& g : gate) g *= 8.0f;  // far into both tails of silu, and past GELU's +-10 cut-offs
+    const Tensor sum = f32("sum", 3, 1000, std::vector<float>(n));
     be.add(f32("a", 3, 1000, a), f32("b", 3, 1000, b), sum);
-    be.silu_mul(f32("gate", 3, 1000, gate), f32("up", 3, 1000, b), act);
     expect_close(get<float>(sum), reference::add(a, b), 1e-7, "add");
-    expect_close(get<float>(act), reference::silu_mul(gate, b), 1e-6, "silu_mul");
+    for (const Activation act : {Activation::Silu, Activation::GeluTanh, Activation::GeluTanhF16}) {
+        const Tensor out = f32("act", 3, 1000, std::vector<float>(n));
+        be.glu(f32("gate", 3, 1000, gate), f32("up", 3, 1000, b), act, out);
+        // The f16 table: both round gelu(f16(x)) to f16, from f32 and from double math; they may differ by one f16
+        // step (2^-11 relative) where the value lies at a rounding boundary.
+        expect_close(get<float>(out), reference::glu(gate, b, act), act == Activation::GeluTanhF16 ? 1e-3 : 1e-6,
+                     activation_name(act));
+    }
 }
 
 TEST_F(ElementwiseReference, GatherLastTakesEachSequencesLastRowAndZeroesEmptyOnes) {

@@ -1,9 +1,10 @@
-// The matmul family (matmul and the fused matmuls and silu_mul_matmul): every backend against the CPU backend
+// The matmul family (matmul and the fused matmuls and glu_matmul): every backend against the CPU backend
 // (support/op_conformance.h) on every float weight type, and the CPU backend against the references of
 // src/ops/matmul (the quantized weights against exact math in tests/backends/test_quant.cpp).
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <random>
 #include <span>
 #include <string>
@@ -81,20 +82,24 @@ std::vector<OpCase> matmuls_cases(std::mt19937& rng) {
     return out;
 }
 
-std::vector<OpCase> silu_mul_matmul_cases(std::mt19937& rng) {
+std::vector<OpCase> glu_matmul_cases(std::mt19937& rng) {
     std::vector<OpCase> out;
+    int n = 0;
     for_matmul_shapes([&](DType w, int64_t T, int64_t K) {
         const int64_t N = 45;
-        out.push_back({"silu_mul_matmul " + dt(w) + " T=" + std::to_string(T) + " K=" + std::to_string(K),
+        // Every activation in turn over the shapes.
+        const Activation act = std::array{Activation::Silu, Activation::GeluTanh, Activation::GeluTanhF16}[n++ % 3];
+        out.push_back({"glu_matmul " + std::string(activation_name(act)) + " " + dt(w) + " T=" + std::to_string(T) +
+                           " K=" + std::to_string(K),
                        {f32("gate", T, K, randn(rng, static_cast<size_t>(T * K), 3.0f)),
                         f32("up", T, K, randn(rng, static_cast<size_t>(T * K))),
                         weight("w", w, N, K, randn(rng, static_cast<size_t>(N * K))),
                         f32("y", T, N, std::vector<float>(T * N))},
                        {3},
                        kReduction,
-                       [](Backend& be, const Bound& b) { be.silu_mul_matmul(b.t[0], b.t[1], b.t[2], b.t[3]); },
-                       [](Backend& be, const Bound& b) {
-                           be.silu_mul(b.t[0], b.t[1], b.t[0]);
+                       [act](Backend& be, const Bound& b) { be.glu_matmul(b.t[0], b.t[1], act, b.t[2], b.t[3]); },
+                       [act](Backend& be, const Bound& b) {
+                           be.glu(b.t[0], b.t[1], act, b.t[0]);
                            be.matmul(b.t[0], b.t[2], nullptr, b.t[3]);
                        }});
     });
@@ -103,7 +108,7 @@ std::vector<OpCase> silu_mul_matmul_cases(std::mt19937& rng) {
 
 TEST_P(OpConformance, MatmulMatchesTheCpuReference) { check(matmul_cases(rng_)); }
 TEST_P(OpConformance, MatmulsEqualOneMatmulPerOutput) { check(matmuls_cases(rng_)); }
-TEST_P(OpConformance, SiluMulMatmulEqualsSiluMulThenMatmul) { check(silu_mul_matmul_cases(rng_)); }
+TEST_P(OpConformance, GluMatmulEqualsGluThenMatmul) { check(glu_matmul_cases(rng_)); }
 
 
 // ---- the CPU backend against the references of src/ops/matmul ----
@@ -137,7 +142,7 @@ TEST_F(MatmulReference, MatmulMatchesExactMathOnFloatWeights) {
             }
 }
 
-TEST_F(MatmulReference, MatmulsAndSiluMulMatmulMatchExactMath) {
+TEST_F(MatmulReference, MatmulsAndGluMatmulMatchExactMath) {
     const int64_t T = 9, K = 96, N = 40;
     const auto x = randn(T * K), w0 = randn(N * K), w1 = randn(N * K), w2 = randn(N * K), bias = randn(N);
     const Tensor xt = f32("x", T, K, x), t0 = f32("w0", N, K, w0), t1 = f32("w1", N, K, w1), t2 = f32("w2", N, K, w2);
@@ -152,9 +157,11 @@ TEST_F(MatmulReference, MatmulsAndSiluMulMatmulMatchExactMath) {
 
     std::vector<float> gate = randn(T * K);
     for (float& g : gate) g *= 4.0f;
-    const Tensor out = f32("down", T, N, std::vector<float>(T * N));
-    be.silu_mul_matmul(f32("gate", T, K, gate), f32("up", T, K, x), t0, out);
-    expect_close(get<float>(out), reference::silu_mul_matmul(gate, x, w0, K), 1e-5, "silu_mul_matmul");
+    for (const Activation act : {Activation::Silu, Activation::GeluTanh}) {
+        const Tensor out = f32("down", T, N, std::vector<float>(T * N));
+        be.glu_matmul(f32("gate", T, K, gate), f32("up", T, K, x), act, t0, out);
+        expect_close(get<float>(out), reference::glu_matmul(gate, x, act, w0, K), 1e-5, activation_name(act));
+    }
 }
 
 }  // namespace

@@ -174,9 +174,11 @@ TEST_F(NormRopeReference, QkNormRopeKvWriteNormsRotatesAndWritesTheCache) {
     const Tensor kc = f32("kc", slots, kv_dim, std::vector<float>(slots * kv_dim, 9.0f));
     const Tensor vc = f32("vc", slots, kv_dim, std::vector<float>(slots * kv_dim, 9.0f));
     const Tensor qnt = f32("q_norm", 1, hd, qn), knt = f32("k_norm", 1, hd, kn);
+    const float q_scale = 0.2f;  // Gemma's query scaling (1 / sqrt(query_pre_attn_scalar))
     be.qk_norm_rope_kv_write(QkvPrologue{qt, kt, f32("v", T, kv_dim, v), &qnt, &knt, 1e-6f, i32("pos", 1, T, pos),
-                                         RopeSpec{1e4f, {}}, i32("slots", 1, T, slot_mapping), kc, vc, H, KV, hd});
-    const reference::QkPrologue want = reference::qk_norm_rope(q, k, pos, H, KV, hd, qn, kn, 1e-6, 1e4, {});
+                                         RopeSpec{1e4f, {}}, i32("slots", 1, T, slot_mapping), kc, vc, H, KV, hd,
+                                         q_scale});
+    const reference::QkPrologue want = reference::qk_norm_rope(q, k, pos, H, KV, hd, qn, kn, 1e-6, 1e4, {}, q_scale);
     expect_close(get<float>(qt), want.q, 1e-5, "q");
     expect_close(get<float>(kt), want.k, 1e-5, "k");
     // The cache holds the normed, rotated k (as the op left it in kt) and v, at the mapped slots only.

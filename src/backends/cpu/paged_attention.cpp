@@ -14,9 +14,10 @@ QueryRow query_row(const PagedAttentionArgs& a, int64_t t) {
     QueryRow row;
     if (s == a.num_seqs) return row;
     row.q_len = a.query_start[s + 1] - a.query_start[s];
-    row.visible = static_cast<int64_t>(a.seq_lens[s]) - row.q_len + (t - a.query_start[s]) + 1;
+    const int64_t end = static_cast<int64_t>(a.seq_lens[s]) - row.q_len + (t - a.query_start[s]) + 1;
     // Never read past the block table row: keys beyond it were never reserved.
-    row.visible = std::min(row.visible, static_cast<int64_t>(a.max_blocks) * a.block_size);
+    row.visible = std::min(end, static_cast<int64_t>(a.max_blocks) * a.block_size);
+    if (a.window > 0) row.start = std::clamp<int64_t>(end - a.window, 0, std::max<int64_t>(row.visible, 0));
     row.table = a.block_tables + static_cast<int64_t>(s) * a.max_blocks;
     return row;
 }
@@ -65,7 +66,7 @@ void PagedAttentionItem::finish() {
 }
 
 void PagedAttentionItem::prefetch(int64_t pos) const {
-    if (pos >= row_.visible) return;
+    if (pos < row_.start || pos >= row_.visible) return;
     const int64_t slot = slot_of(a_, row_, pos);
     if (slot < 0) return;
     const int64_t bytes = static_cast<int64_t>(a_.head_dim) * static_cast<int64_t>(sizeof(float));
@@ -81,8 +82,8 @@ void paged_attention_range(const PagedAttentionArgs& a, int64_t begin, int64_t e
     constexpr int64_t kRowsAhead = 4;
     for (int64_t item = begin; item < end; ++item) {
         PagedAttentionItem it(a, item);
-        for (int64_t pos = 0; pos < kRowsAhead; ++pos) it.prefetch(pos);
-        for (int64_t pos = 0; pos < it.visible(); ++pos) {
+        for (int64_t pos = it.start(); pos < it.start() + kRowsAhead; ++pos) it.prefetch(pos);
+        for (int64_t pos = it.start(); pos < it.visible(); ++pos) {
             it.prefetch(pos + kRowsAhead);
             it.attend(pos);
         }
@@ -95,6 +96,11 @@ namespace {
 // ggml's MUL_MAT sums the P.V dot over positions in llama.cpp's n_kv, a multiple of 256: in 8 lanes (tinyBLAS)
 // or 32 (vec_dot_f16: 4 accumulators of 8), with no tail. Masked and padded positions add exact zeros.
 constexpr int kMaxLanes = 32;
+
+// Where a row's computation may begin without changing a bit: the positions before a sliding window's start add
+// exact zeros to every sum (ggml masks them with -inf), so they can be left out from a multiple of kMaxLanes on,
+// which keeps every position in its lane.
+int64_t lane_aligned(int64_t start) { return start / kMaxLanes * kMaxLanes; }
 
 int64_t scores_floats(int64_t max_keys) { return (max_keys + 7) / 8 * 8; }
 
@@ -128,24 +134,31 @@ namespace {
 // tile kernels compute, for head dims tinyBLAS accepts.
 bool tiled(const F16AttentionArgs& f, int64_t q_len) { return f.tiled && q_len >= 2 && f.a.head_dim % 8 == 0; }
 
-// The cache offsets of a sequence's positions [0, row.visible) (-1 where unassigned) into offsets; returns the first
-// position with a cache row (row.visible if none).
-int64_t cache_offsets(const PagedAttentionArgs& a, const QueryRow& row, int64_t* offsets) {
+// The cache offsets of a sequence's positions [from, row.visible) (-1 where unassigned or before masked_before)
+// into offsets[from, row.visible); returns the first position with a cache row (row.visible if none).
+int64_t cache_offsets(const PagedAttentionArgs& a, const QueryRow& row, int64_t* offsets, int64_t from,
+                      int64_t masked_before) {
     const int64_t kv_stride = static_cast<int64_t>(a.kv_heads) * a.head_dim;
     int64_t first = row.visible;
-    for (int64_t j = 0; j < row.visible; ++j) {
-        const int64_t slot = slot_of(a, row, j);
+    for (int64_t j = from; j < row.visible; ++j) {
+        const int64_t slot = j < masked_before ? -1 : slot_of(a, row, j);
         offsets[j] = slot < 0 ? -1 : slot * kv_stride;
         if (slot >= 0 && first == row.visible) first = j;
     }
     return first;
 }
 
+// Whether any of offsets[from, to) has a cache row.
+bool any_key(const int64_t* offsets, int64_t from, int64_t to) {
+    for (int64_t j = from; j < to; ++j)
+        if (offsets[j] >= 0) return true;
+    return false;
+}
+
 // Query rows [t0, t0 + nr) of one sequence for heads [h0, h0 + nh) of one kv head: one pass over its K rows and
-// one over its V rows serve them all. offsets and first: cache_offsets of the sequence's last row, which sees the
-// most positions.
-void run_tile(const F16AttentionArgs& f, float* ws, const int64_t* offsets, int64_t first, int64_t t0, int nr, int h0,
-              int nh) {
+// one over its V rows serve them all. offsets: cache_offsets of the sequence's last row, which sees the most
+// positions, from the lane-aligned start of its first row on; each row masks the positions before its own start.
+void run_tile(const F16AttentionArgs& f, float* ws, const int64_t* offsets, int64_t t0, int nr, int h0, int nh) {
     const PagedAttentionArgs& a = f.a;
     const F16AttentionKernels& k = *f.kernels;
     const int hd = a.head_dim, half = hd / 2;
@@ -154,15 +167,17 @@ void run_tile(const F16AttentionArgs& f, float* ws, const int64_t* offsets, int6
     float* p = ws + 2 * scores_stride;
     float* acc = p + kF16AttentionTile * scores_stride;
     float* qs = acc + kF16AttentionTile * 8 * static_cast<int64_t>(hd);
-    int64_t counts[kF16AttentionTile];
+    int64_t counts[kF16AttentionTile], starts[kF16AttentionTile];
     float* outs[kF16AttentionTile];
     uint16_t q16[kMaxHeadDim];
     int nq = 0;
+    const int64_t a0 = lane_aligned(query_row(a, t0).start);  // the tile's rows start no earlier than its first
     for (int64_t t = t0; t < t0 + nr; ++t) {
-        const int64_t visible = query_row(a, t).visible;
+        const QueryRow row = query_row(a, t);
+        const bool any = any_key(offsets, row.start, row.visible);
         for (int h = h0; h < h0 + nh; ++h) {
             float* out = a.out + (t * a.heads + h) * hd;
-            if (visible <= first) {  // nothing to attend to
+            if (!any) {  // nothing to attend to
                 std::fill(out, out + hd, 0.0f);
                 continue;
             }
@@ -174,16 +189,20 @@ void run_tile(const F16AttentionArgs& f, float* ws, const int64_t* offsets, int6
             }
             k.to_f16(qi, q16, hd);
             for (int i = 0; i < hd; ++i) qi[i] = f16_to_f32(q16[i]);
-            counts[nq] = visible;
+            counts[nq] = row.visible - a0;
+            starts[nq] = row.start - a0;
             outs[nq++] = out;
         }
     }
     if (nq == 0) return;
-    k.scores_tile(static_cast<const uint16_t*>(a.k_cache) + kv_off, offsets, counts, nq, qs, hd, f.interleaved, p,
+    k.scores_tile(static_cast<const uint16_t*>(a.k_cache) + kv_off, offsets + a0, counts, nq, qs, hd, f.interleaved, p,
                   scores_stride);
-    for (int i = 0; i < nq; ++i) k.soft_max(p + i * scores_stride, counts[i], a.scale);
+    for (int i = 0; i < nq; ++i) {
+        std::fill(p + i * scores_stride, p + i * scores_stride + starts[i], -std::numeric_limits<float>::infinity());
+        k.soft_max(p + i * scores_stride, counts[i], a.scale);
+    }
     std::fill(acc, acc + static_cast<int64_t>(nq) * 8 * hd, 0.0f);
-    k.accumulate_tile(p, scores_stride, static_cast<const uint16_t*>(a.v_cache) + kv_off, offsets, counts, nq, acc,
+    k.accumulate_tile(p, scores_stride, static_cast<const uint16_t*>(a.v_cache) + kv_off, offsets + a0, counts, nq, acc,
                       hd);
     for (int i = 0; i < nq; ++i)
         for (int d = 0; d < hd; ++d) outs[i][d] = reduce_lanes(acc + i * 8 * static_cast<int64_t>(hd) + d, hd, 8);
@@ -208,14 +227,18 @@ void paged_attention_f16_range(const F16AttentionArgs& f, int64_t begin, int64_t
             const int64_t t0 = a.query_start[s], q_len = a.query_start[s + 1] - t0;
             if (!tiled(f, q_len)) continue;
             auto* offsets = reinterpret_cast<int64_t*>(ws);  // the sequence's, once its first tile here needs them
-            int64_t first = -1;
+            bool have_offsets = false;
             for (int g = 0; g < a.kv_heads; ++g)
                 for (int h0 = g * group; h0 < (g + 1) * group; h0 += tile_heads)
                     for (int64_t r = 0; r < q_len; r += tile_rows, ++unit) {
                         if (unit % f.threads != item) continue;
-                        if (first < 0) first = cache_offsets(a, query_row(a, t0 + q_len - 1), offsets);
-                        run_tile(f, ws, offsets, first, t0 + r, static_cast<int>(std::min<int64_t>(tile_rows, q_len - r)),
-                                 h0, std::min(tile_heads, (g + 1) * group - h0));
+                        if (!have_offsets) {
+                            cache_offsets(a, query_row(a, t0 + q_len - 1), offsets,
+                                          lane_aligned(query_row(a, t0).start), 0);
+                            have_offsets = true;
+                        }
+                        run_tile(f, ws, offsets, t0 + r, static_cast<int>(std::min<int64_t>(tile_rows, q_len - r)), h0,
+                                 std::min(tile_heads, (g + 1) * group - h0));
                     }
         }
         // The rest one (row, head) pair at a time.
@@ -232,9 +255,10 @@ void paged_attention_f16_range(const F16AttentionArgs& f, int64_t begin, int64_t
             float* out = a.out + w * hd;
             const QueryRow row = query_row(a, t);
             if (tiled(f, row.q_len)) continue;
+            const int64_t a0 = lane_aligned(row.start);
             if (offsets_row != t) {  // the heads of one row share its positions
                 offsets_row = t;
-                any = cache_offsets(a, row, offsets) < row.visible;
+                any = cache_offsets(a, row, offsets, a0, row.start) < row.visible;
             }
             if (!any) {
                 std::fill(out, out + hd, 0.0f);
@@ -252,11 +276,12 @@ void paged_attention_f16_range(const F16AttentionArgs& f, int64_t begin, int64_t
             const bool batch = row.q_len >= 2;
             // tinyBLAS declines a dot whose length is not a multiple of 8.
             const F16Dot kq_order = batch && hd % 8 == 0 ? F16Dot::Tinyblas : F16Dot::VecDot;
-            k.scores(k_cache + kv_off, offsets, row.visible, q16, hd, kq_order, f.interleaved, p);
-            k.soft_max(p, row.visible, a.scale);
+            const int64_t n = row.visible - a0;
+            k.scores(k_cache + kv_off, offsets + a0, n, q16, hd, kq_order, f.interleaved, p + a0);
+            k.soft_max(p + a0, n, a.scale);
             const int lanes = batch ? 8 : kMaxLanes;
             std::fill(acc, acc + static_cast<int64_t>(lanes) * hd, 0.0f);
-            k.accumulate(p, v_cache + kv_off, offsets, row.visible, lanes, acc, hd);
+            k.accumulate(p + a0, v_cache + kv_off, offsets + a0, n, lanes, acc, hd);
             for (int d = 0; d < hd; ++d) out[d] = reduce_lanes(acc + d, hd, lanes);
         }
     }

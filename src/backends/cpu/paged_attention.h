@@ -20,11 +20,14 @@ struct PagedAttentionArgs {
     int num_seqs, max_blocks, block_size;
     int heads, kv_heads, head_dim;
     float scale;
+    int window = 0;  // sliding window (AttentionMeta::window), 0: none
 };
 
-// The cached positions query row t may see: [0, visible) (causal, within its block table row; none when the row
-// belongs to no sequence), and the number of query rows its sequence has in this call.
+// The cached positions query row t may see: [start, visible) (causal, within its block table row, and within the
+// sliding window when there is one; none when the row belongs to no sequence), and the number of query rows its
+// sequence has in this call.
 struct QueryRow {
+    int64_t start = 0;
     int64_t visible = 0;
     int64_t q_len = 0;
     const int32_t* table = nullptr;  // the sequence's block table row
@@ -42,8 +45,10 @@ void paged_attention_range(const PagedAttentionArgs& a, int64_t begin, int64_t e
 class PagedAttentionItem {
    public:
     PagedAttentionItem(const PagedAttentionArgs& a, int64_t item);
+    int64_t start() const { return row_.start; }
     int64_t visible() const { return row_.visible; }
-    // Attends to position pos < visible(); a position whose block is unassigned or outside the pool is skipped.
+    // Attends to position pos in [start(), visible()); a position whose block is unassigned or outside the pool is
+    // skipped.
     void attend(int64_t pos);
     // Starts loading the cache rows attend(pos) will read (nothing if pos is out of range or masked).
     void prefetch(int64_t pos) const;

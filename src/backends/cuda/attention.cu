@@ -39,7 +39,7 @@ constexpr int kMaxSplits = 64;
 constexpr int64_t kSplitMaxT = 32;
 
 // Block (item = t*heads + h, split): an online softmax in f32 per warp over the keys j = (split*warps + warp)
-// + i*splits*warps, merged across the warps at the end (query row t sees positions [0, visible), exactly as
+// + i*splits*warps, merged across the warps at the end (query row t sees positions [first, visible), exactly as
 // the CPU backend's PagedAttentionItem). With one split the block writes the normalised output; otherwise
 // it writes {m, l, acc[head_dim]} to scratch for attention_merge_kernel.
 template <DType C>
@@ -55,11 +55,12 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionPar
 
     int s = 0;
     while (s < p.num_seqs && !(p.query_start[s] <= t && t < p.query_start[s + 1])) ++s;
-    int64_t visible = 0;
+    int64_t visible = 0, first = 0;
     const int32_t* table = nullptr;
     if (s < p.num_seqs) {
         const int64_t q_len = p.query_start[s + 1] - p.query_start[s];
         visible = static_cast<int64_t>(p.seq_lens[s]) - q_len + (t - p.query_start[s]) + 1;
+        if (p.window > 0 && visible > p.window) first = visible - p.window;
         const int64_t capacity = static_cast<int64_t>(p.max_blocks) * p.block_size;
         if (visible > capacity) visible = capacity;
         table = p.block_tables + static_cast<int64_t>(s) * p.max_blocks;
@@ -77,7 +78,8 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionPar
     float m = -kInf, l = 0.0f;
     const int64_t n = p.indices != nullptr ? p.topk : visible;
     const int64_t stride = static_cast<int64_t>(splits) * kAttnWarps;
-    for (int64_t j = static_cast<int64_t>(split) * kAttnWarps + warp; j < n; j += stride) {
+    for (int64_t j = static_cast<int64_t>(split) * kAttnWarps + warp + (p.indices != nullptr ? 0 : first); j < n;
+         j += stride) {
         int64_t pos = j;
         if (p.indices != nullptr) {
             pos = p.indices[t * p.topk + j];

@@ -234,9 +234,9 @@ void CudaBackend::do_copy(const Tensor& dst, const Tensor& src) {
     check(cudaMemcpyAsync(dst.raw(), src.raw(), dst.nbytes(), cudaMemcpyDeviceToDevice, impl_->stream), "copy");
 }
 
-void CudaBackend::do_embedding(const Tensor& ids, const Tensor& table, const Tensor& out) {
-    ops::embedding(ids.ptr<int32_t>(), out.rows, table.raw(), table.dtype, table.rows, table.cols, out.ptr<float>(),
-                   impl_->stream);
+void CudaBackend::do_embedding(const Tensor& ids, const Tensor& table, float scale, const Tensor& out) {
+    ops::embedding(ids.ptr<int32_t>(), out.rows, table.raw(), table.dtype, table.rows, table.cols, scale,
+                   out.ptr<float>(), impl_->stream);
 }
 
 void CudaBackend::do_rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) {
@@ -281,7 +281,8 @@ void CudaBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const 
                            heads,
                            kv_heads,
                            head_dim,
-                           scale};
+                           scale,
+                           meta.window};
     const int splits = ops::attention_splits(p);
     const size_t need = static_cast<size_t>(ops::attention_scratch_floats(p, splits)) * sizeof(float);
     if (need > impl_->scratch_bytes) {
@@ -312,8 +313,8 @@ void CudaBackend::do_add(const Tensor& a, const Tensor& b, const Tensor& out) {
     ops::add(a.ptr<float>(), b.ptr<float>(), out.ptr<float>(), out.numel(), impl_->stream);
 }
 
-void CudaBackend::do_silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) {
-    ops::silu_mul(gate.ptr<float>(), up.ptr<float>(), out.ptr<float>(), out.numel(), impl_->stream);
+void CudaBackend::do_glu(const Tensor& gate, const Tensor& up, Activation act, const Tensor& out) {
+    ops::glu(gate.ptr<float>(), up.ptr<float>(), act, out.ptr<float>(), out.numel(), impl_->stream);
 }
 
 void CudaBackend::do_matmuls(const Tensor& x, std::span<const MatmulOut> outs) {
@@ -345,19 +346,20 @@ void CudaBackend::do_qk_norm_rope_kv_write(const QkvPrologue& p) {
                                 p.q_norm ? p.q_norm->raw() : nullptr, p.k_norm ? p.k_norm->raw() : nullptr,
                                 p.q_norm ? p.q_norm->dtype : DType::F32, p.eps, p.positions.ptr<int32_t>(),
                                 p.slot_mapping.ptr<int32_t>(), p.k_cache.raw(), p.v_cache.raw(), p.k_cache.dtype,
-                                p.q.rows, p.k_cache.rows, p.heads, p.kv_heads, p.head_dim},
+                                p.q.rows, p.k_cache.rows, p.heads, p.kv_heads, p.head_dim, p.q_scale},
                                rope_freqs(p.head_dim, p.rope), impl_->stream);
 }
 
-void CudaBackend::do_silu_mul_matmul(const Tensor& gate, const Tensor& up, const Tensor& w, const Tensor& out) {
-    if (!ops::silu_mul_matmul_fuses(gate.rows, gate.cols)) {
+void CudaBackend::do_glu_matmul(const Tensor& gate, const Tensor& up, Activation act, const Tensor& w,
+                                const Tensor& out) {
+    if (!ops::glu_matmul_fuses(gate.rows, gate.cols)) {
         // Prefill-sized batches take the tiled GEMM, which reads its input from memory: form it in gate first.
-        silu_mul(gate, up, gate);
+        glu(gate, up, act, gate);
         matmul(gate, w, nullptr, out);
         return;
     }
-    ops::silu_mul_matmul(gate.ptr<float>(), up.ptr<float>(), gate.rows, gate.cols, w.raw(), w.dtype, out.ptr<float>(),
-                         w.rows, impl_->stream);
+    ops::glu_matmul(gate.ptr<float>(), up.ptr<float>(), act, gate.rows, gate.cols, w.raw(), w.dtype,
+                    out.ptr<float>(), w.rows, impl_->stream);
 }
 
 void CudaBackend::do_gather_last(const Tensor& x, const Tensor& query_start_loc, const Tensor& out) {

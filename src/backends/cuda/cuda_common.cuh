@@ -13,6 +13,7 @@
 #include <string>
 #include <type_traits>
 
+#include "runtime/backend.h"
 #include "runtime/dtype.h"
 
 namespace tracelm::cuda::ops {
@@ -108,6 +109,22 @@ __device__ inline float block_sum(float v, float* shared) {
 
 inline unsigned blocks_for(int64_t n, int threads) {
     return static_cast<unsigned>(std::min<int64_t>((n + threads - 1) / threads, 1 << 16));
+}
+
+// act(g) of a gated MLP (runtime/backend.h's Activation).
+__device__ __forceinline__ float gelu_tanh(float x) {
+    return 0.5f * x * (1.0f + tanhf(0.79788456080286535587989211986876f * x * (1.0f + 0.044715f * x * x)));
+}
+__device__ __forceinline__ float activate(Activation act, float g) {
+    switch (act) {
+        case Activation::Silu: return g / (1.0f + expf(-g));
+        case Activation::GeluTanh: return gelu_tanh(g);
+        case Activation::GeluTanhF16:
+            if (g <= -10.0f) return 0.0f;
+            if (g >= 10.0f) return g;
+            return __half2float(__float2half(gelu_tanh(__half2float(__float2half(g)))));
+    }
+    return 0.0f;
 }
 
 }  // namespace tracelm::cuda::ops

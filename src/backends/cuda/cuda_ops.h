@@ -13,8 +13,8 @@
 
 namespace tracelm::cuda::ops {
 
-void embedding(const int32_t* ids, int64_t T, const void* table, DType dt, int64_t vocab, int64_t dim, float* out,
-               cudaStream_t stream);
+void embedding(const int32_t* ids, int64_t T, const void* table, DType dt, int64_t vocab, int64_t dim, float scale,
+               float* out, cudaStream_t stream);
 void rms_norm(const float* x, const void* w, DType wt, float eps, float* out, int64_t rows, int64_t cols,
               cudaStream_t stream);
 // y[t, n] = sum_k x[t, k] * w[n, k] (+ bias[n]), f32 accumulation: gemv() for T <= kGemvMaxT (decode
@@ -61,6 +61,7 @@ struct AttentionParams {
     int64_t T, num_slots;
     int num_seqs, max_blocks, block_size, heads, kv_heads, head_dim;
     float scale;
+    int window;  // sliding window (AttentionMeta::window), 0: none
 };
 // Splits of the key range attention() uses for these parameters (1: no scratch needed).
 int attention_splits(const AttentionParams& p);
@@ -90,6 +91,7 @@ struct QkvPrologueParams {
     DType kv_dt;
     int64_t T, num_slots;
     int heads, kv_heads, head_dim;
+    float q_scale;
 };
 // Per-head norm, NeoX RoPE of q and k, and the k/v cache write, in one launch (a block per token and head).
 void qk_norm_rope_kv_write(const QkvPrologueParams& p, const RopeFreqs& f, cudaStream_t stream);
@@ -97,15 +99,15 @@ void qk_norm_rope_kv_write(const QkvPrologueParams& p, const RopeFreqs& f, cudaS
 // Lets the kernels that need it use up to `max_dynamic_shared_bytes` of shared memory per block (the device's
 // opt-in limit). Called once when the backend is made, so launch paths only enqueue.
 void init(int max_dynamic_shared_bytes);
-// Whether silu_mul_matmul can fuse for T tokens of K inputs (its GEMV keeps silu(gate)*up of a few tokens in
-// shared memory); otherwise the caller runs silu_mul then matmul.
-bool silu_mul_matmul_fuses(int64_t T, int64_t K);
-// y[t, n] = sum_k silu(gate[t, k]) * up[t, k] * w[n, k], for silu_mul_matmul_fuses(T, K).
-void silu_mul_matmul(const float* gate, const float* up, int64_t T, int64_t K, const void* w, DType wt, float* y,
-                     int64_t N, cudaStream_t stream);
+// Whether glu_matmul can fuse for T tokens of K inputs (its GEMV keeps act(gate)*up of a few tokens in shared
+// memory); otherwise the caller runs glu then matmul.
+bool glu_matmul_fuses(int64_t T, int64_t K);
+// y[t, n] = sum_k act(gate[t, k]) * up[t, k] * w[n, k], for glu_matmul_fuses(T, K).
+void glu_matmul(const float* gate, const float* up, Activation act, int64_t T, int64_t K, const void* w, DType wt,
+                float* y, int64_t N, cudaStream_t stream);
 
 void add(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream);
-void silu_mul(const float* gate, const float* up, float* out, int64_t n, cudaStream_t stream);
+void glu(const float* gate, const float* up, Activation act, float* out, int64_t n, cudaStream_t stream);
 void gather_last(const float* x, const int32_t* query_start, float* out, int64_t rows, int64_t cols, int64_t seqs,
                  cudaStream_t stream);
 void argmax(const float* logits, int32_t* ids, int64_t rows, int64_t cols, cudaStream_t stream);

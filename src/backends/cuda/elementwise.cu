@@ -1,4 +1,4 @@
-// CUDA kernels of the elementwise family: copy-free elementwise ops: embedding, add, silu_mul, gather_last (launchers declared in cuda_ops.h).
+// CUDA kernels of the elementwise family: copy-free elementwise ops: embedding, add, glu, gather_last (launchers declared in cuda_ops.h).
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -16,11 +16,13 @@ namespace tracelm::cuda::ops {
 namespace {
 
 template <DType D>
-__global__ void embedding_kernel(const int32_t* ids, const void* table, int64_t vocab, int64_t dim, float* out) {
+__global__ void embedding_kernel(const int32_t* ids, const void* table, int64_t vocab, int64_t dim, float scale,
+                                 float* out) {
     const int64_t t = blockIdx.x;
     const int32_t id = ids[t];
     float* o = out + t * dim;
-    for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) o[c] = id < 0 || id >= vocab ? 0.0f : load_w<D>(table, id * dim + c);
+    for (int64_t c = threadIdx.x; c < dim; c += blockDim.x)
+        o[c] = id < 0 || id >= vocab ? 0.0f : load_w<D>(table, id * dim + c) * scale;
 }
 
 __global__ void add_kernel(const float* a, const float* b, float* out, int64_t n) {
@@ -29,10 +31,10 @@ __global__ void add_kernel(const float* a, const float* b, float* out, int64_t n
         out[i] = a[i] + b[i];
 }
 
-__global__ void silu_mul_kernel(const float* gate, const float* up, float* out, int64_t n) {
+__global__ void glu_kernel(const float* gate, const float* up, Activation act, float* out, int64_t n) {
     for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
          i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-        out[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+        out[i] = activate(act, gate[i]) * up[i];
 }
 
 __global__ void gather_last_kernel(const float* x, const int32_t* query_start, float* out, int64_t rows, int64_t cols) {
@@ -45,11 +47,12 @@ __global__ void gather_last_kernel(const float* x, const int32_t* query_start, f
 
 }  // namespace
 
-void embedding(const int32_t* ids, int64_t T, const void* table, DType dt, int64_t vocab, int64_t dim, float* out,
-               cudaStream_t stream) {
+void embedding(const int32_t* ids, int64_t T, const void* table, DType dt, int64_t vocab, int64_t dim, float scale,
+               float* out, cudaStream_t stream) {
     if (T == 0) return;
     with_weight_type(dt, [&](auto tag) {
-        embedding_kernel<decltype(tag)::value><<<static_cast<unsigned>(T), 256, 0, stream>>>(ids, table, vocab, dim, out);
+        embedding_kernel<decltype(tag)::value>
+            <<<static_cast<unsigned>(T), 256, 0, stream>>>(ids, table, vocab, dim, scale, out);
     });
     check_launch("embedding");
 }
@@ -60,10 +63,10 @@ void add(const float* a, const float* b, float* out, int64_t n, cudaStream_t str
     check_launch("add");
 }
 
-void silu_mul(const float* gate, const float* up, float* out, int64_t n, cudaStream_t stream) {
+void glu(const float* gate, const float* up, Activation act, float* out, int64_t n, cudaStream_t stream) {
     if (n == 0) return;
-    silu_mul_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(gate, up, out, n);
-    check_launch("silu_mul");
+    glu_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(gate, up, act, out, n);
+    check_launch("glu");
 }
 
 void gather_last(const float* x, const int32_t* query_start, float* out, int64_t rows, int64_t cols, int64_t seqs,

@@ -131,19 +131,19 @@ __global__ void __launch_bounds__(kGemmThreads)
     }
 }
 
-// silu_mul fused into the down projection's GEMV: each block first forms silu(gate)*up of its `tpb` tokens in
+// glu fused into the down projection's GEMV: each block first forms act(gate)*up of its `tpb` tokens in
 // shared memory (dynamic, tpb*K floats), then its warps compute output rows as gemv_kernel does.
 template <DType D>
-__global__ void __launch_bounds__(kGemvWarps * 32) silu_gemv_kernel(const float* gate, const float* up, int64_t T,
-                                                                    int64_t K, const void* w, float* y, int64_t N,
-                                                                    int tpb, bool vec) {
+__global__ void __launch_bounds__(kGemvWarps * 32) glu_gemv_kernel(const float* gate, const float* up, Activation act_kind,
+                                                                   int64_t T, int64_t K, const void* w, float* y,
+                                                                   int64_t N, int tpb, bool vec) {
     extern __shared__ float4 act_storage[];
     float* act = reinterpret_cast<float*>(act_storage);
     const int64_t t0 = static_cast<int64_t>(blockIdx.y) * tpb;
     const int tn = static_cast<int>(T - t0 < tpb ? T - t0 : tpb);
     const float* g = gate + t0 * K;
     const float* u = up + t0 * K;
-    for (int64_t i = threadIdx.x; i < static_cast<int64_t>(tn) * K; i += blockDim.x) act[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    for (int64_t i = threadIdx.x; i < static_cast<int64_t>(tn) * K; i += blockDim.x) act[i] = activate(act_kind, g[i]) * u[i];
     __syncthreads();
     const int64_t n = static_cast<int64_t>(blockIdx.x) * kGemvWarps + (threadIdx.x >> 5);
     if (n >= N) return;
@@ -197,8 +197,8 @@ void matmul(const float* x, int64_t T, int64_t K, const void* w, DType wt, const
 namespace {
 int g_max_dynamic_shared = 48 * 1024;  // the default limit until init() raises it
 
-// Tokens one silu_gemv block keeps in shared memory (0: K is too large for even one).
-int silu_tokens_per_block(int64_t K) {
+// Tokens one glu_gemv block keeps in shared memory (0: K is too large for even one).
+int glu_tokens_per_block(int64_t K) {
     return static_cast<int>(std::min<int64_t>(kGemvTokens, g_max_dynamic_shared / (K * static_cast<int64_t>(sizeof(float)))));
 }
 }  // namespace
@@ -207,27 +207,28 @@ void init(int max_dynamic_shared_bytes) {
     g_max_dynamic_shared = max_dynamic_shared_bytes;
     for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
         with_weight_type(dt, [&](auto tag) {
-            check(cudaFuncSetAttribute(silu_gemv_kernel<decltype(tag)::value>,
+            check(cudaFuncSetAttribute(glu_gemv_kernel<decltype(tag)::value>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, max_dynamic_shared_bytes),
                   "shared memory limit");
         });
     }
 }
 
-bool silu_mul_matmul_fuses(int64_t T, int64_t K) { return T <= kGemvMaxT && K > 0 && silu_tokens_per_block(K) >= 1; }
+bool glu_matmul_fuses(int64_t T, int64_t K) { return T <= kGemvMaxT && K > 0 && glu_tokens_per_block(K) >= 1; }
 
-void silu_mul_matmul(const float* gate, const float* up, int64_t T, int64_t K, const void* w, DType wt, float* y,
-                     int64_t N, cudaStream_t stream) {
+void glu_matmul(const float* gate, const float* up, Activation act, int64_t T, int64_t K, const void* w, DType wt,
+                float* y, int64_t N, cudaStream_t stream) {
     if (T == 0 || N == 0) return;
     // No more tokens per block than there are: the shared memory asked for limits how many blocks share an SM.
-    const int tpb = static_cast<int>(std::min<int64_t>(silu_tokens_per_block(K), T));
+    const int tpb = static_cast<int>(std::min<int64_t>(glu_tokens_per_block(K), T));
     const bool vec = K % 8 == 0 && aligned16(w);
     const dim3 grid(static_cast<unsigned>((N + kGemvWarps - 1) / kGemvWarps), static_cast<unsigned>((T + tpb - 1) / tpb));
     const size_t smem = static_cast<size_t>(tpb) * static_cast<size_t>(K) * sizeof(float);
     with_weight_type(wt, [&](auto tag) {
-        silu_gemv_kernel<decltype(tag)::value><<<grid, kGemvWarps * 32, smem, stream>>>(gate, up, T, K, w, y, N, tpb, vec);
+        glu_gemv_kernel<decltype(tag)::value>
+            <<<grid, kGemvWarps * 32, smem, stream>>>(gate, up, act, T, K, w, y, N, tpb, vec);
     });
-    check_launch("silu_mul_matmul");
+    check_launch("glu_matmul");
 }
 
 }  // namespace tracelm::cuda::ops

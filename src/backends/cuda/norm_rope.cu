@@ -95,8 +95,8 @@ __global__ void qkv_prologue_kernel(QkvPrologueParams p, RopeFreqs f) {
         sincosf(rope_angle(pos, i, f), &sn, &cs);
         const float x1 = vals[i], x2 = vals[half + i];
         const float r1 = x1 * cs - x2 * sn, r2 = x2 * cs + x1 * sn;
-        row[i] = r1;
-        row[half + i] = r2;
+        row[i] = is_q ? r1 * p.q_scale : r1;
+        row[half + i] = is_q ? r2 * p.q_scale : r2;
         if (store) {
             store_kv<C>(p.k_cache, kc + i, r1);
             store_kv<C>(p.k_cache, kc + half + i, r2);

@@ -22,6 +22,7 @@ void checks::attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_c
     require(meta.num_seqs > 0 && meta.block_size > 0 && meta.block_tables.rows >= meta.num_seqs &&
                 meta.seq_lens.numel() >= meta.num_seqs && meta.query_start_loc.numel() >= meta.num_seqs + 1,
             op, "bad metadata");
+    require(meta.window >= 0, op, "negative sliding window");
 }
 
 void Backend::kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,

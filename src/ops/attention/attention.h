@@ -32,10 +32,11 @@ struct PagedAttentionMeta {
     std::vector<int32_t> seq_lens;         // cached tokens of each sequence including this step's
     std::vector<int32_t> query_start_loc;  // [num_seqs + 1]: prefix sums of the query lengths
     int block_size = 0;
+    int window = 0;  // attention() only: a query at position p sees (p - window, p]; 0: no window
 };
 
 // Causal paged attention with grouped KV heads: query i of a sequence with q_len new tokens and seq_len cached ones
-// sees positions [0, seq_len - q_len + i]; position j of sequence s is in slot block_tables[s][j / block_size] *
+// sees positions [0, seq_len - q_len + i] (with a window, the last `window` of them); position j of sequence s is in slot block_tables[s][j / block_size] *
 // block_size + j % block_size, and positions without a block (or past the cache) are skipped. softmax(q.k * scale)
 // weights the values, in double precision. q [T, heads * head_dim], caches [slots, kv_heads * head_dim] as f32 values;
 // a query that sees nothing gives zeros.

@@ -69,9 +69,11 @@ std::vector<double> paged_attention(std::span<const float> q, std::span<const fl
 
 std::vector<double> attention(std::span<const float> q, std::span<const float> k_cache, std::span<const float> v_cache,
                               const PagedAttentionMeta& meta, int heads, int kv_heads, int head_dim, double scale) {
-    return paged_attention(q, k_cache, v_cache, meta, heads, kv_heads, head_dim, scale, [](int64_t, int64_t visible) {
-        std::vector<int64_t> all(static_cast<size_t>(visible));
-        for (int64_t j = 0; j < visible; ++j) all[j] = j;
+    const int64_t window = meta.window;
+    return paged_attention(q, k_cache, v_cache, meta, heads, kv_heads, head_dim, scale, [window](int64_t, int64_t visible) {
+        const int64_t start = window > 0 ? std::max<int64_t>(0, visible - window) : 0;
+        std::vector<int64_t> all;
+        for (int64_t j = start; j < visible; ++j) all.push_back(j);
         return all;
     });
 }

@@ -11,6 +11,7 @@ void Backend::sparse_attention(const Tensor& q, const Tensor& k_cache, const Ten
     checks::attention(q, k_cache, v_cache, meta, heads, kv_heads, head_dim, out, "sparse_attention", capabilities());
     checks::require_dtype(indices, DType::I64, "sparse_attention");
     checks::require(indices.rows == q.rows, "sparse_attention", "indices need one row per query row");
+    checks::require(meta.window == 0, "sparse_attention", "a sliding window is not supported");
     do_sparse_attention(q, k_cache, v_cache, meta, indices, heads, kv_heads, head_dim, scale, out);
 }
 

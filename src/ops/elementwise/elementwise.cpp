@@ -1,6 +1,8 @@
 // The elementwise family's entry points: arguments checked once, then the backend's do_<op>.
 #include "ops/elementwise/elementwise.h"
 
+#include <cmath>
+
 #include "runtime/backend.h"
 #include "runtime/op_checks.h"
 
@@ -15,12 +17,22 @@ void Backend::copy(const Tensor& dst, const Tensor& src) {
     do_copy(dst, src);
 }
 
-void Backend::embedding(const Tensor& ids, const Tensor& table, const Tensor& out) {
+const char* activation_name(Activation a) {
+    switch (a) {
+        case Activation::Silu: return "silu";
+        case Activation::GeluTanh: return "gelu_tanh";
+        case Activation::GeluTanhF16: return "gelu_tanh (ggml's f16 table)";
+    }
+    return "?";
+}
+
+void Backend::embedding(const Tensor& ids, const Tensor& table, float scale, const Tensor& out) {
     require_dtype(ids, DType::I32, "embedding");
     require_dtype(out, DType::F32, "embedding");
     checks::weight(table, "embedding", capabilities());
     require(out.rows == ids.numel() && out.cols == table.cols, "embedding", "shape mismatch");
-    do_embedding(ids, table, out);
+    require(std::isfinite(scale), "embedding", "scale must be finite");
+    do_embedding(ids, table, scale, out);
 }
 
 void Backend::add(const Tensor& a, const Tensor& b, const Tensor& out) {
@@ -28,9 +40,9 @@ void Backend::add(const Tensor& a, const Tensor& b, const Tensor& out) {
     do_add(a, b, out);
 }
 
-void Backend::silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) {
-    checks::same_size_f32(gate, up, out, "silu_mul");
-    do_silu_mul(gate, up, out);
+void Backend::glu(const Tensor& gate, const Tensor& up, Activation act, const Tensor& out) {
+    checks::same_size_f32(gate, up, out, "glu");
+    do_glu(gate, up, act, out);
 }
 
 void Backend::gather_last(const Tensor& x, const Tensor& query_start_loc, const Tensor& out) {

@@ -43,11 +43,11 @@ void Backend::matmuls(const Tensor& x, std::span<const MatmulOut> outs) {
     do_matmuls(x, outs);
 }
 
-void Backend::silu_mul_matmul(const Tensor& gate, const Tensor& up, const Tensor& w, const Tensor& out) {
-    checks::same_size_f32(gate, up, gate, "silu_mul_matmul");
-    require(up.rows == gate.rows, "silu_mul_matmul", "shape mismatch");
-    check_matmul(gate, w, nullptr, out, "silu_mul_matmul", capabilities());
-    do_silu_mul_matmul(gate, up, w, out);
+void Backend::glu_matmul(const Tensor& gate, const Tensor& up, Activation act, const Tensor& w, const Tensor& out) {
+    checks::same_size_f32(gate, up, gate, "glu_matmul");
+    require(up.rows == gate.rows, "glu_matmul", "shape mismatch");
+    check_matmul(gate, w, nullptr, out, "glu_matmul", capabilities());
+    do_glu_matmul(gate, up, act, w, out);
 }
 
 }  // namespace tracelm

@@ -28,10 +28,10 @@ std::vector<double> matmul(std::span<const float> x, std::span<const float> w, i
     return matmul_rows(x, w, K, bias);
 }
 
-std::vector<double> silu_mul_matmul(std::span<const float> gate, std::span<const float> up, std::span<const float> w,
-                                    int64_t K) {
-    const std::vector<double> act = silu_mul(gate, up);
-    return matmul_rows(std::span<const double>(act), w, K, {});
+std::vector<double> glu_matmul(std::span<const float> gate, std::span<const float> up, Activation act,
+                               std::span<const float> w, int64_t K) {
+    const std::vector<double> product = glu(gate, up, act);
+    return matmul_rows(std::span<const double>(product), w, K, {});
 }
 
 }  // namespace tracelm::reference

@@ -28,12 +28,13 @@ std::vector<double> rope_neox(std::span<const float> x, std::span<const int32_t>
                               double theta, std::span<const float> factors);
 
 // The q and k qk_norm_rope_kv_write leaves: each head's head_dim values rms-normed with q_norm / k_norm (both
-// empty: no norm), then rope_neox. Its K/V rows then go to the cache as kv_write's reference says (attention.h).
+// empty: no norm), then rope_neox, q then times q_scale. Its K/V rows then go to the cache as kv_write's reference says (attention.h).
 struct QkPrologue {
     std::vector<double> q, k;
 };
 QkPrologue qk_norm_rope(std::span<const float> q, std::span<const float> k, std::span<const int32_t> positions,
                         int heads, int kv_heads, int head_dim, std::span<const float> q_norm,
-                        std::span<const float> k_norm, double eps, double theta, std::span<const float> factors);
+                        std::span<const float> k_norm, double eps, double theta, std::span<const float> factors,
+                        double q_scale = 1.0);
 
 }  // namespace tracelm::reference

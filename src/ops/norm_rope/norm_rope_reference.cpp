@@ -65,13 +65,16 @@ std::vector<double> rope_neox(std::span<const float> x, std::span<const int32_t>
 
 QkPrologue qk_norm_rope(std::span<const float> q, std::span<const float> k, std::span<const int32_t> positions,
                         int heads, int kv_heads, int head_dim, std::span<const float> q_norm,
-                        std::span<const float> k_norm, double eps, double theta, std::span<const float> factors) {
+                        std::span<const float> k_norm, double eps, double theta, std::span<const float> factors,
+                        double q_scale) {
     auto one = [&](std::span<const float> x, int n_heads, std::span<const float> norm) {
         if (norm.empty()) return rope_rows(x, positions, n_heads, head_dim, theta, factors);
         const std::vector<double> normed = rms_norm_rows(x, head_dim, norm, eps);
         return rope_rows(std::span<const double>(normed), positions, n_heads, head_dim, theta, factors);
     };
-    return {one(q, heads, q_norm), one(k, kv_heads, k_norm)};
+    QkPrologue out{one(q, heads, q_norm), one(k, kv_heads, k_norm)};
+    for (double& v : out.q) v *= q_scale;
+    return out;
 }
 
 }  // namespace tracelm::reference

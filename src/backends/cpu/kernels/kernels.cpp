@@ -1,6 +1,7 @@
 // The dispatcher: the free kernel functions go through the table of active_isa(), chosen once; also the
 // per-thread scratch memory the ISA files use, and the kernels with one implementation for every Isa.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <new>
@@ -120,6 +121,45 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t cols, int6
         const int64_t vec_end = std::clamp(row_end - cols % 8, i, end);
         k.silu_mul(gate + i, up + i, out + i, end - i, vec_end - i);
         i = end;
+    }
+}
+
+namespace {
+
+// ggml's GELU_COEF_A and SQRT_2_OVER_PI, and its ggml_gelu_f32 term by term as an FMA build of ggml-cpu computes
+// it: GCC contracts 1 + a*x*x into fma(a*x, x, 1), which one entry of the f16 table tells apart.
+float gelu_f32(float x) {
+    constexpr float kCoefA = 0.044715f, kSqrt2OverPi = 0.79788456080286535587989211986876f;
+    return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * std::fma(kCoefA * x, x, 1.0f)));
+}
+
+// ggml_table_gelu_f16: the f16 GELU of every f16 value, built once (before any capture: CpuBackend asks for it).
+const std::array<uint16_t, 65536>& gelu_f16_table() {
+    static const std::array<uint16_t, 65536> table = [] {
+        std::array<uint16_t, 65536> t{};
+        for (uint32_t i = 0; i < t.size(); ++i) t[i] = f32_to_f16(gelu_f32(f16_to_f32(static_cast<uint16_t>(i))));
+        return t;
+    }();
+    return table;
+}
+
+}  // namespace
+
+void gelu_mul(const float* gate, const float* up, float* out, bool f16_table, int64_t i0, int64_t i1) {
+    if (!f16_table) {
+        for (int64_t i = i0; i < i1; ++i) out[i] = gelu_f32(gate[i]) * up[i];
+        return;
+    }
+    const std::array<uint16_t, 65536>& table = gelu_f16_table();
+    for (int64_t i = i0; i < i1; ++i) {
+        const float x = gate[i];
+        if (x <= -10.0f) {
+            out[i] = 0.0f;
+        } else if (x >= 10.0f) {
+            out[i] = x * up[i];
+        } else {
+            out[i] = f16_to_f32(table[f32_to_f16(x)]) * up[i];
+        }
     }
 }
 

@@ -34,6 +34,11 @@ void add(const float* a, const float* b, float* out, int64_t i0, int64_t i1);
 // row by row: gate / (1 + ggml_v_expf(0 - gate)) * up for each row's first cols - cols % 8 elements, glibc's
 // expf for its last cols % 8 (KernelTable::silu_mul).
 void silu_mul(const float* gate, const float* up, float* out, int64_t cols, int64_t i0, int64_t i1);
+// out = gelu(gate) * up over [i0, i1), GELU's tanh approximation: in f32 with glibc's tanhf (f16_table false), or
+// as ggml's GEGLU computes it (f16_table true): 0 for gate <= -10, gate * up for gate >= 10, else the f16 table
+// entry of gate rounded to f16 (the f32 formula at that f16 value, rounded to f16) times up. One implementation for
+// every Isa.
+void gelu_mul(const float* gate, const float* up, float* out, bool f16_table, int64_t i0, int64_t i1);
 float dot_f32(const float* a, const float* b, int64_t n);
 void axpy_f32(float a, const float* x, float* y, int64_t n);  // y += a * x
 

@@ -44,7 +44,8 @@ PagedAttentionArgs attention_args(const Tensor& q, const Tensor& k_cache, const 
             heads,
             kv_heads,
             head_dim,
-            scale};
+            scale,
+            meta.window};
 }
 
 Footprint attention_footprint(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta,

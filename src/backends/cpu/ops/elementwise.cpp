@@ -23,6 +23,7 @@ struct EmbeddingArgs {
     float* out;
     int64_t vocab, dim;
     DType dt;
+    float scale;
 };
 void run_embedding(const EmbeddingArgs& a, int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
@@ -32,6 +33,8 @@ void run_embedding(const EmbeddingArgs& a, int64_t b, int64_t e) {
             std::fill(out, out + a.dim, 0.0f);
         } else {
             table_row_to_f32(a.table, a.dt, a.vocab, a.dim, id, out);
+            if (a.scale != 1.0f)
+                for (int64_t c = 0; c < a.dim; ++c) out[c] *= a.scale;
         }
     }
 }
@@ -43,13 +46,20 @@ struct BinaryArgs {
 };
 void run_add(const BinaryArgs& a, int64_t b, int64_t e) { add(a.a, a.b, a.out, b, e); }
 
-struct SiluMulArgs {
+struct GluArgs {
     const float* gate;
     const float* up;
     float* out;
     int64_t cols;
+    Activation act;
 };
-void run_silu_mul(const SiluMulArgs& a, int64_t b, int64_t e) { silu_mul(a.gate, a.up, a.out, a.cols, b, e); }
+void run_glu(const GluArgs& a, int64_t b, int64_t e) {
+    if (a.act == Activation::Silu) {
+        silu_mul(a.gate, a.up, a.out, a.cols, b, e);
+    } else {
+        gelu_mul(a.gate, a.up, a.out, a.act == Activation::GeluTanhF16, b, e);
+    }
+}
 
 struct GatherArgs {
     const float* x;
@@ -79,10 +89,10 @@ void CpuBackend::do_copy(const Tensor& dst, const Tensor& src) {
            Footprint().read(src).write(dst), dst.rows);
 }
 
-void CpuBackend::do_embedding(const Tensor& ids, const Tensor& table, const Tensor& out) {
+void CpuBackend::do_embedding(const Tensor& ids, const Tensor& table, float scale, const Tensor& out) {
     submit(run_embedding,
            EmbeddingArgs{ids.ptr<int32_t>(), static_cast<const char*>(table.raw()), out.ptr<float>(), table.rows,
-                         table.cols, table.dtype},
+                         table.cols, table.dtype, scale},
            Footprint().read(ids).read(table).write(out), out.rows);
 }
 
@@ -91,8 +101,8 @@ void CpuBackend::do_add(const Tensor& a, const Tensor& b, const Tensor& out) {
            out.numel(), 1024);
 }
 
-void CpuBackend::do_silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) {
-    submit(run_silu_mul, SiluMulArgs{gate.ptr<float>(), up.ptr<float>(), out.ptr<float>(), gate.cols},
+void CpuBackend::do_glu(const Tensor& gate, const Tensor& up, Activation act, const Tensor& out) {
+    submit(run_glu, GluArgs{gate.ptr<float>(), up.ptr<float>(), out.ptr<float>(), gate.cols, act},
            Footprint().read(gate).read(up).write(out), out.numel(), 1024);
 }
 

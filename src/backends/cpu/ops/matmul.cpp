@@ -112,10 +112,11 @@ void CpuBackend::do_matmuls(const Tensor& x, std::span<const MatmulOut> outs) {
     for (const MatmulOut& o : outs) matmul(x, *o.w, o.bias, o.out);
 }
 
-void CpuBackend::do_silu_mul_matmul(const Tensor& gate, const Tensor& up, const Tensor& w, const Tensor& out) {
+void CpuBackend::do_glu_matmul(const Tensor& gate, const Tensor& up, Activation act, const Tensor& w,
+                               const Tensor& out) {
     // Two recorded ops: a matvec thread needs the whole activation vector, so the product is formed first
     // (in gate, which the interface lets us consume) behind one barrier.
-    silu_mul(gate, up, gate);
+    glu(gate, up, act, gate);
     matmul(gate, w, nullptr, out);
 }
 

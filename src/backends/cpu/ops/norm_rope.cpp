@@ -66,6 +66,7 @@ struct QkvPrologueArgs {
     DType norm_dt;
     int heads, kv_heads, head_dim;
     bool f16_cache;
+    float q_scale;
 };
 // One token per item: its q and k heads normed (per head, with rms_norm) and rotated (as run_rope, by one set of
 // angles), then k and v stored at the token's slot (as run_kv_write).
@@ -82,6 +83,8 @@ void run_qkv_prologue(const QkvPrologueArgs& a, int64_t b, int64_t e) {
         rope_cos_sin(a.positions[t], a.theta_scale, a.rope_factors, a.head_dim / 2, cs);
         rope_rotate(q, a.heads, a.head_dim, cs);
         rope_rotate(k, a.kv_heads, a.head_dim, cs);
+        if (a.q_scale != 1.0f)
+            for (int64_t i = 0; i < q_dim; ++i) q[i] *= a.q_scale;
         const int64_t slot = a.slots[t];
         if (slot < 0 || slot >= a.num_slots) continue;
         store_kv_row(k, a.k_cache, slot, kv_dim, a.f16_cache);
@@ -130,7 +133,7 @@ void CpuBackend::do_qk_norm_rope_kv_write(const QkvPrologue& p) {
                            p.k_norm ? p.k_norm->raw() : nullptr, p.positions.ptr<int32_t>(), rope.factors_or_null(),
                            rope.theta_scale, p.slot_mapping.ptr<int32_t>(), p.k_cache.raw(), p.v_cache.raw(),
                            p.k_cache.rows, p.eps, p.q_norm ? p.q_norm->dtype : DType::F32, p.heads, p.kv_heads,
-                           p.head_dim, p.k_cache.dtype == DType::F16},
+                           p.head_dim, p.k_cache.dtype == DType::F16, p.q_scale},
            fp, p.q.rows);
 }
 
