@@ -107,7 +107,8 @@ Tensor Model::bind(Backend& backend, const std::string& name, int64_t rows, int6
         for (int64_t i = 0; i < rows * cols; ++i) {
             float v = 0.0f;
             if (dt == DType::F32) {
-                std::memcpy(&v, static_cast<const unsigned char*>(data) + static_cast<size_t>(i) * sizeof(float), sizeof(float));
+                const auto* raw = static_cast<const unsigned char*>(data);
+                std::memcpy(&v, raw + static_cast<size_t>(i) * sizeof(float), sizeof(float));
             } else {
                 v = dt == DType::BF16 ? bf16_to_f32(src[i]) : f16_to_f32(src[i]);
             }

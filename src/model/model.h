@@ -68,7 +68,8 @@ class Model {
     // The RoPE frequencies of a layer (theta and the scaling factors, computed once at load); Gemma's sliding-window
     // layers have their own base and no scaling.
     RopeSpec rope(int layer) const {
-        if (config_.is_sliding(layer) && config_.arch == Arch::Gemma3) return {static_cast<float>(config_.rope_local_theta), {}};
+        if (config_.is_sliding(layer) && config_.arch == Arch::Gemma3)
+            return {static_cast<float>(config_.rope_local_theta), {}};
         return {static_cast<float>(config_.rope_theta), rope_factors_};
     }
 
