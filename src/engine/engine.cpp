@@ -81,10 +81,23 @@ Engine::Engine(const Model& model, Backend& backend, EngineOptions options)
         throw std::invalid_argument("engine: KV pool of " + std::to_string(pool) + " blocks is too large");
     }
     const int64_t kv_dim = static_cast<int64_t>(c.num_key_value_heads) * c.head_dim;
+    // Sliding-window layers get a pool of their own when a row's window and one prefill forward take fewer blocks
+    // than its context: every admitted row holds that many there (a query at c0 sees back to c0 - window + 1).
+    int sliding_pool = 0;
+    if (c.sliding_window > 0) {
+        const int64_t span = c.sliding_window - 1 + opt_.prefill_chunk;
+        const int64_t reserve = (span + opt_.block_size - 1) / opt_.block_size + 1;
+        if (reserve < max_blocks_) {
+            window_ = c.sliding_window;
+            sliding_reserve_ = static_cast<int>(reserve);
+            sliding_pool = sliding_reserve_ * opt_.max_seqs;
+        }
+    }
     kv_ = std::make_unique<PagedKvCache>(backend, c.num_hidden_layers, kv_dim, static_cast<int>(pool),
-                                         opt_.block_size, kv_dtype_for(model, opt_));
+                                         opt_.block_size, kv_dtype_for(model, opt_), c.layer_sliding, sliding_pool);
     cache_ = std::make_unique<PrefixCache>(static_cast<int>(pool), opt_.block_size,
                                            prefix_seed(model, kv_->dtype(), opt_.block_size));
+    if (sliding_pool > 0) sliding_cache_ = std::make_unique<PrefixCache>(sliding_pool, opt_.block_size, 0);
     decoder_ = std::make_unique<Decoder>(model, backend, *kv_, std::max(opt_.prefill_chunk, max_rows_), max_rows_);
 
     pf_ids_ = i32("prefill.token_ids", opt_.prefill_chunk);
@@ -93,9 +106,17 @@ Engine::Engine(const Model& model, Backend& backend, EngineOptions options)
     pf_qsl_ = i32("prefill.query_start_loc", 2);
     pf_seq_len_ = i32("prefill.seq_lens", 1);
     pf_table_ = i32("prefill.block_table", 1, max_blocks_);
+    if (slides()) {
+        pf_sliding_slots_ = i32("prefill.sliding_slot_mapping", opt_.prefill_chunk);
+        pf_sliding_table_ = i32("prefill.sliding_block_table", 1, max_blocks_);
+    }
 
     const int S = max_rows_;
     block_tables_ = i32("block_tables", S, max_blocks_);
+    if (slides()) {
+        sliding_tables_ = i32("sliding_block_tables", S, max_blocks_);
+        sliding_slots_ = i32("decode.sliding_slot_mapping", S);
+    }
     state_.token_ids = i32("decode.token_ids", S);
     state_.positions = i32("decode.positions", S);
     state_.slot_mapping = i32("decode.slot_mapping", S);
@@ -128,6 +149,7 @@ void Engine::make_rows_inert() {
     const std::vector<int32_t> no_blocks(S * static_cast<size_t>(max_blocks_), -1), minus(S, -1), zeros(S, 0);
     const std::vector<sampling::RowParams> greedy(S);
     backend_.upload(block_tables_, no_blocks.data());
+    if (slides()) backend_.upload(sliding_tables_, no_blocks.data());
     backend_.upload(state_.token_ids, zeros.data());
     backend_.upload(state_.positions, zeros.data());
     backend_.upload(state_.slot_mapping, minus.data());
@@ -240,6 +262,12 @@ void Engine::issue_decode_step() {
     in.slot_mapping = st.slot_mapping;
     in.meta = AttentionMeta{st.block_tables, st.seq_lens, decode_qsl_.slice_rows(0, S + 1), S, opt_.block_size,
                             interleaved_pairs()};
+    if (slides()) {
+        // The window moves on the device: this step's slots in the sliding pool from its positions.
+        in.sliding_block_tables = sliding_tables_.slice_rows(0, S);
+        in.sliding_slot_mapping = sliding_slots_.slice_rows(0, S);
+        backend_.kv_slots(st.positions, in.sliding_block_tables, opt_.block_size, in.sliding_slot_mapping);
+    }
     decoder_->forward(in, S);
     const Tensor sampled = sampled_.slice_rows(0, S);
     backend_.sample(decoder_->logits(S), sampling_rows(0, S, 1), sampled);
@@ -249,6 +277,14 @@ void Engine::issue_decode_step() {
 void Engine::step() {
     if (num_seqs_ == 0) throw std::logic_error("step() with no decoding sequence");
     write_released_rows();
+    // A row's window takes a block from its spare ones (and gives one back) once per block_size steps.
+    for (int row = 0; slides() && row < num_seqs_; ++row) {
+        Row& r = rows_[static_cast<size_t>(row)];
+        if (!r.decoding || !map_sliding(r, r.pos, r.pos + 1)) continue;
+        backend_.upload(sliding_tables_.slice_rows(row, 1), r.sliding.data());
+        ++row_writes_;
+        rows_written_ = true;
+    }
     BucketGraph& g = graphs_[bucket_];
     if (!uses_graphs() || !g.warmed) {
         // Eager decode, which also serves as the warm-up that exercises the exact ops to capture (and lets

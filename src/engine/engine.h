@@ -159,6 +159,12 @@ class Engine {
     DType kv_dtype() const { return kv_->dtype(); }
     int kv_blocks_total() const { return cache_->num_blocks(); }
     int kv_blocks_used() const { return cache_->num_blocks() - cache_->free_count() - cache_->lru_count(); }
+    // The sliding-window layers' own pool (0 when the model has none): each admitted sequence holds a fixed number
+    // of its blocks, enough for its window and one prefill forward, whatever the sequence's length.
+    int kv_sliding_blocks_total() const { return sliding_cache_ ? sliding_cache_->num_blocks() : 0; }
+    int kv_sliding_blocks_used() const {
+        return sliding_cache_ ? sliding_cache_->num_blocks() - sliding_cache_->free_count() : 0;
+    }
     // Block reuse so far.
     const PrefixCacheStats& prefix_stats() const { return cache_->stats(); }
     int replays() const { return replays_; }
@@ -181,6 +187,9 @@ class Engine {
         std::vector<uint8_t> one_row;
         sampling::RowParams params;
         std::vector<int32_t> blocks;
+        // Sliding pool: the block of each logical block of the window (-1 outside it), and the row's other reserved
+        // blocks, which the window takes as it moves.
+        std::vector<int32_t> sliding, sliding_spare;
         int64_t computed = 0;  // tokens whose KV is written
         int64_t pos = 0;       // decoding: position of the next input token
     };
@@ -220,6 +229,14 @@ class Engine {
     void publish(const Row& r, int64_t written);
     // llama.cpp ropes the llama architecture in "normal" mode, over interleaved q/k pairs (AttentionMeta).
     bool interleaved_pairs() const { return model_.config().arch == Arch::Llama; }
+    // Whether the sliding-window layers have their own pool; prefix sharing needs every layer's KV of a prefix, which
+    // that pool does not keep, so it is off then (docs/prefix-cache.md).
+    bool slides() const { return sliding_cache_ != nullptr; }
+    bool sharing() const { return opt_.prefix_cache && !slides(); }
+    // Maps the sliding-pool blocks a forward of positions [c0, c1) reads and writes (from the window of c0's query
+    // on) and returns those before it to the row's spare blocks. Returns whether the row's table changed.
+    bool map_sliding(Row& r, int64_t c0, int64_t c1);
+    int32_t sliding_slot_of(const Row& r, int64_t pos) const;
 
     const Model& model_;
     Backend& backend_;
@@ -228,14 +245,18 @@ class Engine {
     int max_blocks_;
     std::unique_ptr<PagedKvCache> kv_;
     std::unique_ptr<PrefixCache> cache_;
+    std::unique_ptr<PrefixCache> sliding_cache_;  // the sliding pool's allocator (nothing published)
+    int window_ = 0;
+    int sliding_reserve_ = 0;  // sliding-pool blocks each admitted row holds
     std::unique_ptr<Decoder> decoder_;
     std::vector<Buffer*> buffers_;
 
     // Prefill inputs (the prefilled sequence's own block table: decode rows stay inert until they join).
-    Tensor pf_ids_, pf_pos_, pf_slots_, pf_qsl_, pf_seq_len_, pf_table_;
+    Tensor pf_ids_, pf_pos_, pf_slots_, pf_qsl_, pf_seq_len_, pf_table_, pf_sliding_slots_, pf_sliding_table_;
     // Decode state, advanced on the device.
     DecodeState state_;
     Tensor block_tables_, decode_qsl_, sampled_;
+    Tensor sliding_tables_, sliding_slots_;  // the sliding pool's block tables; slots computed on the device
     Buffer* history_buf_ = nullptr;
     // Sampling state: parameters per row (written by start()), token counts, logprob outputs.
     SamplingIo sampling_;

@@ -49,6 +49,35 @@ int32_t Engine::slot_of(const Row& r, int64_t pos) const {
     return r.blocks[static_cast<size_t>(pos / bs)] * bs + static_cast<int32_t>(pos % bs);
 }
 
+int32_t Engine::sliding_slot_of(const Row& r, int64_t pos) const {
+    const int bs = opt_.block_size;
+    return r.sliding[static_cast<size_t>(pos / bs)] * bs + static_cast<int32_t>(pos % bs);
+}
+
+bool Engine::map_sliding(Row& r, int64_t c0, int64_t c1) {
+    const int bs = opt_.block_size;
+    const int64_t lo = std::max<int64_t>(0, c0 - window_ + 1) / bs, hi = (c1 - 1) / bs;
+    bool changed = false;
+    for (int64_t j = 0; j < static_cast<int64_t>(r.sliding.size()); ++j) {
+        int32_t& b = r.sliding[static_cast<size_t>(j)];
+        if (j >= lo && j <= hi) continue;
+        if (b >= 0) {  // out of every later query's window: back to the spare blocks
+            r.sliding_spare.push_back(b);
+            b = -1;
+            changed = true;
+        }
+    }
+    for (int64_t j = lo; j <= hi; ++j) {
+        int32_t& b = r.sliding[static_cast<size_t>(j)];
+        if (b >= 0) continue;
+        if (r.sliding_spare.empty()) throw std::logic_error("sliding window wider than the row's reserved blocks");
+        b = r.sliding_spare.back();
+        r.sliding_spare.pop_back();
+        changed = true;
+    }
+    return changed;
+}
+
 int Engine::admit(const std::vector<int32_t>& prompt, const std::vector<int32_t>& generated,
                   const sampling::RowParams& params, int64_t reserve, const std::vector<TokenSpan>& decoded) {
     const int64_t n = static_cast<int64_t>(prompt.size()), k = static_cast<int64_t>(generated.size());
@@ -59,8 +88,9 @@ int Engine::admit(const std::vector<int32_t>& prompt, const std::vector<int32_t>
     // Not even with every shareable block matched: refuse before matching, so a request that waits is not counted
     // as a prefix hit again at every retry.
     const int available = cache_->free_count() + cache_->lru_count();
-    const int shareable = opt_.prefix_cache ? shareable_blocks(one_row, n, max_blocks_) : 0;
+    const int shareable = sharing() ? shareable_blocks(one_row, n, max_blocks_) : 0;
     if (need - shareable > available) return -1;
+    if (slides() && sliding_cache_->free_count() < sliding_reserve_) return -1;
     if (std::none_of(rows_.begin(), rows_.end(), [](const Row& x) { return x.decoding; })) {
         // Nothing decodes: the step counter restarts (every row's draws count from its own draw_base). Written
         // before any block is taken, so a device error here leaves nothing held.
@@ -83,7 +113,9 @@ int Engine::admit(const std::vector<int32_t>& prompt, const std::vector<int32_t>
     const std::vector<int32_t> more = cache_->allocate(fresh);
     blocks.insert(blocks.end(), more.begin(), more.end());
     Row r;
+    r.sliding_spare = slides() ? sliding_cache_->allocate(sliding_reserve_) : std::vector<int32_t>{};
     try {
+        if (slides()) r.sliding.assign(static_cast<size_t>(max_blocks_), -1);
         r.admitted = true;
         r.n = n;
         r.k = k;
@@ -95,6 +127,7 @@ int Engine::admit(const std::vector<int32_t>& prompt, const std::vector<int32_t>
         r.one_row.reserve(r.tokens.capacity());
     } catch (...) {
         cache_->release(blocks);  // the references match() and allocate() took
+        if (slides()) sliding_cache_->release(r.sliding_spare);
         throw;
     }
     r.params = params;
@@ -105,7 +138,8 @@ int Engine::admit(const std::vector<int32_t>& prompt, const std::vector<int32_t>
 }
 
 void Engine::prefill_forward(int row, int64_t c0, int64_t c1, const int32_t* ids, bool logits) {
-    const Row& r = rows_[static_cast<size_t>(row)];
+    Row& r = rows_[static_cast<size_t>(row)];
+    if (slides()) map_sliding(r, c0, c1);
     const int T = static_cast<int>(c1 - c0);
     std::vector<int32_t> pos(static_cast<size_t>(T)), slots(static_cast<size_t>(T));
     for (int i = 0; i < T; ++i) {
@@ -127,6 +161,13 @@ void Engine::prefill_forward(int row, int64_t c0, int64_t c1, const int32_t* ids
     backend_.upload(pf_seq_len_, &seq_len);
     backend_.upload(pf_table_, table.data());
     in.meta = AttentionMeta{pf_table_, pf_seq_len_, pf_qsl_, 1, opt_.block_size, interleaved_pairs()};
+    if (slides()) {
+        for (int i = 0; i < T; ++i) slots[static_cast<size_t>(i)] = sliding_slot_of(r, c0 + i);
+        in.sliding_slot_mapping = pf_sliding_slots_.slice_rows(0, T);
+        in.sliding_block_tables = pf_sliding_table_;
+        backend_.upload(in.sliding_slot_mapping, slots.data());
+        backend_.upload(pf_sliding_table_, r.sliding.data());
+    }
     decoder_->forward(in, T, logits);
 }
 
@@ -158,7 +199,7 @@ bool Engine::prefill(int row, int32_t* first, int64_t budget) {
         if (c1 == c0) throw std::logic_error("prefill budget too small for the next piece");
         prefill_forward(row, c0, c1, r.tokens.data() + c0, c1 == n && k == 0);
         r.computed = c1;
-        if (c1 == n && opt_.prefix_cache) publish(r, n);
+        if (c1 == n && sharing()) publish(r, n);
         if (c1 < n || k > 1) return false;
     } else if (r.computed < n + k - 1) {
         // A token generated before a preemption, fed alone as the decode step that first computed it was.
@@ -202,6 +243,10 @@ void Engine::join(int row, int32_t input, int64_t pos) {
     std::vector<int32_t> table(static_cast<size_t>(max_blocks_), -1);
     std::copy(r.blocks.begin(), r.blocks.end(), table.begin());
     backend_.upload(block_tables_.slice_rows(row, 1), table.data());
+    if (slides()) {
+        map_sliding(r, pos, pos + 1);
+        backend_.upload(sliding_tables_.slice_rows(row, 1), r.sliding.data());
+    }
     write_row_state(row, input, pos, slot_of(r, pos), static_cast<int32_t>(pos + 1));
     if (static_cast<int64_t>(r.tokens.size()) == pos) {  // the first sampled token: decode computes it
         r.tokens.push_back(input);
@@ -239,8 +284,13 @@ void Engine::release(int row) {
     if (!r.admitted) return;
     // Host state only: a device write that failed halfway would leave the blocks returned but the row live on the
     // device, or a retry releasing blocks twice. The device row is made inert before the next decode step.
-    if (opt_.prefix_cache) publish(r, r.decoding ? r.pos : r.computed);
+    if (sharing()) publish(r, r.decoding ? r.pos : r.computed);
     cache_->release(r.blocks);
+    if (slides()) {
+        for (const int32_t b : r.sliding)
+            if (b >= 0) r.sliding_spare.push_back(b);
+        sliding_cache_->release(r.sliding_spare);
+    }
     // Also a row that never joined: a join that failed partway may have written some of its state.
     inert_pending_[static_cast<size_t>(row)] = 1;
     r = Row{};
@@ -255,6 +305,7 @@ void Engine::write_released_rows() {
     for (int row = 0; row < static_cast<int>(rows_.size()); ++row) {
         if (inert_pending_[static_cast<size_t>(row)] == 0) continue;
         backend_.upload(block_tables_.slice_rows(row, 1), table.data());
+        if (slides()) backend_.upload(sliding_tables_.slice_rows(row, 1), table.data());
         backend_.upload(sampling_.params.slice_rows(row, 1), &greedy);
         write_row_state(row, 0, 0, -1, 0);
         inert_pending_[static_cast<size_t>(row)] = 0;  // only once written: a failed write is retried

@@ -5,16 +5,19 @@
 
 namespace tracelm {
 
-PagedKvCache::PagedKvCache(Backend& backend, int layers, int64_t kv_dim, int num_blocks, int block_size, DType dtype)
-    : backend_(backend), num_blocks_(num_blocks), block_size_(block_size), dtype_(dtype) {
-    if (num_blocks <= 0 || block_size <= 0 || kv_dim <= 0 || layers <= 0) {
+PagedKvCache::PagedKvCache(Backend& backend, int layers, int64_t kv_dim, int num_blocks, int block_size, DType dtype,
+                           const std::vector<uint8_t>& sliding, int sliding_blocks)
+    : backend_(backend), num_blocks_(num_blocks), block_size_(block_size), sliding_(sliding),
+      sliding_blocks_(sliding_blocks), dtype_(dtype) {
+    if (num_blocks <= 0 || block_size <= 0 || kv_dim <= 0 || layers <= 0 || sliding_blocks < 0 ||
+        (!sliding.empty() && sliding.size() != static_cast<size_t>(layers))) {
         throw std::invalid_argument("kv cache: bad geometry");
     }
     if (dtype != DType::F32 && dtype != DType::F16) {
         throw std::invalid_argument("kv cache: dtype must be f32 or f16, not " + std::string(dtype_name(dtype)));
     }
-    const int64_t slots = static_cast<int64_t>(num_blocks) * block_size;
     for (int l = 0; l < layers; ++l) {
+        const int64_t slots = static_cast<int64_t>(in_sliding_pool(l) ? sliding_blocks : num_blocks) * block_size;
         for (const char* kind : {"k", "v"}) {
             const std::string name = "kv_cache." + std::to_string(l) + "." + kind;
             Buffer* b = backend.alloc(static_cast<size_t>(slots) * dtype_row_bytes(dtype, kv_dim), name);

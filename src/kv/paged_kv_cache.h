@@ -1,5 +1,6 @@
 // Paged KV cache: per layer, K and V pools of `num_blocks * block_size` slots of f32 or f16 values, preallocated
-// once.
+// once. Sliding-window layers (Gemma's local layers) may have pools of their own, of `sliding_blocks` blocks, in which
+// a sequence holds only the blocks of its window: their block numbers are another table's.
 // Sequences own blocks through a block table row; slot = block * block_size + offset. Which blocks are free, shared
 // or cached is the PrefixCache's business (kv/prefix_cache.h).
 #pragma once
@@ -13,14 +14,20 @@ namespace tracelm {
 
 class PagedKvCache {
    public:
+    // sliding: per layer, 1 where the layer's K/V live in the sliding pool (empty, or sliding_blocks 0: none).
     PagedKvCache(Backend& backend, int layers, int64_t kv_dim, int num_blocks, int block_size,
-                 DType dtype = DType::F32);
+                 DType dtype = DType::F32, const std::vector<uint8_t>& sliding = {}, int sliding_blocks = 0);
     ~PagedKvCache();
     PagedKvCache(const PagedKvCache&) = delete;
     PagedKvCache& operator=(const PagedKvCache&) = delete;
 
     int block_size() const { return block_size_; }
     int num_blocks() const { return num_blocks_; }
+    int sliding_blocks() const { return sliding_blocks_; }
+    // Whether the layer's K/V are in the sliding pool.
+    bool in_sliding_pool(int layer) const {
+        return sliding_blocks_ > 0 && static_cast<size_t>(layer) < sliding_.size() && sliding_[static_cast<size_t>(layer)];
+    }
     DType dtype() const { return dtype_; }
     const Tensor& k(int layer) const { return k_[static_cast<size_t>(layer)]; }
     const Tensor& v(int layer) const { return v_[static_cast<size_t>(layer)]; }
@@ -32,6 +39,8 @@ class PagedKvCache {
    private:
     Backend& backend_;
     int num_blocks_, block_size_;
+    std::vector<uint8_t> sliding_;
+    int sliding_blocks_ = 0;
     DType dtype_;
     size_t bytes_ = 0;
     std::vector<Buffer*> buffers_;

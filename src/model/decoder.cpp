@@ -54,11 +54,14 @@ void Decoder::forward(const StepInputs& in, int T, bool with_logits) {
                                  {&L.k_proj, L.k_bias ? &*L.k_bias : nullptr, k},
                                  {&L.v_proj, L.v_bias ? &*L.v_bias : nullptr, v}};
         backend_.matmuls(h, qkv);
+        const bool own_pool = kv_.in_sliding_pool(layer);
         backend_.qk_norm_rope_kv_write({q, k, v, L.q_norm ? &*L.q_norm : nullptr, L.k_norm ? &*L.k_norm : nullptr, eps,
-                                        in.positions, model_.rope(layer), in.slot_mapping, kv_.k(layer), kv_.v(layer),
-                                        H, KV, hd, q_scale});
+                                        in.positions, model_.rope(layer),
+                                        own_pool ? in.sliding_slot_mapping : in.slot_mapping, kv_.k(layer),
+                                        kv_.v(layer), H, KV, hd, q_scale});
         AttentionMeta meta = in.meta;
         meta.window = c.attention_window(layer);
+        if (own_pool) meta.block_tables = in.sliding_block_tables;
         backend_.attention(q, kv_.k(layer), kv_.v(layer), meta, H, KV, hd, scale, attn);
         backend_.matmul(attn, L.o_proj, L.o_bias ? &*L.o_bias : nullptr, proj);
         if (L.attn_out_norm) backend_.rms_norm(proj, *L.attn_out_norm, eps, proj);

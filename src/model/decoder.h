@@ -15,6 +15,9 @@ struct StepInputs {
     Tensor positions;     // [1, T]
     Tensor slot_mapping;  // [1, T]
     AttentionMeta meta;   // S = meta.num_seqs
+    // The layers whose K/V are in the cache's sliding pool (PagedKvCache::in_sliding_pool) use these instead.
+    Tensor sliding_slot_mapping;   // [1, T]
+    Tensor sliding_block_tables;   // [S, max_blocks]
 };
 
 class Decoder {

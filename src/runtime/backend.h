@@ -210,6 +210,9 @@ class Backend {
     // Feeds sampled ids into the next step: history[step] = sampled, token_ids = sampled, positions,
     // seq_lens += 1, slot from the block table (-1 past the reserved blocks), step += 1.
     void advance_decode(const Tensor& sampled, const DecodeState& st);
+    // slots[s] = the KV slot of positions[s] in row s of block_tables ([S, max_blocks]; -1 where the block is
+    // unassigned or past the table): the slots of the sliding-window layers' own pool in a decode step.
+    void kv_slots(const Tensor& positions, const Tensor& block_tables, int block_size, const Tensor& slots);
 
     // ---- DeepSeek sparse attention (semantics in ops/dsa/dsa_topk.h) ----
     // Bytes DsaTopkWorkspace::buffer needs for up to max_rows rows of max_keys keys.
@@ -252,6 +255,8 @@ class Backend {
     virtual void do_argmax(const Tensor& logits, const Tensor& ids) = 0;
     virtual void do_sample(const Tensor& logits, const SamplingIo& io, const Tensor& ids) = 0;
     virtual void do_advance_decode(const Tensor& sampled, const DecodeState& st) = 0;
+    virtual void do_kv_slots(const Tensor& positions, const Tensor& block_tables, int block_size,
+                             const Tensor& slots) = 0;
     virtual void do_dsa_topk(const Tensor& scores, const Tensor& window_start, const Tensor& window_end,
                              const DsaTopkWorkspace& ws, const Tensor& indices) = 0;
     virtual void do_dsa_indexer(const Tensor& q, const Tensor& weights, const Tensor& keys, int heads,

@@ -74,6 +74,10 @@ std::string prometheus_text(const SchedulerStats& s, const std::string& model_na
     w.gauge("tracelm:num_requests_waiting", "Requests queued, preempted ones included.", s.waiting);
     w.gauge("tracelm:kv_blocks_used", "KV cache blocks in use.", d(s.kv_blocks_used));
     w.gauge("tracelm:kv_blocks_total", "KV cache blocks in the pool.", d(s.kv_blocks_total));
+    w.gauge("tracelm:kv_sliding_blocks_used", "Blocks of the sliding-window layers' own KV pool in use.",
+            d(s.kv_sliding_blocks_used));
+    w.gauge("tracelm:kv_sliding_blocks_total", "Blocks in the sliding-window layers' own KV pool (0: none).",
+            d(s.kv_sliding_blocks_total));
     w.counter("tracelm:prompt_tokens_total", "Prompt tokens prefilled.", d(s.prompt_tokens));
     w.counter("tracelm:generation_tokens_total", "Tokens generated.", d(s.generated_tokens));
     w.counter("tracelm:requests_finished_total", "Requests finished.", d(s.requests_finished));

@@ -133,6 +133,7 @@ struct Scheduler::Impl {
             if (engine.replay_seconds(b) > 0) pacer.seed_decode(b, engine.replay_seconds(b));
         }
         stats.kv_blocks_total = engine.kv_blocks_total();
+        stats.kv_sliding_blocks_total = engine.kv_sliding_blocks_total();
     }
 
     void loop();
@@ -400,6 +401,7 @@ void Scheduler::Impl::publish_stats() {
     stats.running = static_cast<int>(running.size());
     stats.waiting = static_cast<int>(waiting.size() + incoming.size());
     stats.kv_blocks_used = engine.kv_blocks_used();
+    stats.kv_sliding_blocks_used = engine.kv_sliding_blocks_used();
     stats.prompt_tokens = prompt_tokens;
     stats.generated_tokens = generated_tokens;
     stats.requests_finished = finished;

@@ -84,6 +84,7 @@ struct SchedulerStats {
     int running = 0;  // sequences decoding or prefilling
     int waiting = 0;  // queued, including preempted ones
     int64_t kv_blocks_used = 0, kv_blocks_total = 0;
+    int64_t kv_sliding_blocks_used = 0, kv_sliding_blocks_total = 0;  // the sliding-window layers' own pool
     uint64_t prompt_tokens = 0, generated_tokens = 0;
     uint64_t requests_finished = 0, preemptions = 0;
     uint64_t decode_steps = 0, replays = 0;

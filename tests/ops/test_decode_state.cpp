@@ -61,7 +61,19 @@ std::vector<OpCase> advance_cases() {
              }}};
 }
 
+std::vector<OpCase> kv_slots_cases() {
+    // Four rows, 4-token blocks, 3 blocks each: inside an assigned block, in an unassigned one, past the table, and a
+    // negative position (an inert row never has one, but the op must not read outside the table).
+    return {{"kv_slots",
+             {i32("pos", 1, 4, {5, 4, 12, -1}), i32("bt", 4, 3, {5, 2, 9, 1, -1, 3, 4, 8, 6, 7, 0, 2}),
+              i32("slots", 1, 4, {-9, -9, -9, -9})},
+             {2},
+             0.0,
+             [](Backend& be, const Bound& b) { be.kv_slots(b.t[0], b.t[1], 4, b.t[2]); }}};
+}
+
 TEST_P(OpConformance, ArgmaxMatchesTheCpuReference) { check(argmax_cases(rng_)); }
+TEST_P(OpConformance, KvSlotsMatchTheCpuReference) { check(kv_slots_cases()); }
 TEST_P(OpConformance, AdvanceDecodeMatchesTheCpuReference) { check(advance_cases()); }
 
 
@@ -111,6 +123,17 @@ TEST_F(DecodeStateReference, AdvanceDecodeFeedsSampledIdsAndWalksTheBlockTable) 
     // What the reference says, by hand: the new positions' slots, then -1 past the reserved blocks.
     EXPECT_EQ(want.history, (std::vector<int32_t>{11, 22, 33, 44, 1, 2}));
     EXPECT_EQ(want.slot_mapping[1], -1);
+}
+
+TEST_F(DecodeStateReference, KvSlotsWalkEachRowsBlockTable) {
+    const std::vector<int32_t> pos = {5, 4, 12, -1, 0}, tables = {5, 2, 9, 1, -1, 3, 4, 8, 6, 7, 0, 2, 3, 3, 3};
+    const Tensor slots = i32("slots", 1, 5, {-9, -9, -9, -9, -9});
+    be.kv_slots(i32("pos", 1, 5, pos), i32("bt", 5, 3, tables), 4, slots);
+    const std::vector<int32_t> want = reference::kv_slots(pos, tables, 4);
+    EXPECT_EQ(get<int32_t>(slots), want);
+    // By hand: block 1 of row 0 is 2 (slot 2*4 + 1); row 1's block 1 is unassigned; row 2 is past its table; a
+    // negative position has no slot; row 4's position 0 is block 3's first slot.
+    EXPECT_EQ(want, (std::vector<int32_t>{9, -1, -1, -1, 12}));
 }
 
 }  // namespace

@@ -21,6 +21,17 @@ class EngineProbe {
         return static_cast<int>(
             std::count_if(e_.rows_.begin(), e_.rows_.end(), [](const Engine::Row& r) { return !r.admitted; }));
     }
+    // Sliding-pool blocks a row holds: those its window maps and its spare ones.
+    int sliding_blocks_held(int row) const {
+        const Engine::Row& r = e_.rows_.at(static_cast<size_t>(row));
+        return static_cast<int>(std::count_if(r.sliding.begin(), r.sliding.end(), [](int32_t b) { return b >= 0; }) +
+                                r.sliding_spare.size());
+    }
+    // Sliding-pool blocks its window maps now.
+    int sliding_blocks_mapped(int row) const {
+        const Engine::Row& r = e_.rows_.at(static_cast<size_t>(row));
+        return static_cast<int>(std::count_if(r.sliding.begin(), r.sliding.end(), [](int32_t b) { return b >= 0; }));
+    }
     // Buckets with a captured graph.
     int captured_buckets() const {
         return static_cast<int>(

@@ -392,6 +392,12 @@ void CudaBackend::do_advance_decode(const Tensor& sampled, const DecodeState& st
                         impl_->stream);
 }
 
+void CudaBackend::do_kv_slots(const Tensor& positions, const Tensor& block_tables, int block_size,
+                              const Tensor& slots) {
+    ops::kv_slots(positions.ptr<int32_t>(), block_tables.ptr<int32_t>(), slots.ptr<int32_t>(), slots.numel(),
+                  static_cast<int>(block_tables.cols), block_size, impl_->stream);
+}
+
 size_t CudaBackend::dsa_topk_workspace_bytes(int64_t max_rows, int64_t max_keys) const {
     return cuda::dsa_topk_workspace_bytes(max_rows, max_keys);
 }

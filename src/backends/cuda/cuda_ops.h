@@ -125,6 +125,8 @@ struct AdvanceParams {
     int num_seqs, max_blocks, block_size;
 };
 void advance_decode(const AdvanceParams& p, cudaStream_t stream);
+void kv_slots(const int32_t* positions, const int32_t* block_tables, int32_t* slots, int64_t rows, int max_blocks,
+              int block_size, cudaStream_t stream);
 
 void dsa_indexer(const float* q, const float* weights, const float* keys, float* scores, int64_t rows,
                  int64_t num_keys, int64_t heads, int64_t dim, cudaStream_t stream);

@@ -74,7 +74,25 @@ __global__ void advance_kernel(AdvanceParams a) {
     if (threadIdx.x == 0) *a.step = step + 1;
 }
 
+__global__ void kv_slots_kernel(const int32_t* positions, const int32_t* block_tables, int32_t* slots, int64_t rows,
+                                int max_blocks, int block_size) {
+    for (int64_t s = threadIdx.x; s < rows; s += blockDim.x) {
+        const int32_t pos = positions[s];
+        const int32_t blk = pos < 0 ? -1 : pos / block_size;
+        const int32_t page = blk >= 0 && blk < max_blocks ? block_tables[s * max_blocks + blk] : -1;
+        slots[s] = page < 0 ? -1 : page * block_size + pos % block_size;
+    }
+}
+
 }  // namespace
+
+void kv_slots(const int32_t* positions, const int32_t* block_tables, int32_t* slots, int64_t rows, int max_blocks,
+              int block_size, cudaStream_t stream) {
+    if (rows == 0) return;
+    kv_slots_kernel<<<1, static_cast<unsigned>(std::clamp<int64_t>(rows, 1, 1024)), 0, stream>>>(
+        positions, block_tables, slots, rows, max_blocks, block_size);
+    check_launch("kv_slots");
+}
 
 void argmax(const float* logits, int32_t* ids, int64_t rows, int64_t cols, cudaStream_t stream) {
     if (rows == 0) return;

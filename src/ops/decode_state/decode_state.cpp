@@ -27,4 +27,11 @@ void Backend::advance_decode(const Tensor& sampled, const DecodeState& st) {
     do_advance_decode(sampled, st);
 }
 
+void Backend::kv_slots(const Tensor& positions, const Tensor& block_tables, int block_size, const Tensor& slots) {
+    for (const Tensor* t : {&positions, &block_tables, &slots}) require_dtype(*t, DType::I32, "kv_slots");
+    require(positions.numel() == slots.numel() && block_tables.rows == slots.numel() && block_size > 0, "kv_slots",
+            "shape mismatch");
+    do_kv_slots(positions, block_tables, block_size, slots);
+}
+
 }  // namespace tracelm

@@ -27,13 +27,29 @@ void advance_decode(std::span<const int32_t> sampled, HostDecodeState& st) {
     for (size_t s = 0; s < S; ++s) {
         if (st.step >= 0 && static_cast<size_t>(st.step) < history_rows) st.history[st.step * S + s] = sampled[s];
         st.token_ids[s] = sampled[s];
-        const int32_t pos = ++st.positions[s];
+        ++st.positions[s];
         ++st.seq_lens[s];
-        const size_t b = static_cast<size_t>(pos / st.block_size);
-        const int32_t block = b < max_blocks ? st.block_tables[s * max_blocks + b] : -1;
-        st.slot_mapping[s] = block < 0 ? -1 : block * st.block_size + pos % st.block_size;
+        st.slot_mapping[s] = kv_slots(std::span<const int32_t>(&st.positions[s], 1),
+                                      std::span<const int32_t>(st.block_tables).subspan(s * max_blocks, max_blocks),
+                                      st.block_size)[0];
     }
     ++st.step;
+}
+
+std::vector<int32_t> kv_slots(std::span<const int32_t> positions, std::span<const int32_t> block_tables,
+                              int block_size) {
+    const size_t S = positions.size();
+    if (S == 0 || block_tables.size() % S != 0 || block_size <= 0)
+        throw std::invalid_argument("reference::kv_slots: shape mismatch");
+    const size_t max_blocks = block_tables.size() / S;
+    std::vector<int32_t> out(S);
+    for (size_t s = 0; s < S; ++s) {
+        const int32_t pos = positions[s];
+        const int64_t b = pos < 0 ? -1 : pos / block_size;
+        const int32_t block = b >= 0 && static_cast<size_t>(b) < max_blocks ? block_tables[s * max_blocks + b] : -1;
+        out[s] = block < 0 ? -1 : block * block_size + pos % block_size;
+    }
+    return out;
 }
 
 }  // namespace tracelm::reference

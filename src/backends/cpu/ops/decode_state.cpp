@@ -44,7 +44,29 @@ void run_advance(const AdvanceArgs& a, int64_t, int64_t) {
     *a.step = step + 1;
 }
 
+struct KvSlotsArgs {
+    const int32_t* positions;
+    const int32_t* block_tables;
+    int32_t* slots;
+    int max_blocks, block_size;
+};
+void run_kv_slots(const KvSlotsArgs& a, int64_t b, int64_t e) {
+    for (int64_t s = b; s < e; ++s) {
+        const int32_t pos = a.positions[s];
+        const int32_t blk = pos < 0 ? -1 : pos / a.block_size;
+        const int32_t page = blk >= 0 && blk < a.max_blocks ? a.block_tables[s * a.max_blocks + blk] : -1;
+        a.slots[s] = page < 0 ? -1 : page * a.block_size + pos % a.block_size;
+    }
+}
+
 }  // namespace
+
+void CpuBackend::do_kv_slots(const Tensor& positions, const Tensor& block_tables, int block_size, const Tensor& slots) {
+    submit(run_kv_slots,
+           KvSlotsArgs{positions.ptr<int32_t>(), block_tables.ptr<int32_t>(), slots.ptr<int32_t>(),
+                       static_cast<int>(block_tables.cols), block_size},
+           Footprint().read(positions).read(block_tables).write(slots), slots.numel());
+}
 
 void CpuBackend::do_argmax(const Tensor& logits, const Tensor& ids) {
     submit(run_argmax, ArgmaxArgs{logits.ptr<float>(), ids.ptr<int32_t>(), logits.cols},
