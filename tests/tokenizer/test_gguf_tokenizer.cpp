@@ -6,7 +6,6 @@
 // testdata/tokenizer/tiny_spm.gguf.
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -15,6 +14,7 @@
 
 #include "formats/gguf.h"
 #include "support/test_support.h"
+#include "support/tokenizer_goldens.h"
 #include "tokenizer/gguf_vocab.h"
 #include "tokenizer/tokenizer.h"
 
@@ -22,23 +22,10 @@ namespace tracelm {
 namespace {
 
 using nlohmann::json;
+using testing::expect_goldens;
+using testing::read_json;
+using testing::read_jsonl;
 using testing::repo_path;
-
-std::vector<json> read_jsonl(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw std::runtime_error("cannot open " + path);
-    std::vector<json> lines;
-    for (std::string line; std::getline(in, line);) {
-        if (!line.empty()) lines.push_back(json::parse(line));
-    }
-    return lines;
-}
-
-json read_json(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw std::runtime_error("cannot open " + path);
-    return json::parse(in);
-}
 
 const GgufVocab& smollm2_vocab() {
     static const GgufVocab vocab = read_gguf_vocab(GgufFile(testing::smollm2_gguf_path()));
@@ -57,51 +44,15 @@ const Tokenizer& tiny_spm() {
     return tokenizer;
 }
 
-// Encodes every golden line with `tokenizer_for(line)` and reports the mismatches.
-template <typename TokenizerFor>
-void expect_goldens(const std::vector<json>& lines, TokenizerFor tokenizer_for) {
-    ASSERT_FALSE(lines.empty());
-    int failures = 0;
-    for (size_t i = 0; i < lines.size(); ++i) {
-        const json& line = lines[i];
-        const std::string text = line.at("text").get<std::string>();
-        const bool special = line.at("special").get<bool>();
-        const auto expected = line.at("ids").get<std::vector<int32_t>>();
-        const auto ids = tokenizer_for(line).encode(text, special);
-        if (ids != expected && ++failures <= 10) {
-            ADD_FAILURE() << "line " << i + 1 << " " << json(text).dump()
-                          << " special=" << special << "\n  expected " << json(expected).dump()
-                          << "\n  got      " << json(ids).dump();
-        }
-    }
-    EXPECT_EQ(failures, 0) << "of " << lines.size() << " lines";
-}
-
 TEST(GgufTokenizerSmolLM2, MatchesLlamaCppOnEveryGolden) {
     TRACELM_NEED_SMOLLM2();
     const auto lines = read_jsonl(repo_path("testdata/goldens/smollm2_tokenize.jsonl"));
     expect_goldens(lines, [](const json&) -> const Tokenizer& { return smollm2(); });
 }
 
-TEST(GgufTokenizerSmolLM2, DecodeOfEncodeIsTheText) {
+TEST(GgufTokenizerSmolLM2, DecodeOfEncodeIsTheTextAndStreamingMatchesDecode) {
     TRACELM_NEED_SMOLLM2();
-    for (const json& line : read_jsonl(repo_path("testdata/goldens/smollm2_tokenize.jsonl"))) {
-        const std::string text = line.at("text").get<std::string>();
-        const bool special = line.at("special").get<bool>();
-        EXPECT_EQ(smollm2().decode(smollm2().encode(text, special)), text) << json(text).dump();
-    }
-}
-
-TEST(GgufTokenizerSmolLM2, StreamDecoderMatchesDecode) {
-    TRACELM_NEED_SMOLLM2();
-    for (const json& line : read_jsonl(repo_path("testdata/goldens/smollm2_tokenize.jsonl"))) {
-        const auto ids = line.at("ids").get<std::vector<int32_t>>();
-        StreamDecoder stream(smollm2());
-        std::string streamed;
-        for (int32_t id : ids) streamed += stream.push(id);
-        streamed += stream.flush();
-        EXPECT_EQ(streamed, smollm2().decode(ids)) << line.at("text").dump();
-    }
+    testing::expect_round_trips(smollm2(), read_jsonl(repo_path("testdata/goldens/smollm2_tokenize.jsonl")));
 }
 
 // Golden lines that name their pre-tokenizer ("pre"), encoded with `vocab` under that name.

@@ -1,0 +1,112 @@
+// Gemma 3's SentencePiece vocabulary (262,144 tokens, byte fallback, no space prefix, user-defined whitespace runs
+// and HTML tags, control tokens) from the Gemma 3 270M GGUF, against llama.cpp (goldens from
+// scripts/make_llamacpp_goldens.py gemma3): every line of a multilingual corpus with parse_special on and off, the
+// greedy goldens' prompts with BOS, the vocabulary facts and end-of-generation ids; and the load and encode speed.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "formats/gguf.h"
+#include "support/test_support.h"
+#include "support/tokenizer_goldens.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tracelm {
+namespace {
+
+using nlohmann::json;
+using testing::read_json;
+using testing::read_jsonl;
+using testing::repo_path;
+
+const Tokenizer& gemma3() {
+    static const Tokenizer tokenizer = Tokenizer::from_gguf(GgufFile(testing::gemma3_gguf_path()));
+    return tokenizer;
+}
+
+std::vector<json> gemma3_goldens() { return read_jsonl(repo_path("testdata/goldens/gemma3_tokenize.jsonl")); }
+
+TEST(GgufTokenizerGemma3, MatchesLlamaCppOnEveryGolden) {
+    TRACELM_NEED_GEMMA3();
+    testing::expect_goldens(gemma3_goldens(), [](const json&) -> const Tokenizer& { return gemma3(); });
+}
+
+TEST(GgufTokenizerGemma3, GreedyPromptsWithBosAreLlamaCppsPromptIds) {
+    TRACELM_NEED_GEMMA3();
+    const json goldens = read_json(repo_path("testdata/goldens/gemma3_greedy.json"));
+    ASSERT_TRUE(gemma3().add_bos_token());
+    for (const json& record : goldens.at("records")) {
+        std::vector<int32_t> ids = {gemma3().bos_token_id().value()};
+        const auto text = gemma3().encode(record.at("prompt").get<std::string>());
+        ids.insert(ids.end(), text.begin(), text.end());
+        EXPECT_EQ(ids, record.at("prompt_ids").get<std::vector<int32_t>>()) << record.at("prompt").dump();
+    }
+}
+
+TEST(GgufTokenizerGemma3, ReadsVocabularyAndEndOfGenerationAsLlamaCppDoes) {
+    TRACELM_NEED_GEMMA3();
+    const json facts = read_json(repo_path("testdata/goldens/gemma3_vocab.json"));
+    const Tokenizer& tok = gemma3();
+    EXPECT_EQ(tok.vocab_size(), facts.at("n_vocab").get<int32_t>());
+    EXPECT_EQ(tok.bos_token_id(), facts.at("bos_id").get<int32_t>());
+    EXPECT_EQ(tok.eos_token_id(), facts.at("eos_id").get<int32_t>());
+    EXPECT_EQ(tok.add_bos_token(), facts.at("add_bos").get<bool>());
+    EXPECT_EQ(tok.end_of_generation_ids(), facts.at("eog_ids").get<std::vector<int32_t>>());
+
+    // <end_of_turn> ends a turn; llama.cpp also stops on the HTML tag </s> (user-defined in the file), which it
+    // makes a control token: written in the text, it is one id only when special tokens are parsed.
+    const int32_t end_of_turn = tok.token_id("<end_of_turn>").value();
+    const int32_t s_close = tok.token_id("</s>").value();
+    EXPECT_TRUE(tok.is_end_of_generation(end_of_turn));
+    EXPECT_TRUE(tok.is_end_of_generation(s_close));
+    EXPECT_TRUE(tok.is_special(s_close));
+    EXPECT_EQ(tok.encode("</s>", true), std::vector<int32_t>{s_close});
+    EXPECT_GT(tok.encode("</s>", false).size(), 1u);
+    // Other HTML tags and whitespace runs stay user-defined: one id whatever parse_special says.
+    EXPECT_EQ(tok.encode("<td>", false).size(), 1u);
+    EXPECT_EQ(tok.encode(std::string(31, ' '), false).size(), 1u);
+    EXPECT_FALSE(tok.is_special(tok.token_id("<td>").value()));
+    EXPECT_EQ(tok.decode(tok.encode("<start_of_turn>user\nHi<end_of_turn>\n"), /*skip_special=*/true), "user\nHi\n");
+}
+
+TEST(GgufTokenizerGemma3, DecodeOfEncodeIsTheTextAndStreamingMatchesDecode) {
+    TRACELM_NEED_GEMMA3();
+    testing::expect_round_trips(gemma3(), gemma3_goldens());
+}
+
+// Loading the 262k vocabulary and encoding ~10 KB of multilingual text (the golden corpus's longest line) stay
+// quick; the times are printed (docs/testing.md quotes them). The bounds leave room for sanitizer builds.
+TEST(GgufTokenizerGemma3, LoadsAndEncodesQuickly) {
+    TRACELM_NEED_GEMMA3();
+    using Clock = std::chrono::steady_clock;
+    const auto ms = [](Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
+    const auto t0 = Clock::now();
+    const GgufFile file(testing::gemma3_gguf_path());
+    const auto t1 = Clock::now();
+    const Tokenizer tok = Tokenizer::from_gguf(file);
+    const double open_ms = ms(t1 - t0);
+    const double load_ms = ms(Clock::now() - t1);
+
+    std::string text;
+    for (const json& line : gemma3_goldens()) {
+        if (line.at("text").get<std::string>().size() > text.size()) text = line.at("text").get<std::string>();
+    }
+    ASSERT_GT(text.size(), 10000u);
+    size_t tokens = 0;
+    constexpr int kRounds = 20;
+    const auto t2 = Clock::now();
+    for (int i = 0; i < kRounds; ++i) tokens += tok.encode(text).size();
+    const double encode_ms = ms(Clock::now() - t2) / kRounds;
+    std::printf("gemma3: GGUF opened in %.1f ms, tokenizer built in %.1f ms; %zu bytes -> %zu tokens in %.2f ms "
+                "(%.1f MB/s)\n",
+                open_ms, load_ms, text.size(), tokens / kRounds, encode_ms, text.size() / encode_ms / 1000.0);
+    EXPECT_LT(load_ms, 3000.0);
+    EXPECT_LT(encode_ms, 100.0);
+}
+
+}  // namespace
+}  // namespace tracelm
