@@ -124,20 +124,24 @@ std::string cache_dir() {
     return std::string(home && *home ? home : "/tmp") + "/.cache/tracelm";
 }
 
-std::string sha256_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw std::runtime_error("cannot read " + path);
-    std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-    if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) throw std::runtime_error("sha256 unavailable");
-    std::vector<char> buf(1 << 20);
-    while (in) {
-        in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-        if (in.gcount() > 0) EVP_DigestUpdate(ctx.get(), buf.data(), static_cast<size_t>(in.gcount()));
+struct Sha256::Ctx {
+    std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> md{EVP_MD_CTX_new(), EVP_MD_CTX_free};
+};
+
+Sha256::Sha256() : ctx_(std::make_unique<Ctx>()) {
+    if (!ctx_->md || EVP_DigestInit_ex(ctx_->md.get(), EVP_sha256(), nullptr) != 1) {
+        throw std::runtime_error("sha256 unavailable");
     }
-    if (in.bad()) throw std::runtime_error("read error on " + path);
+}
+
+Sha256::~Sha256() = default;
+
+void Sha256::update(std::string_view data) { EVP_DigestUpdate(ctx_->md.get(), data.data(), data.size()); }
+
+std::string Sha256::hex() {
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int n = 0;
-    EVP_DigestFinal_ex(ctx.get(), md, &n);
+    EVP_DigestFinal_ex(ctx_->md.get(), md, &n);
     static const char* hex = "0123456789abcdef";
     std::string out;
     for (unsigned int i = 0; i < n; ++i) {
@@ -145,6 +149,19 @@ std::string sha256_file(const std::string& path) {
         out += hex[md[i] & 15];
     }
     return out;
+}
+
+std::string sha256_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw std::runtime_error("cannot read " + path);
+    Sha256 sha;
+    std::vector<char> buf(1 << 20);
+    while (in) {
+        in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+        sha.update(std::string_view(buf.data(), static_cast<size_t>(in.gcount())));
+    }
+    if (in.bad()) throw std::runtime_error("read error on " + path);
+    return sha.hex();
 }
 
 const std::vector<RegistryModel>& registry_models() {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,6 +38,21 @@ const RegistryModel& registry_model(std::string_view name);
 
 // $TRACELM_CACHE, else $XDG_CACHE_HOME/tracelm, else ~/.cache/tracelm.
 std::string cache_dir();
+// SHA-256 of data given in pieces.
+class Sha256 {
+   public:
+    Sha256();
+    ~Sha256();
+    Sha256(const Sha256&) = delete;
+    Sha256& operator=(const Sha256&) = delete;
+    void update(std::string_view data);
+    // Lower-case hex digest of everything given so far; call once.
+    std::string hex();
+
+   private:
+    struct Ctx;
+    std::unique_ptr<Ctx> ctx_;
+};
 // Lower-case hex SHA-256 of a file; throws std::runtime_error when it cannot be read.
 std::string sha256_file(const std::string& path);
 // Path of `model` in the cache (cache_dir()/models/), fetching it first when absent with $PYTHON (default

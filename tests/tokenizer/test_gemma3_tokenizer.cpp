@@ -2,6 +2,9 @@
 // and HTML tags, control tokens) from the Gemma 3 270M GGUF, against llama.cpp (goldens from
 // scripts/make_llamacpp_goldens.py gemma3): every line of a multilingual corpus with parse_special on and off, the
 // greedy goldens' prompts with BOS, the vocabulary facts and end-of-generation ids; and the load and encode speed.
+// The same vocabulary as Hugging Face's tokenizer.json (a BPE model with byte fallback, as transformers converts
+// the GGUF; rebuilt by support/gemma3_tokenizer_json.h) against Hugging Face `tokenizers` on the same corpus
+// (goldens from scripts/make_hf_gemma3_tokenizer_goldens.py).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -11,6 +14,8 @@
 #include <vector>
 
 #include "formats/gguf.h"
+#include "tokenizer/gguf_vocab.h"
+#include "support/gemma3_tokenizer_json.h"
 #include "support/test_support.h"
 #include "support/tokenizer_goldens.h"
 #include "tokenizer/tokenizer.h"
@@ -78,34 +83,76 @@ TEST(GgufTokenizerGemma3, DecodeOfEncodeIsTheTextAndStreamingMatchesDecode) {
     testing::expect_round_trips(gemma3(), gemma3_goldens());
 }
 
-// Loading the 262k vocabulary and encoding ~10 KB of multilingual text (the golden corpus's longest line) stay
-// quick; the times are printed (docs/testing.md quotes them). The bounds leave room for sanitizer builds.
-TEST(GgufTokenizerGemma3, LoadsAndEncodesQuickly) {
+const testing::RebuiltTokenizerJson& rebuilt_tokenizer_json() {
+    static const testing::RebuiltTokenizerJson rebuilt = testing::rebuild_gemma3_tokenizer_json(
+        read_gguf_vocab(GgufFile(testing::gemma3_gguf_path())),
+        read_json(repo_path("testdata/tokenizer/gemma3_tokenizer_json_recipe.json")));
+    return rebuilt;
+}
+
+const Tokenizer& gemma3_json() {
+    static const Tokenizer tokenizer = Tokenizer::from_json_text(rebuilt_tokenizer_json().text);
+    return tokenizer;
+}
+
+TEST(TokenizerJsonGemma3, RebuiltFileHasTheContentTransformersWrote) {
+    TRACELM_NEED_GEMMA3();
+    const json recipe = read_json(repo_path("testdata/tokenizer/gemma3_tokenizer_json_recipe.json"));
+    for (const char* part : {"vocab", "merges", "added_tokens"}) {
+        EXPECT_EQ(rebuilt_tokenizer_json().sha256.at(part), recipe.at("sha256").at(part).get<std::string>()) << part;
+    }
+}
+
+TEST(TokenizerJsonGemma3, MatchesHuggingFaceTokenizersOnEveryGolden) {
+    TRACELM_NEED_GEMMA3();
+    testing::expect_goldens(read_jsonl(repo_path("testdata/goldens/gemma3_hf_tokenize.jsonl")),
+                            [](const json&) -> const Tokenizer& { return gemma3_json(); });
+}
+
+TEST(TokenizerJsonGemma3, DecodeOfEncodeIsTheTextAndTokensAreFoundByText) {
+    TRACELM_NEED_GEMMA3();
+    const Tokenizer& tok = gemma3_json();
+    testing::expect_round_trips(tok, read_jsonl(repo_path("testdata/goldens/gemma3_hf_tokenize.jsonl")));
+    // Spaces are spelled "▁" in this vocabulary; ids agree with the GGUF's.
+    EXPECT_EQ(tok.token_id(" world"), gemma3().token_id(" world"));
+    EXPECT_EQ(tok.token_text(tok.token_id(" world").value()), " world");
+    EXPECT_EQ(tok.token_id("<end_of_turn>"), gemma3().token_id("<end_of_turn>"));
+    EXPECT_EQ(tok.decode({tok.token_id("<0xF0>").value(), tok.token_id("<0x9F>").value(),
+                          tok.token_id("<0x98>").value(), tok.token_id("<0x80>").value()}),
+              "\xF0\x9F\x98\x80");
+    EXPECT_TRUE(tok.is_end_of_generation(tok.token_id("<end_of_turn>").value()));
+}
+
+// Loading the 262k vocabulary (from the GGUF; from the 33 MB tokenizer.json) and encoding ~10 KB of multilingual
+// text (the golden corpus's longest line) stay quick; the times are printed (docs/testing.md quotes them). The
+// bounds leave room for sanitizer builds.
+TEST(TokenizerSpeedGemma3, LoadsAndEncodesQuickly) {
     TRACELM_NEED_GEMMA3();
     using Clock = std::chrono::steady_clock;
     const auto ms = [](Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
-    const auto t0 = Clock::now();
-    const GgufFile file(testing::gemma3_gguf_path());
-    const auto t1 = Clock::now();
-    const Tokenizer tok = Tokenizer::from_gguf(file);
-    const double open_ms = ms(t1 - t0);
-    const double load_ms = ms(Clock::now() - t1);
-
     std::string text;
     for (const json& line : gemma3_goldens()) {
         if (line.at("text").get<std::string>().size() > text.size()) text = line.at("text").get<std::string>();
     }
     ASSERT_GT(text.size(), 10000u);
-    size_t tokens = 0;
-    constexpr int kRounds = 20;
-    const auto t2 = Clock::now();
-    for (int i = 0; i < kRounds; ++i) tokens += tok.encode(text).size();
-    const double encode_ms = ms(Clock::now() - t2) / kRounds;
-    std::printf("gemma3: GGUF opened in %.1f ms, tokenizer built in %.1f ms; %zu bytes -> %zu tokens in %.2f ms "
-                "(%.1f MB/s)\n",
-                open_ms, load_ms, text.size(), tokens / kRounds, encode_ms, text.size() / encode_ms / 1000.0);
-    EXPECT_LT(load_ms, 3000.0);
-    EXPECT_LT(encode_ms, 100.0);
+    const auto measure = [&](const char* what, const auto& load) {
+        const auto t0 = Clock::now();
+        const Tokenizer tok = load();
+        const double load_ms = ms(Clock::now() - t0);
+        size_t tokens = 0;
+        constexpr int kRounds = 20;
+        const auto t1 = Clock::now();
+        for (int i = 0; i < kRounds; ++i) tokens += tok.encode(text).size();
+        const double encode_ms = ms(Clock::now() - t1) / kRounds;
+        std::printf("gemma3 %s: loaded in %.1f ms; %zu bytes -> %zu tokens in %.2f ms (%.1f MB/s)\n", what, load_ms,
+                    text.size(), tokens / kRounds, encode_ms, static_cast<double>(text.size()) / encode_ms / 1000.0);
+        EXPECT_LT(load_ms, 10000.0) << what;
+        EXPECT_LT(encode_ms, 100.0) << what;
+    };
+    measure("GGUF (file opened, vocabulary read)",
+            [] { return Tokenizer::from_gguf(GgufFile(testing::gemma3_gguf_path())); });
+    const std::string& json_text = rebuilt_tokenizer_json().text;
+    measure("tokenizer.json (parsed from memory)", [&] { return Tokenizer::from_json_text(json_text); });
 }
 
 }  // namespace
