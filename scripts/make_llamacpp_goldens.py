@@ -29,6 +29,10 @@ package).
   goldens/tiny_bpe_tokenize.jsonl  llama.cpp's tokenization of a few texts with it under each pre-tokenizer:
                                    {"pre", "text", "special", "ids"}.
 
+`token-roles` writes testdata/tokenizer/tiny_roles.gguf, a hand-written SentencePiece vocabulary whose tokens llama.cpp
+treats by their text (end of generation, fill-in-the-middle markers, gpt-oss's channel tokens; see ROLE_TOKENS),
+and testdata/goldens/tiny_roles_tokenize.jsonl and tiny_roles_vocab.json, as for SmolLM2.
+
 `gemma3` writes, under testdata/goldens/:
   gemma3_tokenize.jsonl  llama.cpp's tokenization with Gemma 3's SentencePiece vocabulary (262,144 tokens) of the
                          corpus above plus Gemma-specific texts (many languages, whitespace runs, HTML tags, byte
@@ -221,6 +225,26 @@ def write_hparams(w, n_tokens):
     w.add_vocab_size(n_tokens)
 
 
+def write_spm_gguf(path, tokens, scores, types, add_space_prefix):
+    """A tensor-free SentencePiece vocabulary: ids 0-2 are unknown, BOS and EOS."""
+    w = gguf.GGUFWriter(path, "llama")
+    write_hparams(w, len(tokens))
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_unk_token_id(0)
+    w.add_add_bos_token(True)
+    w.add_add_space_prefix(add_space_prefix)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    print(f"wrote {path} ({len(tokens)} tokens)")
+
+
 def write_tiny_spm(path):
     tokens, scores, types = ["<unk>", "<s>", "</s>"], [0.0, 0.0, 0.0], [2, 3, 3]
     tokens += [f"<0x{b:02X}>" for b in range(256)]
@@ -234,22 +258,35 @@ def write_tiny_spm(path):
         tokens.append(piece)
         scores.append(0.0)
         types.append(4)
-    w = gguf.GGUFWriter(path, "llama")
-    write_hparams(w, len(tokens))
-    w.add_tokenizer_model("llama")
-    w.add_token_list(tokens)
-    w.add_token_scores(scores)
-    w.add_token_types(types)
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
-    w.add_unk_token_id(0)
-    w.add_add_bos_token(True)
-    w.add_add_space_prefix(True)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    print(f"wrote {path} ({len(tokens)} tokens)")
+    write_spm_gguf(path, tokens, scores, types, add_space_prefix=True)
+
+
+# A SentencePiece vocabulary for the tokens llama.cpp treats by their text rather than their stated type: (text,
+# stated type). 1 normal, 3 control, 4 user-defined. <|im_end|>, <|fim_pad|> and <|eom_id|> end generation (and
+# become control tokens); <|fim_prefix|> becomes control; <|channel|> user-defined; <|end|> does not end generation
+# beside <|return|> and <|call|>, nor </s> beside <|tool_response>. The pieces "<x" and "y>" let text merge into the
+# control token "<xy>" when special tokens are not parsed.
+ROLE_TOKENS = [("<|im_end|>", 4), ("<|fim_prefix|>", 4), ("<|fim_pad|>", 1), ("<|eom_id|>", 1), ("<|channel|>", 3),
+               ("<|end|>", 3), ("<|return|>", 3), ("<|call|>", 3), ("</s>", 4), ("<|tool_response>", 4),
+               ("<xy>", 3), ("<x", 1), ("y>", 1)]
+ROLE_TEXTS = [text for text, _ in ROLE_TOKENS] + [
+    "a<|im_end|>b", "<|channel|>analysis<|end|>", "<|fim_prefix|>x<|fim_pad|>", "</s>z", "<xy><x y>", "<<xy>>", ""]
+
+
+def write_tiny_roles(path):
+    tokens, scores, types = ["<unk>", "<bos>", "<eos>"], [0.0, 0.0, 0.0], [2, 3, 3]
+    tokens += [f"<0x{b:02X}>" for b in range(256)]
+    scores += [0.0] * 256
+    types += [6] * 256
+    for c in sorted(set("".join(text for text, _ in ROLE_TOKENS)) | set("abxyz ")):
+        tokens.append(c.replace(" ", "▁"))
+        scores.append(-1.0)
+        types.append(1)
+    for text, token_type in ROLE_TOKENS:
+        tokens.append(text)
+        scores.append(-0.5)
+        types.append(token_type)
+    write_spm_gguf(path, tokens, scores, types, add_space_prefix=False)
 
 
 def gpt2_byte_alphabet():
@@ -593,13 +630,24 @@ def gemma3_goldens(model, digest, goldens):
     })
 
 
+def token_roles_goldens(goldens):
+    path = os.path.join(ROOT, "testdata/tokenizer/tiny_roles.gguf")
+    write_tiny_roles(path)
+    llm = Llama(model_path=path, vocab_only=True, verbose=False)
+    write_jsonl(os.path.join(goldens, "tiny_roles_tokenize.jsonl"), tokenize_lines(llm, ROLE_TEXTS))
+    write_json(os.path.join(goldens, "tiny_roles_vocab.json"), vocab_facts(llm, sha256(path)))
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("which", nargs="?", choices=sorted(GGUF_FILE), default="smollm2")
+    ap.add_argument("which", nargs="?", choices=sorted(GGUF_FILE) + ["token-roles"], default="smollm2")
     ap.add_argument("--model", help="the GGUF file (default: the tracelm model cache)")
     args = ap.parse_args()
     if llama_cpp.__version__ != LLAMA_CPP_PYTHON:
         raise SystemExit(f"llama-cpp-python {llama_cpp.__version__}; these goldens pin {LLAMA_CPP_PYTHON}")
+    if args.which == "token-roles":
+        token_roles_goldens(os.path.join(ROOT, "testdata/goldens"))
+        return
     model = args.model or os.path.join(MODELS_DIR, GGUF_FILE[args.which])
     digest = sha256(model)
     if digest != GGUF_SHA256[args.which]:

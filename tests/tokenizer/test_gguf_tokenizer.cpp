@@ -1,9 +1,10 @@
 // Tests of the tokenizers built from GGUF metadata, against llama.cpp (goldens made by
 // scripts/make_llamacpp_goldens.py with llama-cpp-python): SmolLM2's byte-level BPE ("gpt2",
 // pre-tokenizer "smollm") from the real GGUF, the same vocabulary under the other supported
-// pre-tokenizers, and two small hand-written vocabularies: byte-level BPE in
-// testdata/tokenizer/tiny_bpe.gguf (under every pre-tokenizer) and SentencePiece ("llama") in
-// testdata/tokenizer/tiny_spm.gguf.
+// pre-tokenizers, and three small hand-written vocabularies: byte-level BPE in
+// testdata/tokenizer/tiny_bpe.gguf (under every pre-tokenizer), SentencePiece ("llama") in
+// testdata/tokenizer/tiny_spm.gguf, and tokens llama.cpp treats by their text in tiny_roles.gguf. Gemma 3's
+// vocabulary: test_gemma3_tokenizer.cpp.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -154,6 +155,21 @@ TEST(GgufTokenizerSpm, BosEosAndSpecialTokensComeFromTheVocabulary) {
     EXPECT_EQ(tok.end_of_generation_ids(), std::vector<int32_t>{2});
     EXPECT_TRUE(tok.is_special(0));  // <unk>
     EXPECT_FALSE(tok.is_special(tok.token_id("<tool>").value()));  // user-defined
+}
+
+// Tokens llama.cpp treats by their text rather than their stated type (hand-written in
+// testdata/tokenizer/tiny_roles.gguf): end-of-generation and fill-in-the-middle texts become control tokens, gpt-oss's
+// <|channel|> user-defined, <|end|> and </s> stop ending generation beside <|return|>/<|call|> and <|tool_response>;
+// and text merges into a control token when special tokens are not parsed.
+TEST(GgufTokenizerRoles, TokenTypesByTextAndEndOfGenerationMatchLlamaCpp) {
+    const Tokenizer tok = Tokenizer::from_gguf(GgufFile(repo_path("testdata/tokenizer/tiny_roles.gguf")));
+    expect_goldens(read_jsonl(repo_path("testdata/goldens/tiny_roles_tokenize.jsonl")),
+                   [&](const json&) -> const Tokenizer& { return tok; });
+    const json facts = read_json(repo_path("testdata/goldens/tiny_roles_vocab.json"));
+    EXPECT_EQ(tok.end_of_generation_ids(), facts.at("eog_ids").get<std::vector<int32_t>>());
+    EXPECT_EQ(tok.eos_token_id(), facts.at("eos_id").get<int32_t>());
+    EXPECT_EQ(tok.bos_token_id(), facts.at("bos_id").get<int32_t>());
+    EXPECT_EQ(tok.add_bos_token(), facts.at("add_bos").get<bool>());
 }
 
 TEST(GgufTokenizerErrors, BadVocabulariesThrowNamingTheProblem) {
