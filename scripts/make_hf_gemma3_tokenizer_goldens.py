@@ -35,14 +35,6 @@ DEFAULT_MODEL = os.path.expanduser("~/.cache/tracelm/models/gemma-3-270m-q4_k_m.
 GGUF_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
 
 
-def sha256_file(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def joined_sha256(strings):
     h = hashlib.sha256()
     for s in strings:
@@ -70,7 +62,8 @@ def main():
     ap.add_argument("--model", default=DEFAULT_MODEL)
     ap.add_argument("--save-json", help="also write the whole tokenizer.json here")
     args = ap.parse_args()
-    digest = sha256_file(args.model)
+    with open(args.model, "rb") as f:
+        digest = hashlib.file_digest(f, "sha256").hexdigest()
     if digest != GGUF_SHA256:
         raise SystemExit(f"{args.model}: sha256 {digest}, expected {GGUF_SHA256}")
 

@@ -50,6 +50,16 @@ void expect_goldens(const std::vector<nlohmann::json>& lines, TokenizerFor token
     EXPECT_EQ(failures, 0) << "of " << lines.size() << " lines";
 }
 
+// The vocabulary facts llama.cpp reports (make_llamacpp_goldens.py's *_vocab.json): size, BOS, EOS, add_bos and
+// the end-of-generation ids.
+inline void expect_vocab_facts(const Tokenizer& tok, const nlohmann::json& facts) {
+    EXPECT_EQ(tok.vocab_size(), facts.at("n_vocab").get<int32_t>());
+    EXPECT_EQ(tok.bos_token_id(), facts.at("bos_id").get<int32_t>());
+    EXPECT_EQ(tok.eos_token_id(), facts.at("eos_id").get<int32_t>());
+    EXPECT_EQ(tok.add_bos_token(), facts.at("add_bos").get<bool>());
+    EXPECT_EQ(tok.end_of_generation_ids(), facts.at("eog_ids").get<std::vector<int32_t>>());
+}
+
 // decode(encode(text)) gives the text back, and streaming the golden ids gives decode()'s text.
 inline void expect_round_trips(const Tokenizer& tok, const std::vector<nlohmann::json>& lines) {
     for (const nlohmann::json& line : lines) {

@@ -54,13 +54,8 @@ TEST(GgufTokenizerGemma3, GreedyPromptsWithBosAreLlamaCppsPromptIds) {
 
 TEST(GgufTokenizerGemma3, ReadsVocabularyAndEndOfGenerationAsLlamaCppDoes) {
     TRACELM_NEED_GEMMA3();
-    const json facts = read_json(repo_path("testdata/goldens/gemma3_vocab.json"));
     const Tokenizer& tok = gemma3();
-    EXPECT_EQ(tok.vocab_size(), facts.at("n_vocab").get<int32_t>());
-    EXPECT_EQ(tok.bos_token_id(), facts.at("bos_id").get<int32_t>());
-    EXPECT_EQ(tok.eos_token_id(), facts.at("eos_id").get<int32_t>());
-    EXPECT_EQ(tok.add_bos_token(), facts.at("add_bos").get<bool>());
-    EXPECT_EQ(tok.end_of_generation_ids(), facts.at("eog_ids").get<std::vector<int32_t>>());
+    testing::expect_vocab_facts(tok, read_json(repo_path("testdata/goldens/gemma3_vocab.json")));
 
     // <end_of_turn> ends a turn; llama.cpp also stops on the HTML tag </s> (user-defined in the file), which it
     // makes a control token: written in the text, it is one id only when special tokens are parsed.

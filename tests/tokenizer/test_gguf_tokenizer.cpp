@@ -78,13 +78,8 @@ TEST(GgufTokenizerSmolLM2, OtherPreTokenizersMatchLlamaCpp) {
 
 TEST(GgufTokenizerSmolLM2, ReadsVocabularyAndEndOfGenerationAsLlamaCppDoes) {
     TRACELM_NEED_SMOLLM2();
-    const json facts = read_json(repo_path("testdata/goldens/smollm2_vocab.json"));
     const Tokenizer& tok = smollm2();
-    EXPECT_EQ(tok.vocab_size(), facts.at("n_vocab").get<int32_t>());
-    EXPECT_EQ(tok.bos_token_id(), facts.at("bos_id").get<int32_t>());
-    EXPECT_EQ(tok.eos_token_id(), facts.at("eos_id").get<int32_t>());
-    EXPECT_EQ(tok.add_bos_token(), facts.at("add_bos").get<bool>());
-    EXPECT_EQ(tok.end_of_generation_ids(), facts.at("eog_ids").get<std::vector<int32_t>>());
+    testing::expect_vocab_facts(tok, read_json(repo_path("testdata/goldens/smollm2_vocab.json")));
 
     // SmolLM2's chat tokens: <|im_start|> is BOS and <|im_end|> EOS.
     EXPECT_EQ(tok.token_id("<|im_start|>"), 1);
@@ -165,11 +160,7 @@ TEST(GgufTokenizerRoles, TokenTypesByTextAndEndOfGenerationMatchLlamaCpp) {
     const Tokenizer tok = Tokenizer::from_gguf(GgufFile(repo_path("testdata/tokenizer/tiny_roles.gguf")));
     expect_goldens(read_jsonl(repo_path("testdata/goldens/tiny_roles_tokenize.jsonl")),
                    [&](const json&) -> const Tokenizer& { return tok; });
-    const json facts = read_json(repo_path("testdata/goldens/tiny_roles_vocab.json"));
-    EXPECT_EQ(tok.end_of_generation_ids(), facts.at("eog_ids").get<std::vector<int32_t>>());
-    EXPECT_EQ(tok.eos_token_id(), facts.at("eos_id").get<int32_t>());
-    EXPECT_EQ(tok.bos_token_id(), facts.at("bos_id").get<int32_t>());
-    EXPECT_EQ(tok.add_bos_token(), facts.at("add_bos").get<bool>());
+    testing::expect_vocab_facts(tok, read_json(repo_path("testdata/goldens/tiny_roles_vocab.json")));
 }
 
 TEST(GgufTokenizerErrors, BadVocabulariesThrowNamingTheProblem) {
