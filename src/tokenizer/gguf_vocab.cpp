@@ -174,7 +174,16 @@ const std::unordered_map<std::string_view, TextRole>& text_roles() {
 
 }  // namespace
 
-std::span<const std::string_view> end_of_generation_texts() { return kEndOfGeneration; }
+std::span<const std::string_view> end_of_generation_texts() {
+    static const std::vector<std::string_view> texts = [] {
+        std::vector<std::string_view> t(std::begin(kEndOfGeneration), std::end(kEndOfGeneration));
+        for (const FimTexts& role : fim_texts()) {
+            if (role.ends_generation) t.insert(t.end(), role.texts.begin(), role.texts.end());
+        }
+        return t;
+    }();
+    return texts;
+}
 
 GgufTokenRoles gguf_token_roles(const GgufVocab& v, std::optional<int32_t> eos_id) {
     const size_t n = v.tokens.size();

@@ -64,7 +64,8 @@ struct GgufPreTokenizer {
 // Throws std::runtime_error listing the supported names for an unknown one.
 const GgufPreTokenizer& gguf_pre_tokenizer(std::string_view name);
 
-// The texts of the tokens llama.cpp ends generation on, whatever their type.
+// The texts of the tokens llama.cpp ends generation on, whatever their type: end-of-turn texts and those of
+// fill-in-the-middle pad, repository and file-separator tokens.
 std::span<const std::string_view> end_of_generation_texts();
 
 // The token types as llama.cpp (0.3.36) uses them, and its end-of-generation tokens: tokens it recognises by their
