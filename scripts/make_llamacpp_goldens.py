@@ -39,8 +39,9 @@ and testdata/goldens/tiny_roles_tokenize.jsonl and tiny_roles_vocab.json, as for
                          fallback, <start_of_turn>/<end_of_turn>/<bos> in the text, a ~10 KB document), in the form
                          of smollm2_tokenize.jsonl.
   gemma3_vocab.json      as smollm2_vocab.json.
-  gemma3_greedy.json     as smollm2_greedy.json for 8 prompts tokenized with BOS (the GGUF's add_bos_token), three of
-                         them longer than the sliding window, all prefilled in one batch (n_batch = n_ubatch = n_ctx);
+  gemma3_greedy.json     as smollm2_greedy.json for 9 prompts tokenized with BOS (the GGUF's add_bos_token), three of
+                         them longer than the sliding window and one 20 tokens shorter (decoding crosses it), all
+                         prefilled in one batch (n_batch = n_ubatch = n_ctx);
                          plus the llama.cpp version and commit, the context parameters, and the model's hyperparameters
                          as the GGUF states them and as llama.cpp derives them (window, layer pattern, RoPE bases,
                          attention scale).
@@ -514,6 +515,9 @@ def lighthouse_log(n):
             f"{w['sea'][(n * 5) % 4]}.")
 
 
+LOG_WORDS = " ".join(lighthouse_log(n) for n in range(100)).split(" ")
+
+
 def python_function(n):
     return (f"def scaled_sum_{n}(values, factor={n % 7 + 2}):\n"
             f"    \"\"\"Return the sum of values, each multiplied by {n % 7 + 2}, plus {n}.\"\"\"\n"
@@ -544,6 +548,8 @@ def gemma_greedy_prompts(llm, window):
                     lambda b: gemma_chat("Here is my lighthouse log:\n" + b + "\nWhich keeper counted the most ships?"),
                     window + 388),
         long_prompt(llm, python_function, lambda b: b, 3 * window - 36),
+        # Shorter than the window by less than the 32 steps, word by word: decoding crosses it.
+        long_prompt(llm, lambda n: (" " if n else "") + LOG_WORDS[n], lambda b: b, window - 20),
     ]
 
 

