@@ -71,7 +71,8 @@ std::span<const std::string_view> end_of_generation_texts();
 // The token types as llama.cpp (0.3.36) uses them, and its end-of-generation tokens: tokens it recognises by their
 // text as ending generation or as fill-in-the-middle markers count as control tokens (so parse_special = false
 // leaves them to the text), four gpt-oss tokens as user-defined; EOS, EOT, EOM and the fill-in-the-middle pad,
-// repository and separator tokens end generation. `eos_id` is the EOS after the model's default.
+// repository and separator tokens end generation. `eos_id` is the EOS after the model's default; vocab.types is
+// empty or has one entry per token.
 struct GgufTokenRoles {
     std::vector<GgufTokenType> types;  // by id
     std::vector<int32_t> eog_ids;      // ascending
