@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# The test command: installs dependencies, builds, fetches the default model (SmolLM2-135M-Instruct, once,
-# into ~/.cache/tracelm), runs the whole suite under ctest.
+# The test command: installs dependencies, builds, fetches the registry models (SmolLM2-135M-Instruct and Gemma 3
+# 270M, once, into ~/.cache/tracelm), runs the whole suite under ctest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
 BUILD_DIR=${BUILD_DIR:-build}
-# Without the model its tests skip; CI sets TRACELM_REQUIRE_MODELS=1 so that they must run.
-if ! "$BUILD_DIR"/tracelm fetch-model; then
-  [ -n "${TRACELM_REQUIRE_MODELS:-}" ] && exit 1
-  echo "warning: could not fetch the default model; its tests will skip" >&2
-fi
+# Without a model its tests skip; CI sets TRACELM_REQUIRE_MODELS=1 so that they must run.
+for model in smollm2 gemma3-270m; do
+  if ! "$BUILD_DIR"/tracelm fetch-model "$model"; then
+    [ -n "${TRACELM_REQUIRE_MODELS:-}" ] && exit 1
+    echo "warning: could not fetch the model $model; its tests will skip" >&2
+  fi
+done
 # The server's integration test (Serve.OpenAIClient) drives it with the official `openai` client.
 if ! python3 -c "import openai" 2>/dev/null; then
   python3 -m pip install --quiet openai || echo "warning: could not install the Python package openai; Serve.OpenAIClient will skip" >&2

@@ -39,7 +39,7 @@ struct ServeArgs {
 
 // The name clients use: the model file's or folder's name (without .gguf).
 std::string served_model_id(const std::string& path) {
-    std::filesystem::path p = path.empty() ? std::filesystem::path(DefaultModel::kFile) : std::filesystem::path(path);
+    std::filesystem::path p = path.empty() ? default_model().file : path;
     if (!p.has_filename()) p = p.parent_path();  // a folder given with a trailing slash
     return p.extension() == ".gguf" ? p.stem().string() : p.filename().string();
 }

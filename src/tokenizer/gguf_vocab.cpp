@@ -1,6 +1,9 @@
 #include "tokenizer/gguf_vocab.h"
 
+#include <algorithm>
+#include <set>
 #include <stdexcept>
+#include <unordered_map>
 
 #include "formats/gguf.h"
 
@@ -47,6 +50,13 @@ GgufVocab read_gguf_vocab(const GgufFile& file) {
     v.pad_id = token_id(file, "tokenizer.ggml.padding_token_id", n);
     v.eot_id = token_id(file, "tokenizer.ggml.eot_token_id", n);
     v.eom_id = token_id(file, "tokenizer.ggml.eom_token_id", n);
+    // The older prefix/suffix/middle keys, where the file has no fim_* key, as llama.cpp reads them.
+    v.fim_pre_id = token_id(file, "tokenizer.ggml.fim_pre_token_id", n);
+    if (!v.fim_pre_id) v.fim_pre_id = token_id(file, "tokenizer.ggml.prefix_token_id", n);
+    v.fim_suf_id = token_id(file, "tokenizer.ggml.fim_suf_token_id", n);
+    if (!v.fim_suf_id) v.fim_suf_id = token_id(file, "tokenizer.ggml.suffix_token_id", n);
+    v.fim_mid_id = token_id(file, "tokenizer.ggml.fim_mid_token_id", n);
+    if (!v.fim_mid_id) v.fim_mid_id = token_id(file, "tokenizer.ggml.middle_token_id", n);
     v.fim_pad_id = token_id(file, "tokenizer.ggml.fim_pad_token_id", n);
     v.fim_rep_id = token_id(file, "tokenizer.ggml.fim_rep_token_id", n);
     v.fim_sep_id = token_id(file, "tokenizer.ggml.fim_sep_token_id", n);
@@ -105,6 +115,128 @@ const GgufPreTokenizer& gguf_pre_tokenizer(std::string_view name) {
     }
     throw std::runtime_error("tokenizer.ggml.pre \"" + std::string(name) +
                              "\" is not a supported pre-tokenizer (supported: " + known + ")");
+}
+
+namespace {
+
+// llama.cpp's end-of-generation texts (llama-vocab.cpp, load).
+constexpr std::string_view kEndOfGeneration[] = {
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>", "<end_of_turn>",
+    "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>",
+    "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>", "<｜end▁of▁sentence｜>", "[e~[",
+};
+
+// The fill-in-the-middle markers it looks for by text, per role, where the file names no id for the role.
+struct FimTexts {
+    std::optional<int32_t> GgufVocab::*key;
+    bool ends_generation;
+    std::vector<std::string_view> texts;
+};
+const std::vector<FimTexts>& fim_texts() {
+    static const std::vector<FimTexts> table = {
+        {&GgufVocab::fim_pre_id, false,
+         {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>", "<|code_prefix|>",
+          "<|prefix|>"}},
+        {&GgufVocab::fim_suf_id, false,
+         {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>", "<|code_suffix|>",
+          "<|suffix|>"}},
+        {&GgufVocab::fim_mid_id, false,
+         {"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>", "<|code_middle|>",
+          "<|middle|>"}},
+        {&GgufVocab::fim_pad_id, true, {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"}},
+        {&GgufVocab::fim_rep_id, true, {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"}},
+        {&GgufVocab::fim_sep_id, true, {"<|file_sep|>"}},
+    };
+    return table;
+}
+
+// gpt-oss tokens that llama.cpp always renders, as user-defined tokens.
+constexpr std::string_view kGptOssUserDefined[] = {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"};
+
+// What a token's text makes of it in llama.cpp; every token is looked up once.
+struct TextRole {
+    int fim = -1;  // index into fim_texts()
+    bool ends_generation = false;
+    bool user_defined = false;
+};
+const std::unordered_map<std::string_view, TextRole>& text_roles() {
+    static const auto table = [] {
+        std::unordered_map<std::string_view, TextRole> t;
+        for (size_t r = 0; r < fim_texts().size(); ++r) {
+            for (std::string_view text : fim_texts()[r].texts) t[text].fim = static_cast<int>(r);
+        }
+        for (std::string_view text : kEndOfGeneration) t[text].ends_generation = true;
+        for (std::string_view text : kGptOssUserDefined) t[text].user_defined = true;
+        return t;
+    }();
+    return table;
+}
+
+}  // namespace
+
+std::span<const std::string_view> end_of_generation_texts() {
+    static const std::vector<std::string_view> texts = [] {
+        std::vector<std::string_view> t(std::begin(kEndOfGeneration), std::end(kEndOfGeneration));
+        for (const FimTexts& role : fim_texts()) {
+            if (role.ends_generation) t.insert(t.end(), role.texts.begin(), role.texts.end());
+        }
+        return t;
+    }();
+    return texts;
+}
+
+GgufTokenRoles gguf_token_roles(const GgufVocab& v, std::optional<int32_t> eos_id) {
+    const size_t n = v.tokens.size();
+    GgufTokenRoles roles;
+    roles.types = v.types.empty() ? std::vector<GgufTokenType>(n, GgufTokenType::Normal) : v.types;
+    std::set<int32_t> eog;
+    const auto add = [&](std::optional<int32_t> id) {
+        if (id && *id >= 0 && static_cast<size_t>(*id) < n) eog.insert(*id);
+    };
+    // A role's metadata id, else the lowest id with one of its texts (llama.cpp takes one in hash-map order).
+    std::vector<std::optional<int32_t>> fim(fim_texts().size());
+    for (size_t r = 0; r < fim.size(); ++r) fim[r] = v.*fim_texts()[r].key;
+    for (size_t i = 0; i < n; ++i) {
+        const auto it = text_roles().find(v.tokens[i]);
+        if (it == text_roles().end()) continue;
+        const TextRole& role = it->second;
+        const auto id = static_cast<int32_t>(i);
+        if (role.fim >= 0 && !fim[static_cast<size_t>(role.fim)]) {
+            fim[static_cast<size_t>(role.fim)] = id;
+            roles.types[i] = GgufTokenType::Control;
+        }
+        if (role.ends_generation) {
+            add(id);
+            roles.types[i] = GgufTokenType::Control;
+        }
+        if (role.user_defined) roles.types[i] = GgufTokenType::UserDefined;
+    }
+    for (size_t r = 0; r < fim.size(); ++r) {
+        if (fim_texts()[r].ends_generation) add(fim[r]);
+    }
+    for (const auto& id : {eos_id, v.eot_id, v.eom_id}) add(id);
+    // gpt-oss and solar-open end turns with <|return|>/<|call|> or <|calls|>/<|flush|>, not <|end|>; Gemma 4 and
+    // PLaMo have a normal </s>.
+    const auto eog_text = [&](std::initializer_list<std::string_view> texts) -> std::optional<int32_t> {
+        for (int32_t id : eog) {
+            const std::string& text = v.tokens[static_cast<size_t>(id)];
+            if (std::find(texts.begin(), texts.end(), text) != texts.end()) return id;
+        }
+        return std::nullopt;
+    };
+    const auto end = eog_text({"<|end|>"});
+    const bool call = eog_text({"<|call|>", "<|calls|>"}).has_value();
+    if (end && call && (eog_text({"<|return|>"}) || eog_text({"<|flush|>"}))) {
+        eog.erase(*end);
+        roles.types[static_cast<size_t>(*end)] = GgufTokenType::UserDefined;
+    }
+    const auto s = eog_text({"</s>"});
+    if (s && eog_text({"<|tool_response>", "<|plamo:eos|>"})) {
+        eog.erase(*s);
+        roles.types[static_cast<size_t>(*s)] = GgufTokenType::Normal;
+    }
+    roles.eog_ids.assign(eog.begin(), eog.end());
+    return roles;
 }
 
 }  // namespace tokenizer_detail

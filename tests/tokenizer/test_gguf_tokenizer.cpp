@@ -1,12 +1,12 @@
 // Tests of the tokenizers built from GGUF metadata, against llama.cpp (goldens made by
 // scripts/make_llamacpp_goldens.py with llama-cpp-python): SmolLM2's byte-level BPE ("gpt2",
 // pre-tokenizer "smollm") from the real GGUF, the same vocabulary under the other supported
-// pre-tokenizers, and two small hand-written vocabularies: byte-level BPE in
-// testdata/tokenizer/tiny_bpe.gguf (under every pre-tokenizer) and SentencePiece ("llama") in
-// testdata/tokenizer/tiny_spm.gguf.
+// pre-tokenizers, and three small hand-written vocabularies: byte-level BPE in
+// testdata/tokenizer/tiny_bpe.gguf (under every pre-tokenizer), SentencePiece ("llama") in
+// testdata/tokenizer/tiny_spm.gguf, and tokens llama.cpp treats by their text in tiny_roles.gguf. Gemma 3's
+// vocabulary: test_gemma3_tokenizer.cpp.
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -15,6 +15,7 @@
 
 #include "formats/gguf.h"
 #include "support/test_support.h"
+#include "support/tokenizer_goldens.h"
 #include "tokenizer/gguf_vocab.h"
 #include "tokenizer/tokenizer.h"
 
@@ -22,23 +23,10 @@ namespace tracelm {
 namespace {
 
 using nlohmann::json;
+using testing::expect_goldens;
+using testing::read_json;
+using testing::read_jsonl;
 using testing::repo_path;
-
-std::vector<json> read_jsonl(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw std::runtime_error("cannot open " + path);
-    std::vector<json> lines;
-    for (std::string line; std::getline(in, line);) {
-        if (!line.empty()) lines.push_back(json::parse(line));
-    }
-    return lines;
-}
-
-json read_json(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw std::runtime_error("cannot open " + path);
-    return json::parse(in);
-}
 
 const GgufVocab& smollm2_vocab() {
     static const GgufVocab vocab = read_gguf_vocab(GgufFile(testing::smollm2_gguf_path()));
@@ -57,51 +45,15 @@ const Tokenizer& tiny_spm() {
     return tokenizer;
 }
 
-// Encodes every golden line with `tokenizer_for(line)` and reports the mismatches.
-template <typename TokenizerFor>
-void expect_goldens(const std::vector<json>& lines, TokenizerFor tokenizer_for) {
-    ASSERT_FALSE(lines.empty());
-    int failures = 0;
-    for (size_t i = 0; i < lines.size(); ++i) {
-        const json& line = lines[i];
-        const std::string text = line.at("text").get<std::string>();
-        const bool special = line.at("special").get<bool>();
-        const auto expected = line.at("ids").get<std::vector<int32_t>>();
-        const auto ids = tokenizer_for(line).encode(text, special);
-        if (ids != expected && ++failures <= 10) {
-            ADD_FAILURE() << "line " << i + 1 << " " << json(text).dump()
-                          << " special=" << special << "\n  expected " << json(expected).dump()
-                          << "\n  got      " << json(ids).dump();
-        }
-    }
-    EXPECT_EQ(failures, 0) << "of " << lines.size() << " lines";
-}
-
 TEST(GgufTokenizerSmolLM2, MatchesLlamaCppOnEveryGolden) {
     TRACELM_NEED_SMOLLM2();
     const auto lines = read_jsonl(repo_path("testdata/goldens/smollm2_tokenize.jsonl"));
     expect_goldens(lines, [](const json&) -> const Tokenizer& { return smollm2(); });
 }
 
-TEST(GgufTokenizerSmolLM2, DecodeOfEncodeIsTheText) {
+TEST(GgufTokenizerSmolLM2, DecodeOfEncodeIsTheTextAndStreamingMatchesDecode) {
     TRACELM_NEED_SMOLLM2();
-    for (const json& line : read_jsonl(repo_path("testdata/goldens/smollm2_tokenize.jsonl"))) {
-        const std::string text = line.at("text").get<std::string>();
-        const bool special = line.at("special").get<bool>();
-        EXPECT_EQ(smollm2().decode(smollm2().encode(text, special)), text) << json(text).dump();
-    }
-}
-
-TEST(GgufTokenizerSmolLM2, StreamDecoderMatchesDecode) {
-    TRACELM_NEED_SMOLLM2();
-    for (const json& line : read_jsonl(repo_path("testdata/goldens/smollm2_tokenize.jsonl"))) {
-        const auto ids = line.at("ids").get<std::vector<int32_t>>();
-        StreamDecoder stream(smollm2());
-        std::string streamed;
-        for (int32_t id : ids) streamed += stream.push(id);
-        streamed += stream.flush();
-        EXPECT_EQ(streamed, smollm2().decode(ids)) << line.at("text").dump();
-    }
+    testing::expect_round_trips(smollm2(), read_jsonl(repo_path("testdata/goldens/smollm2_tokenize.jsonl")));
 }
 
 // Golden lines that name their pre-tokenizer ("pre"), encoded with `vocab` under that name.
@@ -126,13 +78,8 @@ TEST(GgufTokenizerSmolLM2, OtherPreTokenizersMatchLlamaCpp) {
 
 TEST(GgufTokenizerSmolLM2, ReadsVocabularyAndEndOfGenerationAsLlamaCppDoes) {
     TRACELM_NEED_SMOLLM2();
-    const json facts = read_json(repo_path("testdata/goldens/smollm2_vocab.json"));
     const Tokenizer& tok = smollm2();
-    EXPECT_EQ(tok.vocab_size(), facts.at("n_vocab").get<int32_t>());
-    EXPECT_EQ(tok.bos_token_id(), facts.at("bos_id").get<int32_t>());
-    EXPECT_EQ(tok.eos_token_id(), facts.at("eos_id").get<int32_t>());
-    EXPECT_EQ(tok.add_bos_token(), facts.at("add_bos").get<bool>());
-    EXPECT_EQ(tok.end_of_generation_ids(), facts.at("eog_ids").get<std::vector<int32_t>>());
+    testing::expect_vocab_facts(tok, read_json(repo_path("testdata/goldens/smollm2_vocab.json")));
 
     // SmolLM2's chat tokens: <|im_start|> is BOS and <|im_end|> EOS.
     EXPECT_EQ(tok.token_id("<|im_start|>"), 1);
@@ -203,6 +150,17 @@ TEST(GgufTokenizerSpm, BosEosAndSpecialTokensComeFromTheVocabulary) {
     EXPECT_EQ(tok.end_of_generation_ids(), std::vector<int32_t>{2});
     EXPECT_TRUE(tok.is_special(0));  // <unk>
     EXPECT_FALSE(tok.is_special(tok.token_id("<tool>").value()));  // user-defined
+}
+
+// Tokens llama.cpp treats by their text rather than their stated type (hand-written in
+// testdata/tokenizer/tiny_roles.gguf): end-of-generation and fill-in-the-middle texts become control tokens, gpt-oss's
+// <|channel|> user-defined, <|end|> and </s> stop ending generation beside <|return|>/<|call|> and <|tool_response>;
+// and text merges into a control token when special tokens are not parsed.
+TEST(GgufTokenizerRoles, TokenTypesByTextAndEndOfGenerationMatchLlamaCpp) {
+    const Tokenizer tok = Tokenizer::from_gguf(GgufFile(repo_path("testdata/tokenizer/tiny_roles.gguf")));
+    expect_goldens(read_jsonl(repo_path("testdata/goldens/tiny_roles_tokenize.jsonl")),
+                   [&](const json&) -> const Tokenizer& { return tok; });
+    testing::expect_vocab_facts(tok, read_json(repo_path("testdata/goldens/tiny_roles_vocab.json")));
 }
 
 TEST(GgufTokenizerErrors, BadVocabulariesThrowNamingTheProblem) {

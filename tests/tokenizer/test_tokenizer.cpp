@@ -368,6 +368,43 @@ TEST(TokenizerBpe, IgnoreMergesUsesWholeWordTokens) {
     EXPECT_EQ(load(doc).encode("xyz"), (std::vector<int32_t>{260}));
 }
 
+// A SentencePiece-style tokenizer.json (the shape of Gemma's and Llama 2's): spaces replaced by "▁", no
+// pre-tokenizer, BPE over characters with byte fallback, and a decoder that undoes both.
+json sentencepiece_style_tokenizer() {
+    const json vocab = {{"<unk>", 0}, {"<0xC3>", 1}, {"<0xA9>", 2}, {"\u2581", 3}, {"a", 4},
+                        {"b", 5},     {"\u2581a", 6}, {"ab", 7},     {"\u2581ab", 8}};
+    const json replace_space = {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\u2581"}};
+    const json restore_space = {{"type", "Replace"}, {"pattern", {{"String", "\u2581"}}}, {"content", " "}};
+    return {
+        {"version", "1.0"},
+        {"normalizer", replace_space},
+        {"pre_tokenizer", nullptr},
+        {"decoder",
+         {{"type", "Sequence"}, {"decoders", {restore_space, {{"type", "ByteFallback"}}, {{"type", "Fuse"}}}}}},
+        {"model",
+         {{"type", "BPE"},
+          {"vocab", vocab},
+          {"merges",
+           json::array({json::array({"\u2581", "a"}), json::array({"a", "b"}), json::array({"\u2581a", "b"})})},
+          {"unk_token", "<unk>"},
+          {"fuse_unk", true},
+          {"byte_fallback", true}}},
+    };
+}
+
+TEST(TokenizerSentencePieceBpe, CharactersMergeByRankWithByteFallbackAndFusedUnknowns) {
+    const Tokenizer t = load(sentencepiece_style_tokenizer());
+    // "▁a" (rank 0) before "ab" (rank 1), then "▁a" + "b" (rank 2).
+    EXPECT_EQ(t.encode(" ab"), (std::vector<int32_t>{8}));
+    EXPECT_EQ(t.encode("ab"), (std::vector<int32_t>{7}));
+    // No token for "é": its two bytes' tokens. No token and no byte tokens for "z": one <unk> per run.
+    EXPECT_EQ(t.encode("\xC3\xA9"), (std::vector<int32_t>{1, 2}));
+    EXPECT_EQ(t.encode("azzb"), (std::vector<int32_t>{4, 0, 5}));
+    EXPECT_EQ(t.decode({8, 1, 2, 3}), " ab\xC3\xA9 ");
+    EXPECT_EQ(t.token_id(" a"), 6);
+    EXPECT_EQ(t.token_text(6), " a");
+}
+
 TEST(TokenizerAddedTokens, LstripSwallowsTheWhitespaceBefore) {
     const Tokenizer t = load(synthetic_tokenizer({added(260, "<m>", {{"lstrip", true}})}));
     EXPECT_EQ(t.encode("x <m> y"), (std::vector<int32_t>{'x', 260, ' ', 'y'}));
@@ -531,6 +568,23 @@ TEST(TokenizerCorruptJson, EveryPipelineProblemIsRefusedNamingIt) {
                       }),
                       "Whitespace");
     expect_load_error(variant([](json& d) { d.erase("pre_tokenizer"); }), "no ByteLevel step");
+    expect_load_error(variant([](json& d) {
+                          d["decoder"] = sentencepiece_style_tokenizer()["decoder"];
+                      }),
+                      "pre_tokenizer has a ByteLevel step but the decoder is not ByteLevel");
+    expect_load_error(variant([](json& d) {
+                          d["normalizer"] = {{"type", "Replace"}, {"pattern", {{"Regex", " +"}}}, {"content", "_"}};
+                      }),
+                      "normalizer.pattern must be a non-empty String");
+    expect_load_error(variant([](json& d) {
+                          const json step = {{"type", "Replace"}, {"pattern", {{"String", "a"}}}, {"content", "b"}};
+                          d["normalizer"] = {{"type", "Sequence"}, {"normalizers", json(std::vector<json>(65, step))}};
+                      }),
+                      "normalizer.normalizers[64].type is one step too many");
+    expect_load_error(variant([](json& d) {
+                          d["decoder"] = {{"type", "Sequence"}, {"decoders", {{{"type", "Strip"}}}}};
+                      }),
+                      "decoder.decoders[0].type \"Strip\" is not supported");
     expect_load_error(variant([](json& d) { d.erase("decoder"); }), "decoder is missing");
     expect_load_error(variant([](json& d) {
                           d["decoder"] = {{"type", "WordPiece"}};
