@@ -214,7 +214,7 @@ void BM_QuantMatmulStream(benchmark::State& state) {
             const int64_t n0 = kN * i / threads, n1 = kN * (i + 1) / threads;
             for (size_t c = 0; c < copies; ++c)
                 kt->quant->matmul(x.data(), T, kK, static_cast<const char*>(w.p) + c * matrix, dt, nullptr, y.data(),
-                                  kN, n0, n1, act[static_cast<size_t>(i)].data());
+                                  kN, n0, n1, act[static_cast<size_t>(i)].data(), tracelm::cpu::QuantOrder::VecDot);
         });
         benchmark::DoNotOptimize(y.data());
     }
@@ -236,7 +236,8 @@ void BM_QuantMatmulCompute(benchmark::State& state) {
     for (auto _ : state) {
         parallel(threads, [&](int i) {
             kt->quant->matmul(x.data(), T, kK, w.p, dt, nullptr, y.data(), kN, kN * i / threads,
-                              kN * (i + 1) / threads, act[static_cast<size_t>(i)].data());
+                              kN * (i + 1) / threads, act[static_cast<size_t>(i)].data(),
+                              tracelm::cpu::QuantOrder::VecDot);
         });
         benchmark::DoNotOptimize(y.data());
     }

@@ -1,9 +1,17 @@
 #!/usr/bin/env python3
-"""One-off: capture every intermediate tensor of llama.cpp's CPU forward of SmolLM2-135M-Instruct Q4_1 (not run in
-CI; needs the llama-cpp-python 0.3.36 venv that scripts/make_llamacpp_goldens.py describes).
+"""One-off: capture every intermediate tensor of llama.cpp's CPU forward of a GGUF model (SmolLM2-135M-Instruct Q4_1
+by default; not run in CI; needs the llama-cpp-python 0.3.36 venv that scripts/make_llamacpp_goldens.py describes).
 
   /tmp/llamavenv/bin/python scripts/dump_llamacpp_tensors.py [--model PATH] [--out /tmp/ggml_dump] \
       [--fixture testdata/ggml_ops]
+  /tmp/llamavenv/bin/python scripts/dump_llamacpp_tensors.py --model ~/.cache/tracelm/models/gemma-3-270m-q4_k_m.gguf \
+      --prompt-ids 2,818,5279,529,7001,563,8,9,10,11 --n-ubatch 2048 --no-repack --no-logits-all --out /tmp/gemma_dump
+
+--prompt-ids replaces the first SmolLM2 golden prompt (then the greedy tokens are not checked against goldens);
+--n-ubatch sets n_batch = n_ubatch (the prompt is one batch when it fits); --no-repack loads the weights with
+llama_model_params.use_extra_bufts = False (llama.cpp's --no-repack: no CPU_REPACK buffer, so Q4_K keeps ggml's
+layout and order); --no-logits-all makes the context as the Gemma 3 goldens do (only the last token's logits, so
+the last layer's FFN runs on one row).
 
 The context is made exactly as the goldens make theirs (Llama(n_ctx=2048, n_threads=1, n_threads_batch=1,
 logits_all=True), hence flash attention disabled, f16 K/V cache), plus llama_context_params.cb_eval, through which
@@ -177,8 +185,29 @@ class Recorder:
         return True
 
 
+OPTS = {"n_ubatch": None, "no_repack": False, "logits_all": True, "swa_full": None}
+
+
+def patch_no_repack():
+    """llama_model_default_params with use_extra_bufts = False, for every Llama() made afterwards."""
+    orig = lc.llama_model_default_params
+
+    def patched():
+        p = orig()
+        p.use_extra_bufts = False
+        return p
+
+    lc.llama_model_default_params = patched
+    llama_cpp.llama.llama_cpp.llama_model_default_params = patched
+
+
 def make_llm(model, recorder):
     """The goldens' Llama(), with cb_eval set when recorder is given."""
+    extra = {}
+    if OPTS["n_ubatch"]:
+        extra.update(n_batch=OPTS["n_ubatch"], n_ubatch=OPTS["n_ubatch"])
+    if OPTS["swa_full"] is not None:
+        extra["swa_full"] = OPTS["swa_full"]
     if recorder is not None:
         callback = lc.ggml_backend_sched_eval_callback(recorder)
         orig = lc.llama_context_default_params
@@ -191,8 +220,8 @@ def make_llm(model, recorder):
 
         lc.llama_context_default_params = patched
     try:
-        llm = Llama(model_path=model, n_ctx=N_CTX, n_threads=1, n_threads_batch=1, seed=SEED, logits_all=True,
-                    verbose=False)
+        llm = Llama(model_path=model, n_ctx=N_CTX, n_threads=1, n_threads_batch=1, seed=SEED,
+                    logits_all=OPTS["logits_all"], verbose=False, **extra)
     finally:
         if recorder is not None:
             lc.llama_context_default_params = orig
@@ -209,8 +238,13 @@ def run(llm, prompt_ids, recorder=None, outdir=None):
     for step in range(DECODE_STEPS + 1):
         if recorder is not None:
             dump(recorder, outdir, step, evals[step])
-        row = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32)
-        logits.append(np.array(llm.scores[: llm.n_tokens], dtype=np.float32)[-len(evals[step]):])
+        if OPTS["logits_all"]:
+            row = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32)
+            logits.append(np.array(llm.scores[: llm.n_tokens], dtype=np.float32)[-len(evals[step]):])
+        else:
+            ptr = lc.llama_get_logits_ith(llm.ctx, -1)
+            row = np.array(np.ctypeslib.as_array(ptr, shape=(llm.n_vocab(),)), dtype=np.float32)
+            logits.append(row[None, :].copy())
         tok = int(np.argmax(row))
         tokens.append(tok)
         if step < DECODE_STEPS:
@@ -337,6 +371,7 @@ def write_fixture(outdir, fixture, recorder, layers, model, logits=False, steps=
 
 
 def main():
+    global DECODE_STEPS
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=DEFAULT_MODEL)
     ap.add_argument("--out", default="/tmp/ggml_dump")
@@ -345,11 +380,26 @@ def main():
     # row of layer 0 (and of the final norm), but not on about half the rows of layer 9.
     ap.add_argument("--fixture-layers", default="0,9", help="comma-separated layers for --fixture, or 'all'")
     ap.add_argument("--fixture-logits", action="store_true", help="add the logits to --fixture (1 MB per token)")
+    ap.add_argument("--prompt-ids", default=None, help="comma-separated prompt ids instead of the SmolLM2 golden's")
+    ap.add_argument("--n-ubatch", type=int, default=None, help="n_batch = n_ubatch (llama-cpp-python's default: 512)")
+    ap.add_argument("--no-repack", action="store_true", help="use_extra_bufts = False (llama.cpp's --no-repack)")
+    ap.add_argument("--no-logits-all", action="store_true", help="logits_all = False (only the last token's logits)")
+    ap.add_argument("--swa-full", type=int, default=None, help="swa_full (llama-cpp-python's default otherwise)")
+    ap.add_argument("--decode-steps", type=int, default=DECODE_STEPS)
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(ROOT, "testdata/goldens/smollm2_greedy.json")) as f:
-        golden = json.load(f)["records"][0]
-    prompt_ids = golden["prompt_ids"]
+    DECODE_STEPS = args.decode_steps
+    OPTS.update(n_ubatch=args.n_ubatch, no_repack=args.no_repack, logits_all=not args.no_logits_all,
+                swa_full=None if args.swa_full is None else bool(args.swa_full))
+    if args.no_repack:
+        patch_no_repack()
+    if args.prompt_ids:
+        prompt_ids = [int(x) for x in args.prompt_ids.split(",")]
+        golden = None
+    else:
+        with open(os.path.join(ROOT, "testdata/goldens/smollm2_greedy.json")) as f:
+            golden = json.load(f)["records"][0]
+        prompt_ids = golden["prompt_ids"]
 
     plain = make_llm(args.model, None)
     _, plain_tokens, plain_logits = run(plain, prompt_ids)
@@ -363,8 +413,8 @@ def main():
     same = all(np.array_equal(a.view(np.uint32), b.view(np.uint32)) for a, b in zip(plain_logits, logits))
     if not same:
         raise SystemExit("the eval callback changed the logits")
-    if tokens != golden["tokens"][: len(tokens)] or plain_tokens != tokens:
-        raise SystemExit(f"tokens {tokens} differ from the goldens {golden['tokens'][:len(tokens)]}")
+    if plain_tokens != tokens or (golden is not None and tokens != golden["tokens"][: len(tokens)]):
+        raise SystemExit(f"tokens {tokens} differ from the goldens or the run without the callback {plain_tokens}")
     summary = {
         "llama_cpp_python": llama_cpp.__version__,
         "system_info": lc.llama_print_system_info().decode(),
@@ -375,6 +425,8 @@ def main():
         "n_ctx": N_CTX,
         "n_batch": int(cparams.n_batch),
         "n_ubatch": int(cparams.n_ubatch),
+        "use_extra_bufts": not args.no_repack,
+        "logits_all": OPTS["logits_all"],
         "evals": evals,
         "greedy_tokens": tokens,
         "logits_identical_without_callback": same,

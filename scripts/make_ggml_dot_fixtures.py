@@ -27,6 +27,20 @@ One file per type, testdata/quant/ggml_dot_<type>.bin (type in lower case), litt
                 16 x i16 bsums)
     dots        A * R f32: vec_dot(K, weight row r, act row a) at dots[a * R + r], exact bits
 
+And one file per type, testdata/quant/ggml_mul_mat_<type>.bin: ggml's MUL_MAT of the same weight rows by several of
+the same activation rows at once, as llama.cpp computes a batch: a one-node graph ggml_mul_mat(w, x) computed by
+ggml_graph_compute_with_ctx on 1 thread, so ggml-cpu picks its kernel by the product's rows as in llama.cpp's
+forward (K types: vec_dot below 8 rows, its tiled kernel (ggml-cpu/tiled) from 8; Q8_0/Q4_0/Q5_0: llamafile's
+tinyBLAS_Q0_AVX from 2 rows; Q4_1/Q5_1: vec_dot), little-endian:
+    magic       4 bytes  b"TLGM"
+    version     u32      1
+    ggml_type   u32      the weight type
+    rows        u32      R (the weight rows of ggml_dot_<type>.bin)
+    cols        u32      K
+    products    u32      P
+    then per product: T (u32) and the T activation rows of ggml_dot_<type>.bin it multiplies (u32 each)
+    then per product: the T * R f32 outputs, row t of the product at [t * R, (t + 1) * R)
+
 Also testdata/quant/ggml_gelu_f16_table.bin: ggml's GELU table (ggml_table_gelu_f16, filled by ggml_cpu_init), the
 65536 f16 results (u16, little-endian) of its f32 GELU-tanh at every f16 input, which its GEGLU looks up.
 
@@ -49,6 +63,9 @@ TYPES = {"q8_0": (8, 32, 34), "q4_0": (2, 32, 18), "q4_1": (3, 32, 20), "q5_0": 
          "q4_k": (12, 256, 144), "q5_k": (13, 256, 176), "q6_k": (14, 256, 210)}
 ACT = {8: (32, 34), 9: (32, 36), 15: (256, 292)}  # vec_dot_type -> (block elems, block bytes)
 ROWS, ACTS, COLS = 6, 8, 768
+# The activation rows of each MUL_MAT (ggml_mul_mat_<type>.bin): 7 rows (below the tiled kernel's 8), 8, and 17
+# (more than one 16-row microtile band).
+PRODUCTS = [list(range(7)), list(range(8)), list(range(8)) + list(range(8)) + [0]]
 
 FromFloat = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
 VecDot = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t,
@@ -73,7 +90,47 @@ def load():
     base.ggml_quantize_chunk.restype = ctypes.c_size_t
     base.ggml_quantize_chunk.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
                                          ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p]
+    base.ggml_init.restype = ctypes.c_void_p
+    base.ggml_init.argtypes = [InitParams]
+    base.ggml_free.argtypes = [ctypes.c_void_p]
+    base.ggml_new_tensor_2d.restype = ctypes.c_void_p
+    base.ggml_new_tensor_2d.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    base.ggml_mul_mat.restype = ctypes.c_void_p
+    base.ggml_mul_mat.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    base.ggml_new_graph.restype = ctypes.c_void_p
+    base.ggml_new_graph.argtypes = [ctypes.c_void_p]
+    base.ggml_build_forward_expand.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    base.ggml_get_data.restype = ctypes.c_void_p
+    base.ggml_get_data.argtypes = [ctypes.c_void_p]
+    base.ggml_nbytes.restype = ctypes.c_size_t
+    base.ggml_nbytes.argtypes = [ctypes.c_void_p]
+    cpu.ggml_graph_compute_with_ctx.restype = ctypes.c_int
+    cpu.ggml_graph_compute_with_ctx.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
     return base, cpu
+
+
+class InitParams(ctypes.Structure):  # struct ggml_init_params (ggml.h)
+    _fields_ = [("mem_size", ctypes.c_size_t), ("mem_buffer", ctypes.c_void_p), ("no_alloc", ctypes.c_bool)]
+
+
+def mul_mat(base, cpu, wtype, wbytes, n, k, x):
+    """ggml_mul_mat(w, x) as a one-node graph on 1 thread: y [T, n] for w (n rows of k, type wtype), x [T, k] f32."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    t = x.shape[0]
+    ctx = base.ggml_init(InitParams(len(wbytes) + x.nbytes + t * n * 4 + (16 << 20), None, False))
+    try:
+        w = base.ggml_new_tensor_2d(ctx, wtype, k, n)
+        assert base.ggml_nbytes(w) == len(wbytes)
+        ctypes.memmove(base.ggml_get_data(w), wbytes, len(wbytes))
+        b = base.ggml_new_tensor_2d(ctx, 0, k, t)  # GGML_TYPE_F32
+        ctypes.memmove(base.ggml_get_data(b), x.ctypes.data, x.nbytes)
+        y = base.ggml_mul_mat(ctx, w, b)
+        graph = base.ggml_new_graph(ctx)
+        base.ggml_build_forward_expand(graph, y)
+        assert cpu.ggml_graph_compute_with_ctx(ctx, graph, 1) == 0
+        return np.frombuffer(ctypes.string_at(base.ggml_get_data(y), t * n * 4), dtype=np.float32).reshape(t, n).copy()
+    finally:
+        base.ggml_free(ctx)
 
 
 def weight_rows(rng):
@@ -150,6 +207,18 @@ def main():
             f.write(acts.raw)
             f.write(dots.astype("<f4").tobytes())
         print(f"{path}: {path.stat().st_size} bytes")
+
+        path = OUT / f"ggml_mul_mat_{name}.bin"
+        outs = [mul_mat(base, cpu, tid, wbytes.raw, ROWS, COLS, x[p]) for p in PRODUCTS]
+        with open(path, "wb") as f:
+            f.write(b"TLGM" + struct.pack("<5I", 1, tid, ROWS, COLS, len(PRODUCTS)))
+            for p in PRODUCTS:
+                f.write(struct.pack(f"<{1 + len(p)}I", len(p), *p))
+            for y in outs:
+                f.write(y.astype("<f4").tobytes())
+        same = [int((y.view(np.uint32) == dots[p].view(np.uint32)).all()) for p, y in zip(PRODUCTS, outs)]
+        print(f"{path}: {path.stat().st_size} bytes; products of {[len(p) for p in PRODUCTS]} rows equal to vec_dot: "
+              f"{same}")
 
 
 if __name__ == "__main__":

@@ -119,9 +119,10 @@ class Engine {
     // Tokens the next prefill(row, budget) forward computes: the rest of the prompt's prefilled run (up to a decoded
     // span) up to the next multiple of prefill_chunk (llama.cpp's cut), or 1 for a token decode computed. A smaller
     // budget cuts that forward into pieces of at least two rows on both sides of the cut, so every position is still
-    // computed in a forward of several rows, which gives the same bits (the dot orders depend on one row vs several,
-    // not on the rows' number: docs/ggml-numerics.md, tests/engine/test_prefill_chunks.cpp). 0 when the budget fits
-    // no such piece; a budget of 3 or more always fits one.
+    // computed in a forward of several rows, which gives the same bits (attention's dot orders depend on one row vs
+    // several, not on the rows' number, and each piece's matmuls sum in the order of the whole forward's rows:
+    // docs/ggml-numerics.md, tests/engine/test_prefill_chunks.cpp). 0 when the budget fits no such piece; a budget of
+    // 3 or more always fits one.
     static constexpr int64_t kWholeChunk = INT64_MAX;
     int64_t next_prefill_tokens(int row, int64_t budget = kWholeChunk) const;
     // Rows a decode step of S sequences runs over.
@@ -182,8 +183,9 @@ class Engine {
         int64_t n = 0, k = 0;  // prompt and generated tokens it was admitted with
         // Ids of positions [0, tokens.size()): the prompt, the generated tokens, then each decode input.
         std::vector<int32_t> tokens;
-        // Per position of `tokens`: 1 where it is computed in a forward of one row, 0 in a forward of several (the
-        // PrefixCache's kind; a block is shared only with a sequence that computes its positions the same way).
+        // Per position of `tokens`: 1 where it is computed in a forward of one row, 0 in a forward of several (2 where
+        // those are fewer than kGgmlTiledMinRows) (the PrefixCache's kind; a block is shared only with a sequence
+        // that computes its positions the same way).
         std::vector<uint8_t> one_row;
         sampling::RowParams params;
         std::vector<int32_t> blocks;
@@ -220,6 +222,8 @@ class Engine {
     SamplingIo sampling_rows(int64_t r0, int64_t n, int step_offset) const;
     // End of the forward that computes position c0 < n of a row whose positions are computed as `one_row` says.
     int64_t forward_end(const std::vector<uint8_t>& one_row, int64_t n, int64_t c0) const;
+    // Rows of the whole forward (as one_row plans it, whatever piece of it runs) that computes position c < n.
+    int64_t forward_rows(const std::vector<uint8_t>& one_row, int64_t n, int64_t c) const;
     // Leading blocks of an n-token prompt that may be shared, at most `at_most`: at least one prompt token is
     // computed (the first sampled token comes from a real forward), and the first recomputed forward is not cut down
     // to a single row where a run without sharing has several (attention sums one row in another order,

@@ -10,17 +10,21 @@ namespace tracelm {
 
 namespace {
 
-// How a sequence of an n-token prompt (with its `decoded` spans) and k generated tokens is computed, per position:
-// 1 for a forward of one row, 0 for one of several. The prompt's runs outside the decoded spans are prefilled in
-// chunks cut at the run's start and end and at the multiples of C (so a prompt without decoded spans is cut where
-// llama.cpp cuts it); decoded spans and generated tokens take one forward each. Throws std::invalid_argument on
-// spans that are not ascending, disjoint, non-empty and before the prompt's last token.
+// How a sequence of an n-token prompt (with its `decoded` spans) and k generated tokens is computed, per position
+// (Row::one_row): kOneRow for a forward of one row, kSeveral for one of at least kGgmlTiledMinRows rows, kFew for
+// one of 2 to kGgmlTiledMinRows - 1 (llama.cpp sums some quantized weights differently there). The prompt's runs
+// outside the decoded spans are prefilled in chunks cut at the run's start and end and at the multiples of C (so a
+// prompt without decoded spans is cut where llama.cpp cuts it); decoded spans and generated tokens take one forward
+// each. Throws std::invalid_argument on spans that are not ascending, disjoint, non-empty and before the prompt's
+// last token.
+constexpr uint8_t kSeveral = 0, kOneRow = 1, kFew = 2;
 std::vector<uint8_t> plan_one_row(int64_t n, int64_t k, const std::vector<TokenSpan>& decoded, int64_t C) {
-    std::vector<uint8_t> one_row(static_cast<size_t>(n + k), 1);
+    std::vector<uint8_t> one_row(static_cast<size_t>(n + k), kOneRow);
     const auto prefill_run = [&](int64_t b, int64_t e) {
         for (int64_t c0 = b; c0 < e;) {
             const int64_t c1 = std::min(e, (c0 / C + 1) * C);
-            if (c1 - c0 >= 2) std::fill(one_row.begin() + c0, one_row.begin() + c1, 0);
+            if (c1 - c0 >= 2)
+                std::fill(one_row.begin() + c0, one_row.begin() + c1, c1 - c0 >= kGgmlTiledMinRows ? kSeveral : kFew);
             c0 = c1;
         }
     };
@@ -168,16 +172,29 @@ void Engine::prefill_forward(int row, int64_t c0, int64_t c1, const int32_t* ids
         backend_.upload(in.sliding_slot_mapping, slots.data());
         backend_.upload(pf_sliding_table_, r.sliding.data());
     }
-    decoder_->forward(in, T, logits);
+    // Whatever piece of its forward this is (a budget's cut, or the rest after shared blocks), its rows sum as in the
+    // whole forward: llama.cpp's batch.
+    decoder_->forward(in, T, logits, forward_rows(r.one_row, r.n, c0));
 }
 
 int64_t Engine::forward_end(const std::vector<uint8_t>& one_row, int64_t n, int64_t c0) const {
-    if (one_row[static_cast<size_t>(c0)] != 0) return c0 + 1;
+    const uint8_t kind = one_row[static_cast<size_t>(c0)];
+    if (kind == kOneRow) return c0 + 1;
     // A forward of several rows ends where its run (at a decoded span or the prompt's end) or its chunk ends.
     const int64_t C = opt_.prefill_chunk, limit = std::min(n, (c0 / C + 1) * C);
     int64_t c1 = c0 + 1;
-    while (c1 < limit && one_row[static_cast<size_t>(c1)] == 0) ++c1;
+    while (c1 < limit && one_row[static_cast<size_t>(c1)] == kind) ++c1;
     return c1;
+}
+
+int64_t Engine::forward_rows(const std::vector<uint8_t>& one_row, int64_t n, int64_t c) const {
+    const uint8_t kind = one_row[static_cast<size_t>(c)];
+    if (kind == kOneRow) return 1;
+    // The forward starts at its run's start or its chunk's, whichever is later.
+    const int64_t chunk = c / opt_.prefill_chunk * opt_.prefill_chunk;
+    int64_t c0 = c;
+    while (c0 > chunk && one_row[static_cast<size_t>(c0 - 1)] == kind) --c0;
+    return forward_end(one_row, n, c0) - c0;
 }
 
 int64_t Engine::next_prefill_tokens(int row, int64_t budget) const {
@@ -325,7 +342,7 @@ int Engine::shareable_blocks(const std::vector<uint8_t>& one_row, int64_t n, int
     int k = static_cast<int>(std::min<int64_t>(at_most, (n - 1) / bs));
     for (; k > 0; --k) {
         const int64_t p = static_cast<int64_t>(k) * bs;
-        if (one_row[static_cast<size_t>(p)] != 0 || forward_end(one_row, n, p) - p >= 2) break;
+        if (one_row[static_cast<size_t>(p)] == kOneRow || forward_end(one_row, n, p) - p >= 2) break;
     }
     return k;
 }

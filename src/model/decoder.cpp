@@ -23,6 +23,7 @@ Decoder::Decoder(const Model& model, Backend& backend, PagedKvCache& kv, int max
     gate_ = activation("mlp_gate", max_rows, c.intermediate_size);
     up_ = activation("mlp_up", max_rows, c.intermediate_size);
     last_ = activation("last_hidden", max_seqs, c.hidden_size);
+    last_proj_ = activation("last_proj", max_seqs, c.hidden_size);
     logits_ = activation("logits", max_seqs, c.vocab_size);
 }
 
@@ -30,7 +31,7 @@ Decoder::~Decoder() {
     for (Buffer* b : buffers_) backend_.free(b);
 }
 
-void Decoder::forward(const StepInputs& in, int T, bool with_logits) {
+void Decoder::forward(const StepInputs& in, int T, bool with_logits, int64_t batch_rows) {
     const ModelConfig& c = model_.config();
     const ModelWeights& w = model_.weights();
     const int H = c.num_attention_heads, KV = c.num_key_value_heads, hd = c.head_dim;
@@ -49,38 +50,48 @@ void Decoder::forward(const StepInputs& in, int T, bool with_logits) {
     for (size_t l = 0; l < w.layers.size(); ++l) {
         const LayerWeights& L = w.layers[l];
         const int layer = static_cast<int>(l);
+        const bool last_layer = l + 1 == w.layers.size();
         // h holds this layer's normed input (the previous layer's last residual add was fused with the norm).
         const MatmulOut qkv[] = {{&L.q_proj, L.q_bias ? &*L.q_bias : nullptr, q},
                                  {&L.k_proj, L.k_bias ? &*L.k_bias : nullptr, k},
                                  {&L.v_proj, L.v_bias ? &*L.v_bias : nullptr, v}};
-        backend_.matmuls(h, qkv);
+        backend_.matmuls(h, qkv, batch_rows);
         const bool own_pool = kv_.in_sliding_pool(layer);
         backend_.qk_norm_rope_kv_write({q, k, v, L.q_norm ? &*L.q_norm : nullptr, L.k_norm ? &*L.k_norm : nullptr, eps,
                                         in.positions, model_.rope(layer),
                                         own_pool ? in.sliding_slot_mapping : in.slot_mapping, kv_.k(layer),
                                         kv_.v(layer), H, KV, hd, q_scale});
+        if (last_layer && !with_logits) return;
         AttentionMeta meta = in.meta;
         meta.window = c.attention_window(layer);
         if (own_pool) meta.block_tables = in.sliding_block_tables;
         backend_.attention(q, kv_.k(layer), kv_.v(layer), meta, H, KV, hd, scale, attn);
-        backend_.matmul(attn, L.o_proj, L.o_bias ? &*L.o_bias : nullptr, proj);
+        backend_.matmul(attn, L.o_proj, L.o_bias ? &*L.o_bias : nullptr, proj, batch_rows);
         if (L.attn_out_norm) backend_.rms_norm(proj, *L.attn_out_norm, eps, proj);
+        if (last_layer) break;
         backend_.add_rms_norm(x, proj, L.post_norm, eps, h);
         const MatmulOut gate_up[] = {{&L.gate_proj, nullptr, gate}, {&L.up_proj, nullptr, up}};
-        backend_.matmuls(h, gate_up);
-        backend_.glu_matmul(gate, up, c.hidden_act, L.down_proj, proj);
+        backend_.matmuls(h, gate_up, batch_rows);
+        backend_.glu_matmul(gate, up, c.hidden_act, L.down_proj, proj, batch_rows);
         if (L.mlp_out_norm) backend_.rms_norm(proj, *L.mlp_out_norm, eps, proj);
-        if (l + 1 < w.layers.size()) {
-            backend_.add_rms_norm(x, proj, w.layers[l + 1].input_norm, eps, h);
-        } else {
-            backend_.add(x, proj, x);
-        }
+        backend_.add_rms_norm(x, proj, w.layers[l + 1].input_norm, eps, h);
     }
-    if (!with_logits) return;
-    const Tensor last = last_.slice_rows(0, S);
-    backend_.gather_last(x, in.meta.query_start_loc, last);
-    backend_.rms_norm(last, w.final_norm, eps, last);
-    backend_.matmul(last, w.lm_head, nullptr, logits_.slice_rows(0, S));
+    // The last layer from its attention output on, for each sequence's last row only (llama.cpp's GET_ROWS by
+    // out_ids): the residual stream and the projection of those rows, then the FFN, the final norm and the LM head
+    // on S rows, each row its own sequence's (batch_rows 1, as llama.cpp's products of n_outputs = 1 row).
+    const LayerWeights& L = w.layers.back();
+    const Tensor xl = last_.slice_rows(0, S), pl = last_proj_.slice_rows(0, S), hl = h_.slice_rows(0, S),
+                 gl = gate_.slice_rows(0, S), ul = up_.slice_rows(0, S);
+    backend_.gather_last(x, in.meta.query_start_loc, xl);
+    backend_.gather_last(proj, in.meta.query_start_loc, pl);
+    backend_.add_rms_norm(xl, pl, L.post_norm, eps, hl);
+    const MatmulOut gate_up[] = {{&L.gate_proj, nullptr, gl}, {&L.up_proj, nullptr, ul}};
+    backend_.matmuls(hl, gate_up);
+    backend_.glu_matmul(gl, ul, c.hidden_act, L.down_proj, pl);
+    if (L.mlp_out_norm) backend_.rms_norm(pl, *L.mlp_out_norm, eps, pl);
+    backend_.add(xl, pl, xl);
+    backend_.rms_norm(xl, w.final_norm, eps, xl);
+    backend_.matmul(xl, w.lm_head, nullptr, logits_.slice_rows(0, S));
 }
 
 }  // namespace tracelm

@@ -29,9 +29,13 @@ class Decoder {
     Decoder& operator=(const Decoder&) = delete;
 
     // Enqueues the forward of T tokens; logits() then holds [S, vocab] for each sequence's last token. Without
-    // `with_logits` (a prompt piece that samples nothing) the forward stops at the last layer's KV and residual: the
-    // LM head is about a quarter of the weights a qwen3-0.6b forward reads.
-    void forward(const StepInputs& in, int T, bool with_logits = true);
+    // `with_logits` (a prompt piece that samples nothing) the forward stops at the last layer's KV write: what
+    // follows only feeds the logits (the LM head alone is about a quarter of the weights a qwen3-0.6b forward
+    // reads). batch_rows: the rows of llama.cpp's batch the T rows belong to (a prompt forward of one sequence, of
+    // which this may be a piece; 1 when each row is a decode step of its own sequence), which picks the summation
+    // order of GGML-quantized matmuls (Backend::matmul). As in llama.cpp, the last layer keeps only each sequence's
+    // last row after its attention output projection, so its FFN and the LM head are products of one row each.
+    void forward(const StepInputs& in, int T, bool with_logits = true, int64_t batch_rows = 1);
     Tensor logits(int S) const { return logits_.slice_rows(0, S); }
     int max_rows() const { return max_rows_; }
 
@@ -43,7 +47,7 @@ class Decoder {
     PagedKvCache& kv_;
     int max_rows_;
     std::vector<Buffer*> buffers_;
-    Tensor x_, h_, q_, k_, v_, attn_, proj_, gate_, up_, last_, logits_;
+    Tensor x_, h_, q_, k_, v_, attn_, proj_, gate_, up_, last_, last_proj_, logits_;
 };
 
 }  // namespace tracelm

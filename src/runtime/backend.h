@@ -168,8 +168,11 @@ class Backend {
     void embedding(const Tensor& ids, const Tensor& table, float scale, const Tensor& out);
     // out[r,:] = x[r,:] / sqrt(mean(x[r,:]^2) + eps) * w (w: f32/bf16/f16 of length cols).
     void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out);
-    // out[t,n] = sum_k x[t,k] * w[n,k] (+ bias[n]); w is [N,K] in f32/bf16/f16, bias may be null.
-    void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out);
+    // out[t,n] = sum_k x[t,k] * w[n,k] (+ bias[n]); w is [N,K] in f32/bf16/f16, bias may be null. batch_rows (>= 1):
+    // the rows of the product llama.cpp would compute x's rows in, one sequence's prompt batch (1, the default: each
+    // row alone, as a decode step computes it). The CPU backend sums GGML-quantized weights in the order llama.cpp's
+    // MUL_MAT takes for that many rows (docs/ggml-numerics.md); nothing else depends on it.
+    void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out, int64_t batch_rows = 1);
     // In place NeoX rotary embedding of x [T, heads*head_dim] at positions[t], with the frequencies of `rope`.
     void rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, const RopeSpec& rope);
     // k_cache/v_cache [slots, kv_dim], both f32 or both f16 (values rounded to nearest even); row t of k/v goes to
@@ -192,12 +195,14 @@ class Backend {
     // rope_neox of both, q times p.q_scale, then kv_write of k and v.
     void qk_norm_rope_kv_write(const QkvPrologue& p);
     // Several matmuls of one input, outs[i].out = x . outs[i].w^T (+ outs[i].bias): the q/k/v and gate/up
-    // projections, in one launch where the backend can. At most kMaxMatmuls outputs.
+    // projections, in one launch where the backend can. At most kMaxMatmuls outputs. batch_rows as for matmul.
     static constexpr size_t kMaxMatmuls = 3;
-    void matmuls(const Tensor& x, std::span<const MatmulOut> outs);
+    void matmuls(const Tensor& x, std::span<const MatmulOut> outs, int64_t batch_rows = 1);
     // out = glu(gate, up, act) . w^T (as matmul, no bias): the down projection with its input fused. gate and up
-    // are consumed: afterwards their contents are unspecified (a backend may use them as scratch).
-    void glu_matmul(const Tensor& gate, const Tensor& up, Activation act, const Tensor& w, const Tensor& out);
+    // are consumed: afterwards their contents are unspecified (a backend may use them as scratch). batch_rows as
+    // for matmul.
+    void glu_matmul(const Tensor& gate, const Tensor& up, Activation act, const Tensor& w, const Tensor& out,
+                    int64_t batch_rows = 1);
 
     // out[s,:] = x[query_start_loc[s+1]-1, :]: the last token of each sequence (a zero row where that is not a row of x).
     void gather_last(const Tensor& x, const Tensor& query_start_loc, const Tensor& out);
@@ -236,7 +241,8 @@ class Backend {
     virtual void do_copy(const Tensor& dst, const Tensor& src) = 0;
     virtual void do_embedding(const Tensor& ids, const Tensor& table, float scale, const Tensor& out) = 0;
     virtual void do_rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) = 0;
-    virtual void do_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) = 0;
+    virtual void do_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out,
+                           int64_t batch_rows) = 0;
     virtual void do_rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim,
                               const RopeSpec& rope) = 0;
     virtual void do_kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
@@ -248,9 +254,9 @@ class Backend {
     virtual void do_add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w, float eps,
                                  const Tensor& out) = 0;
     virtual void do_qk_norm_rope_kv_write(const QkvPrologue& p) = 0;
-    virtual void do_matmuls(const Tensor& x, std::span<const MatmulOut> outs) = 0;
+    virtual void do_matmuls(const Tensor& x, std::span<const MatmulOut> outs, int64_t batch_rows) = 0;
     virtual void do_glu_matmul(const Tensor& gate, const Tensor& up, Activation act, const Tensor& w,
-                               const Tensor& out) = 0;
+                               const Tensor& out, int64_t batch_rows) = 0;
     virtual void do_gather_last(const Tensor& x, const Tensor& query_start_loc, const Tensor& out) = 0;
     virtual void do_argmax(const Tensor& logits, const Tensor& ids) = 0;
     virtual void do_sample(const Tensor& logits, const SamplingIo& io, const Tensor& ids) = 0;

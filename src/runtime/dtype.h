@@ -96,6 +96,10 @@ constexpr size_t dtype_row_bytes(DType t, int64_t cols) {
 }
 constexpr bool dtype_row_ok(DType t, int64_t cols) { return cols >= 0 && cols % dtype_block_elems(t) == 0; }
 
+// llama.cpp's CPU MUL_MAT sums the K types' products of at least this many activation rows in its tiled kernel's
+// order, fewer in ggml_vec_dot's (docs/ggml-numerics.md): how many rows a prompt forward has matters to the bits.
+inline constexpr int64_t kGgmlTiledMinRows = 8;
+
 constexpr std::string_view dtype_name(DType t) {
     switch (t) {
         case DType::F32: return "f32";

@@ -158,7 +158,7 @@ std::vector<float> run_quant(Isa isa, const std::vector<float>& x, int64_t T, co
     std::vector<float> y(static_cast<size_t>(T * w.N), -1.0f);
     std::vector<uint8_t> act(cpu::matmul_quant_act_bytes(w.dt, T, w.K));
     cpu::kernels_for(isa).quant->matmul(x.data(), T, w.K, w.bytes.data(), w.dt, bias, y.data(), w.N, n0, n1,
-                                        act.data());
+                                        act.data(), cpu::QuantOrder::VecDot);
     return y;
 }
 
@@ -476,7 +476,7 @@ void run_ggml_dot_matmul(const GgmlDot& g, DType dt, Isa isa, std::vector<float>
     y.assign(static_cast<size_t>(g.A * g.R), 0.0f);
     act.assign(cpu::matmul_quant_act_bytes(dt, g.A, g.K), 0);
     cpu::kernels_for(isa).quant->matmul(g.x.data(), g.A, g.K, g.weights.data(), dt, nullptr, y.data(), g.R, 0, g.R,
-                                        act.data());
+                                        act.data(), cpu::QuantOrder::VecDot);
 }
 
 // tracelm's activation blocks (quant.h) are ggml's field for field: scales as the f32 of ggml's f16 (Q8_0,
@@ -531,13 +531,14 @@ TEST(GgmlDot, MatmulEqualsGgmlVecDot) {
             for (int64_t T = 2; T < g.A; ++T) {
                 std::vector<float> yt(static_cast<size_t>(T * g.R));
                 cpu::kernels_for(isa).quant->matmul(g.x.data(), T, g.K, g.weights.data(), dt, nullptr, yt.data(), g.R,
-                                                    0, g.R, act.data());
+                                                    0, g.R, act.data(), cpu::QuantOrder::VecDot);
                 EXPECT_EQ(std::memcmp(yt.data(), g.dots.data(), 4 * yt.size()), 0) << "the first " << T << " tokens";
             }
             for (int64_t a = 0; a < g.A; ++a) {
                 std::vector<float> y1(static_cast<size_t>(g.R));
                 cpu::kernels_for(isa).quant->matmul(g.x.data() + a * g.K, 1, g.K, g.weights.data(), dt, nullptr,
-                                                    y1.data(), g.R, 0, g.R, act.data());
+                                                    y1.data(), g.R, 0, g.R, act.data(),
+                                                    cpu::QuantOrder::VecDot);
                 EXPECT_EQ(std::memcmp(y1.data(), g.dots.data() + a * g.R, 4 * y1.size()), 0) << "act " << a << ", T = 1";
             }
         }
@@ -566,11 +567,143 @@ TEST(GgmlDot, TiledMatmulEqualsGgmlVecDot) {
             SCOPED_TRACE(type_name(dt) + " " + cpu::isa_name(isa));
             std::vector<float> y(static_cast<size_t>(T * N));
             std::vector<uint8_t> act(cpu::matmul_quant_act_bytes(dt, T, g.K));
-            cpu::kernels_for(isa).quant->matmul(x.data(), T, g.K, w.data(), dt, nullptr, y.data(), N, 0, N, act.data());
+            cpu::kernels_for(isa).quant->matmul(x.data(), T, g.K, w.data(), dt, nullptr, y.data(), N, 0, N, act.data(),
+                                                cpu::QuantOrder::VecDot);
             for (int64_t t = 0; t < T; ++t)
                 for (int64_t n = 0; n < N; ++n)
                     EXPECT_EQ(std::memcmp(&y[t * N + n], &g.dots[(t % g.A) * g.R + n % g.R], 4), 0)
                         << "token " << t << " row " << n;
+        }
+    }
+}
+
+// testdata/quant/ggml_mul_mat_<type>.bin (scripts/make_ggml_dot_fixtures.py): ggml's whole MUL_MAT of the
+// ggml_dot fixture's weight rows by several of its activation rows at once (7, 8 and 17 rows), computed by ggml-cpu
+// as llama.cpp's forward computes a batch: its kernel chosen by the product's rows.
+struct GgmlMulMat {
+    std::vector<std::vector<int64_t>> products;  // the activation rows of each product
+    std::vector<std::vector<float>> y;           // each product's T x R outputs
+};
+
+GgmlMulMat load_ggml_mul_mat(DType dt, const GgmlDot& g) {
+    const std::string path = testing::repo_path("testdata/quant/ggml_mul_mat_" + type_name(dt) + ".bin");
+    const std::vector<uint8_t> bytes = read_fixture(path, "TLGM", 24);
+    uint32_t hdr[5];
+    std::memcpy(hdr, bytes.data() + 4, sizeof(hdr));
+    if (hdr[0] != 1 || hdr[1] != ggml_type_id(dt) || hdr[2] != g.R || hdr[3] != g.K)
+        throw std::runtime_error("fixture " + path + " does not match its header or the ggml_dot fixture");
+    GgmlMulMat m;
+    size_t at = 24;
+    const auto u32 = [&] {
+        if (at + 4 > bytes.size()) throw std::runtime_error("fixture " + path + " is truncated");
+        uint32_t v;
+        std::memcpy(&v, bytes.data() + at, 4);
+        at += 4;
+        return v;
+    };
+    for (uint32_t p = 0; p < hdr[4]; ++p) {
+        std::vector<int64_t> rows(u32());
+        for (int64_t& r : rows) {
+            r = u32();
+            if (r >= g.A) throw std::runtime_error("fixture " + path + " names a row past the ggml_dot fixture's");
+        }
+        m.products.push_back(rows);
+    }
+    for (const auto& rows : m.products) {
+        std::vector<float> y(rows.size() * static_cast<size_t>(g.R));
+        if (at + 4 * y.size() > bytes.size()) throw std::runtime_error("fixture " + path + " is truncated");
+        std::memcpy(y.data(), bytes.data() + at, 4 * y.size());
+        at += 4 * y.size();
+        m.y.push_back(y);
+    }
+    if (at != bytes.size()) throw std::runtime_error("fixture " + path + " has a bad size");
+    return m;
+}
+
+// ggml's choice of order by the product's rows: the tiled kernel for the K types from 8 rows, one order otherwise.
+TEST(GgmlMulMat, OrderFollowsTheProductsRowsAsInGgml) {
+    for (DType dt : kQuantTypes) {
+        const bool k_type = dtype_block_elems(dt) == 256;
+        for (int64_t rows : {1, 2, 7}) EXPECT_EQ(cpu::ggml_quant_order(dt, rows), cpu::QuantOrder::VecDot);
+        for (int64_t rows : {8, 9, 512})
+            EXPECT_EQ(cpu::ggml_quant_order(dt, rows), k_type ? cpu::QuantOrder::Tiled : cpu::QuantOrder::VecDot);
+    }
+    EXPECT_EQ(kGgmlTiledMinRows, 8);
+    for (DType dt : kRepackedTypes) EXPECT_EQ(cpu::ggml_quant_order(dt, 512), cpu::QuantOrder::VecDot);
+}
+
+// Every product of the fixture through every ISA's kernel, in the order ggml_quant_order gives for its rows, equals
+// ggml's MUL_MAT bit for bit: below 8 rows and for the 32-element types (llamafile's tinyBLAS from 2 rows) ggml's
+// vec_dot, from 8 rows of a K type its tiled kernel, whose sums differ from vec_dot's.
+TEST(GgmlMulMat, ProductsOfSeveralRowsEqualGgml) {
+    for (DType dt : kQuantTypes) {
+        const GgmlDot g = load_ggml_dot(dt);
+        const GgmlMulMat m = load_ggml_mul_mat(dt, g);
+        ASSERT_EQ(m.products.size(), 3u);
+        size_t differ_from_vec_dot = 0;
+        for (size_t p = 0; p < m.products.size(); ++p) {
+            const auto& rows = m.products[p];
+            const auto T = static_cast<int64_t>(rows.size());
+            std::vector<float> x;
+            for (int64_t r : rows) x.insert(x.end(), g.x.begin() + r * g.K, g.x.begin() + (r + 1) * g.K);
+            for (int64_t t = 0; t < T; ++t)
+                differ_from_vec_dot += std::memcmp(m.y[p].data() + t * g.R, g.dots.data() + rows[t] * g.R, 4 * g.R) != 0;
+            for (Isa isa : tested_isas()) {
+                SCOPED_TRACE(type_name(dt) + " " + cpu::isa_name(isa) + ", a product of " + std::to_string(T) + " rows");
+                std::vector<float> y(static_cast<size_t>(T * g.R));
+                std::vector<uint8_t> act(cpu::matmul_quant_act_bytes(dt, T, g.K));
+                cpu::kernels_for(isa).quant->matmul(x.data(), T, g.K, g.weights.data(), dt, nullptr, y.data(), g.R, 0,
+                                                    g.R, act.data(), cpu::ggml_quant_order(dt, T));
+                for (int64_t i = 0; i < T * g.R; ++i)
+                    EXPECT_EQ(std::memcmp(&y[i], &m.y[p][i], 4), 0)
+                        << "row " << i / g.R << " weight row " << i % g.R << ": " << y[i] << " vs ggml " << m.y[p][i];
+            }
+        }
+        // The fixture tells the orders apart (the tiled products differ from vec_dot on some outputs).
+        EXPECT_EQ(differ_from_vec_dot > 0, dtype_block_elems(dt) == 256) << type_name(dt);
+    }
+}
+
+// The tiled order in tracelm's tiles of every shape, and over any split of the rows and tokens: 33 tokens cycling
+// through the fixture's activation rows against 19 weight rows cycling through its weight rows, all of them, the
+// first T for every T, one token at a time and in ranges of rows, equal ggml's 8-row product (whose outputs are
+// ggml's tiled order for each pair).
+TEST(GgmlMulMat, TiledOrderInTilesOfEveryShapeEqualsGgml) {
+    constexpr int64_t T = 33, N = 19;
+    for (DType dt : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+        const GgmlDot g = load_ggml_dot(dt);
+        const GgmlMulMat m = load_ggml_mul_mat(dt, g);
+        ASSERT_EQ(m.products[1].size(), 8u);  // rows 0..7: every activation row in the tiled order
+        const std::vector<float>& ref = m.y[1];
+        const size_t row = dtype_row_bytes(dt, g.K);
+        std::vector<uint8_t> w;
+        for (int64_t n = 0; n < N; ++n) {
+            const auto* src = g.weights.data() + static_cast<size_t>(n % g.R) * row;
+            w.insert(w.end(), src, src + row);
+        }
+        std::vector<float> x;
+        for (int64_t t = 0; t < T; ++t) {
+            const auto src = g.x.begin() + (t % g.A) * g.K;
+            x.insert(x.end(), src, src + g.K);
+        }
+        const auto want = [&](int64_t t, int64_t n) { return &ref[(t % g.A) * g.R + n % g.R]; };
+        for (Isa isa : tested_isas()) {
+            SCOPED_TRACE(type_name(dt) + " " + cpu::isa_name(isa));
+            const auto run = [&](int64_t t0, int64_t tn, int64_t n0, int64_t n1) {
+                std::vector<float> y(static_cast<size_t>(tn * N), -1.0f);
+                std::vector<uint8_t> act(cpu::matmul_quant_act_bytes(dt, tn, g.K));
+                cpu::kernels_for(isa).quant->matmul(x.data() + t0 * g.K, tn, g.K, w.data(), dt, nullptr, y.data(), N,
+                                                    n0, n1, act.data(), cpu::QuantOrder::Tiled);
+                for (int64_t t = 0; t < tn; ++t)
+                    for (int64_t n = n0; n < n1; ++n)
+                        EXPECT_EQ(std::memcmp(&y[t * N + n], want(t0 + t, n), 4), 0)
+                            << "token " << t0 + t << " row " << n << " (tokens " << t0 << "+" << tn << ", rows " << n0
+                            << ".." << n1 << ")";
+            };
+            run(0, T, 0, N);
+            for (int64_t tn = 1; tn < 10; ++tn) run(0, tn, 0, N);
+            for (int64_t t = 0; t < T; t += 5) run(t, 1, 0, N);
+            run(3, 13, 5, 11);
         }
     }
 }
@@ -673,8 +806,9 @@ TEST_F(QuantBackend, CapturedQuantizedMatmulEqualsEagerWithoutAllocating) {
 }
 
 // Prefill-sized products (T >= 128 on two threads) go to the threads by tokens: the kernel's bits for every token,
-// eager and replayed, and in a graph each such product gets a barrier of its own (any thread may use any part of
-// the shared activation scratch) while decode-sized products behind them still share theirs.
+// in the order of the product's batch_rows (Q6_K: ggml's tiled order for the whole prompt), eager and replayed, and
+// in a graph each such product gets a barrier of its own (any thread may use any part of the shared activation
+// scratch) while decode-sized products behind them still share theirs.
 TEST_F(QuantBackend, PrefillSizedMatmulsSplitByTokensGiveTheKernelsBits) {
     constexpr int64_t T = 150, K = 1024;  // four token chunks and a partial one
     const Weights wa = make_weights(load_fixture(DType::Q4_1), 37), wb = make_weights(load_fixture(DType::Q6_K), 21);
@@ -687,19 +821,20 @@ TEST_F(QuantBackend, PrefillSizedMatmulsSplitByTokensGiveTheKernelsBits) {
     const Tensor y4 = f32("y4", 3, 21, std::vector<float>(3 * 21));
     auto step = [&] {
         be.matmul(x, ta, nullptr, ya);
-        be.matmul(x, tb, nullptr, yb);
+        be.matmul(x, tb, nullptr, yb, T);
         be.matmul(x, tc, nullptr, yc);
         be.matmul(x3, ta, nullptr, y3);
         be.matmul(x3, tb, nullptr, y4);
     };
-    const auto direct = [&](const std::vector<float>& in, int64_t rows, const Weights& w) {
+    const auto direct = [&](const std::vector<float>& in, int64_t rows, const Weights& w,
+                            cpu::QuantOrder order = cpu::QuantOrder::VecDot) {
         std::vector<float> y(static_cast<size_t>(rows * w.N));
         std::vector<uint8_t> act(cpu::matmul_quant_act_bytes(w.dt, rows, K));
-        cpu::matmul_quant(in.data(), rows, K, w.bytes.data(), w.dt, nullptr, y.data(), w.N, 0, w.N, act.data());
+        cpu::matmul_quant(in.data(), rows, K, w.bytes.data(), w.dt, nullptr, y.data(), w.N, 0, w.N, act.data(), order);
         return y;
     };
-    const std::vector<std::vector<float>> want = {direct(xv, T, wa), direct(xv, T, wb), direct(xv, T, wc),
-                                                  direct(x3v, 3, wa), direct(x3v, 3, wb)};
+    const std::vector<std::vector<float>> want = {direct(xv, T, wa), direct(xv, T, wb, cpu::QuantOrder::Tiled),
+                                                  direct(xv, T, wc), direct(x3v, 3, wa), direct(x3v, 3, wb)};
     const std::vector<Tensor> outs = {ya, yb, yc, y3, y4};
     step();
     for (size_t i = 0; i < outs.size(); ++i) EXPECT_TRUE(same_bits(get<float>(outs[i]), want[i])) << "eager " << i;
@@ -712,6 +847,50 @@ TEST_F(QuantBackend, PrefillSizedMatmulsSplitByTokensGiveTheKernelsBits) {
         be.replay(g);
         for (size_t i = 0; i < outs.size(); ++i) EXPECT_TRUE(same_bits(get<float>(outs[i]), want[i])) << "replay " << i;
     }
+}
+
+// batch_rows picks ggml's order for the product llama.cpp computes the rows in, whatever rows this call has: a piece
+// of 3 rows of an 8-row batch sums as ggml's tiled kernel does (K types), one of a 7-row batch as vec_dot, and so do
+// matmuls and glu_matmul (the projection after the activation); the 32-element types have one order.
+TEST_F(QuantBackend, MatmulSumsInTheOrderOfItsBatchRows) {
+    constexpr int64_t K = 1024;
+    const std::vector<float> xv = randn(3 * K), uv = randn(3 * K);
+    const Tensor x = f32("x", 3, K, xv);
+    for (DType dt : {DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q5_0, DType::Q8_0}) {
+        SCOPED_TRACE(type_name(dt));
+        const Weights w = make_weights(load_fixture(dt), 21);
+        const Tensor tw = weights("w", w);
+        const auto direct = [&](const std::vector<float>& in, cpu::QuantOrder order) {
+            std::vector<float> y(static_cast<size_t>(3 * w.N));
+            std::vector<uint8_t> act(cpu::matmul_quant_act_bytes(w.dt, 3, K));
+            cpu::matmul_quant(in.data(), 3, K, w.bytes.data(), w.dt, nullptr, y.data(), w.N, 0, w.N, act.data(), order);
+            return y;
+        };
+        const auto vec_dot = direct(xv, cpu::QuantOrder::VecDot), tiled = direct(xv, cpu::QuantOrder::Tiled);
+        EXPECT_EQ(same_bits(vec_dot, tiled), dtype_block_elems(dt) == 32);
+        for (const int64_t batch_rows : {1, 3, 7, 8, 512}) {
+            SCOPED_TRACE("batch_rows " + std::to_string(batch_rows));
+            const auto& want = batch_rows >= 8 ? tiled : vec_dot;
+            const Tensor y = f32("y", 3, w.N, std::vector<float>(3 * w.N));
+            be.matmul(x, tw, nullptr, y, batch_rows);
+            EXPECT_TRUE(same_bits(get<float>(y), want));
+            const Tensor y2 = f32("y2", 3, w.N, std::vector<float>(3 * w.N));
+            const MatmulOut outs[] = {{&tw, nullptr, y2}};
+            be.matmuls(x, outs, batch_rows);
+            EXPECT_TRUE(same_bits(get<float>(y2), want));
+            // glu_matmul: the product of glu(gate, up) by w, in the same order.
+            const Tensor gate = f32("gate", 3, K, xv), up = f32("up", 3, K, uv), act = f32("act", 3, K, xv);
+            be.glu(gate, up, Activation::Silu, act);
+            const auto a = get<float>(act);
+            const Tensor y3 = f32("y3", 3, w.N, std::vector<float>(3 * w.N));
+            be.glu_matmul(gate, up, Activation::Silu, tw, y3, batch_rows);
+            EXPECT_TRUE(same_bits(get<float>(y3), direct(a, batch_rows >= 8 ? cpu::ggml_quant_order(dt, 8)
+                                                                             : cpu::QuantOrder::VecDot)));
+        }
+    }
+    const Weights w = make_weights(load_fixture(DType::Q6_K), 5);
+    const Tensor y = f32("y", 3, 5, std::vector<float>(15));
+    EXPECT_THROW(be.matmul(x, weights("w", w), nullptr, y, 0), std::invalid_argument);
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 // Prefill chunking: where a prompt is cut into forwards changes no bit, as long as no piece is a single row where the
-// whole prompt in one forward has several (attention picks its dot order by one row vs several, docs/ggml-numerics.md).
+// whole prompt in one forward has several (attention picks its dot order by one row vs several, docs/ggml-numerics.md;
+// the matmuls of every piece sum in the order of the whole forward's rows, which for Gemma 3's K-quant weights is
+// ggml's tiled order, and vec_dot's for pieces of a forward of fewer than 8 rows).
 // The server relies on this to cut prompts by the step's token budget (serve/scheduler.h).
 #include <gtest/gtest.h>
 
@@ -51,19 +53,23 @@ Trace run_budgeted(Engine& e, const std::vector<int32_t>& prompt, int64_t budget
     return t;
 }
 
+enum class ModelKind { Tiny, SmolLM2, Gemma3 };
+
 struct Case {
     const char* name;
-    bool smollm2;
+    ModelKind model;
     DType kv;
 };
 
 class PrefillChunks : public ::testing::TestWithParam<Case> {};
 
 TEST_P(PrefillChunks, BudgetCutsChangeNoBitOfTokensOrLogits) {
-    if (GetParam().smollm2) TRACELM_NEED_SMOLLM2();
+    if (GetParam().model == ModelKind::SmolLM2) TRACELM_NEED_SMOLLM2();
+    if (GetParam().model == ModelKind::Gemma3) TRACELM_NEED_GEMMA3();
     cpu::CpuBackend be(2);
-    const auto model = Model::load(GetParam().smollm2 ? testing::smollm2_gguf_path()
-                                                      : testing::generated_checkpoint("tiny", 11, DType::F32),
+    const auto model = Model::load(GetParam().model == ModelKind::SmolLM2  ? testing::smollm2_gguf_path()
+                                   : GetParam().model == ModelKind::Gemma3 ? testing::gemma3_gguf_path()
+                                                                        : testing::generated_checkpoint("tiny", 11, DType::F32),
                                    be);
     EngineOptions o;
     o.kv_dtype = GetParam().kv;
@@ -83,6 +89,16 @@ TEST_P(PrefillChunks, BudgetCutsChangeNoBitOfTokensOrLogits) {
             expect_same(whole, cut, std::to_string(n) + " tokens at a budget of " + std::to_string(budget));
         }
     }
+    // A 12-row forward (ggml's tiled order for K-quant weights) cut into pieces of fewer than 8 rows, and a 7-row one
+    // (vec_dot's order) cut too, give the bits of the whole.
+    for (const int n : {12, 7}) {
+        const auto prompt = random_tokens(n, V, static_cast<uint32_t>(n));
+        const Trace whole = run_budgeted(e, prompt, 512, 2, nullptr);
+        std::vector<int64_t> pieces;
+        const Trace cut = run_budgeted(e, prompt, 3, 2, &pieces);
+        EXPECT_GT(pieces.size(), 2u);
+        expect_same(whole, cut, std::to_string(n) + " tokens at a budget of 3");
+    }
     // A three-row chunk cannot be cut into pieces of two rows: a budget of 2 waits for a larger one.
     const int row = e.admit(random_tokens(3, V, 3), {}, sampling::RowParams{}, 8);
     EXPECT_EQ(e.next_prefill_tokens(row, 2), 0);
@@ -91,8 +107,10 @@ TEST_P(PrefillChunks, BudgetCutsChangeNoBitOfTokensOrLogits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, PrefillChunks,
-                         ::testing::Values(Case{"TinyF32", false, DType::F32}, Case{"TinyF16", false, DType::F16},
-                                           Case{"SmolLM2F16", true, DType::F16}),
+                         ::testing::Values(Case{"TinyF32", ModelKind::Tiny, DType::F32},
+                                           Case{"TinyF16", ModelKind::Tiny, DType::F16},
+                                           Case{"SmolLM2F16", ModelKind::SmolLM2, DType::F16},
+                                           Case{"Gemma3F16", ModelKind::Gemma3, DType::F16}),
                          [](const auto& p) { return std::string(p.param.name); });
 
 }  // namespace

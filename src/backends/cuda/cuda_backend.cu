@@ -243,7 +243,8 @@ void CudaBackend::do_rms_norm(const Tensor& x, const Tensor& w, float eps, const
     ops::rms_norm(x.ptr<float>(), w.raw(), w.dtype, eps, out.ptr<float>(), x.rows, x.cols, impl_->stream);
 }
 
-void CudaBackend::do_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) {
+// batch_rows picks ggml's summation order on the CPU; this backend's numbers are its own.
+void CudaBackend::do_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out, int64_t) {
     ops::matmul(x.ptr<float>(), x.rows, x.cols, w.raw(), w.dtype, bias ? bias->ptr<float>() : nullptr, out.ptr<float>(),
                 w.rows, impl_->stream);
 }
@@ -317,7 +318,7 @@ void CudaBackend::do_glu(const Tensor& gate, const Tensor& up, Activation act, c
     ops::glu(gate.ptr<float>(), up.ptr<float>(), act, out.ptr<float>(), out.numel(), impl_->stream);
 }
 
-void CudaBackend::do_matmuls(const Tensor& x, std::span<const MatmulOut> outs) {
+void CudaBackend::do_matmuls(const Tensor& x, std::span<const MatmulOut> outs, int64_t) {
     static_assert(std::size(ops::GemvSegments{}.w) >= Backend::kMaxMatmuls);
     bool fuse = x.rows <= ops::kGemvMaxT;
     for (const MatmulOut& o : outs) fuse = fuse && o.w->dtype == outs[0].w->dtype;
@@ -351,7 +352,7 @@ void CudaBackend::do_qk_norm_rope_kv_write(const QkvPrologue& p) {
 }
 
 void CudaBackend::do_glu_matmul(const Tensor& gate, const Tensor& up, Activation act, const Tensor& w,
-                                const Tensor& out) {
+                                const Tensor& out, int64_t) {
     if (!ops::glu_matmul_fuses(gate.rows, gate.cols)) {
         // Prefill-sized batches take the tiled GEMM, which reads its input from memory: form it in gate first.
         glu(gate, up, act, gate);

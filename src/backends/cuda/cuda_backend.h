@@ -50,7 +50,8 @@ class CudaBackend final : public Backend {
     void do_copy(const Tensor& dst, const Tensor& src) override;
     void do_embedding(const Tensor& ids, const Tensor& table, float scale, const Tensor& out) override;
     void do_rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) override;
-    void do_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) override;
+    void do_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out,
+                   int64_t batch_rows) override;
     void do_rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, const RopeSpec& rope) override;
     void do_kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
                      const Tensor& v_cache) override;
@@ -58,11 +59,11 @@ class CudaBackend final : public Backend {
                       int heads, int kv_heads, int head_dim, float scale, const Tensor& out) override;
     void do_add(const Tensor& a, const Tensor& b, const Tensor& out) override;
     void do_glu(const Tensor& gate, const Tensor& up, Activation act, const Tensor& out) override;
-    void do_matmuls(const Tensor& x, std::span<const MatmulOut> outs) override;
+    void do_matmuls(const Tensor& x, std::span<const MatmulOut> outs, int64_t batch_rows) override;
     void do_add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w, float eps, const Tensor& out) override;
     void do_qk_norm_rope_kv_write(const QkvPrologue& p) override;
     void do_glu_matmul(const Tensor& gate, const Tensor& up, Activation act, const Tensor& w,
-                       const Tensor& out) override;
+                       const Tensor& out, int64_t batch_rows) override;
     void do_gather_last(const Tensor& x, const Tensor& query_start_loc, const Tensor& out) override;
     void do_argmax(const Tensor& logits, const Tensor& ids) override;
     void do_sample(const Tensor& logits, const SamplingIo& io, const Tensor& ids) override;

@@ -28,26 +28,30 @@ void check_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Te
 
 }  // namespace
 
-void Backend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) {
+void Backend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out, int64_t batch_rows) {
     check_matmul(x, w, bias, out, "matmul", capabilities());
-    do_matmul(x, w, bias, out);
+    require(batch_rows >= 1, "matmul", "batch_rows must be at least 1");
+    do_matmul(x, w, bias, out, batch_rows);
 }
 
-void Backend::matmuls(const Tensor& x, std::span<const MatmulOut> outs) {
+void Backend::matmuls(const Tensor& x, std::span<const MatmulOut> outs, int64_t batch_rows) {
     require(!outs.empty() && outs.size() <= kMaxMatmuls, "matmuls",
             "needs 1 to " + std::to_string(kMaxMatmuls) + " outputs");
     for (const MatmulOut& o : outs) {
         require(o.w != nullptr, "matmuls", "missing weight");
         check_matmul(x, *o.w, o.bias, o.out, "matmuls", capabilities());
     }
-    do_matmuls(x, outs);
+    require(batch_rows >= 1, "matmuls", "batch_rows must be at least 1");
+    do_matmuls(x, outs, batch_rows);
 }
 
-void Backend::glu_matmul(const Tensor& gate, const Tensor& up, Activation act, const Tensor& w, const Tensor& out) {
+void Backend::glu_matmul(const Tensor& gate, const Tensor& up, Activation act, const Tensor& w, const Tensor& out,
+                         int64_t batch_rows) {
     checks::same_size_f32(gate, up, gate, "glu_matmul");
     require(up.rows == gate.rows, "glu_matmul", "shape mismatch");
     check_matmul(gate, w, nullptr, out, "glu_matmul", capabilities());
-    do_glu_matmul(gate, up, act, w, out);
+    require(batch_rows >= 1, "glu_matmul", "batch_rows must be at least 1");
+    do_glu_matmul(gate, up, act, w, out, batch_rows);
 }
 
 }  // namespace tracelm

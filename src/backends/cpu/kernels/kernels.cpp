@@ -210,10 +210,15 @@ size_t matmul_quant_act_bytes(DType wt, int64_t T, int64_t K) {
     return t * nb * (sizeof(quant::ActBlock32) + 2 * sizeof(float) + 32 + 8 * sizeof(int32_t) + 8 * sizeof(float));
 }
 
+QuantOrder ggml_quant_order(DType wt, int64_t rows) {
+    const bool k_type = wt == DType::Q4_K || wt == DType::Q5_K || wt == DType::Q6_K;
+    return k_type && rows >= kGgmlTiledMinRows ? QuantOrder::Tiled : QuantOrder::VecDot;
+}
+
 void matmul_quant(const float* x, int64_t T, int64_t K, const void* w, DType wt, const float* bias, float* y,
-                  int64_t N, int64_t n0, int64_t n1, void* act) {
+                  int64_t N, int64_t n0, int64_t n1, void* act, QuantOrder order) {
     check_quant_row(wt, K, "matmul_quant");
-    active_kernels().quant->matmul(x, T, K, w, wt, bias, y, N, n0, n1, act);
+    active_kernels().quant->matmul(x, T, K, w, wt, bias, y, N, n0, n1, act, order);
 }
 
 double read_sweep(const void* data, size_t bytes) { return active_kernels().read_sweep(data, bytes); }

@@ -57,16 +57,29 @@ void row_to_f32(const void* src, DType dt, int64_t cols, float* out);
 // Row `row` of a table of `rows` rows: row_to_f32 of its bytes, or (a repacked type) of what they hold.
 void table_row_to_f32(const void* table, DType dt, int64_t rows, int64_t cols, int64_t row, float* out);
 
+// Which of ggml's float orders a quantized matmul sums in (quant.h; docs/ggml-numerics.md). llama.cpp's MUL_MAT picks
+// its kernel by the weight type and the rows of the product (src1's ne11): ggml_vec_dot_<type>_q8_<x> per output,
+// llamafile's tinyBLAS_Q0_AVX for Q8_0/Q4_0/Q5_0 products of >= 2 rows (the same float operations), and the tiled
+// kernel of ggml-cpu/tiled for the K types from 8 rows on (another order).
+enum class QuantOrder : uint8_t {
+    VecDot,  // 8 float lanes per output, one FMA per block, hsum at the end (quant.h)
+    Tiled,   // K types: one exact integer sum per block, d * s1 (- dmin * s2), then one FMA by x.d (quant.h)
+};
+// The order llama.cpp's MUL_MAT takes for a product of `rows` activation rows by weights of type wt (a GGML type;
+// repacked types are not ggml's and ignore the order): Tiled for the K types from kGgmlTiledMinRows rows.
+QuantOrder ggml_quant_order(DType wt, int64_t rows);
+
 // matmul() for block-quantized weights (dtype_is_quantized(wt), K a multiple of the block), with ggml's CPU
 // numbers (quant.h): each row of x is first quantized to int8 in ggml's blocks (Q8_0 or Q8_1 blocks of 32, Q8_K
 // blocks of 256 for the K types) into `act`, then every weight block is dotted with its activation block in
-// integers and the blocks are combined in ggml's float order. `act` holds matmul_quant_act_bytes(wt, T, K)
-// bytes of this caller's own (calls running at the same time need different ones); it starts with the T
-// quantized rows (quant.h's ActBlock32 / ActBlock256). Same contract as matmul: for a given Isa every output
-// element is bit-identical whatever [n0, n1) or T it was computed in, and here also the same on every Isa.
+// integers and the blocks are combined in ggml's float order, `order` (ggml_quant_order; the 32-element types have
+// one order, which both name). `act` holds matmul_quant_act_bytes(wt, T, K) bytes of this caller's own (calls
+// running at the same time need different ones); it starts with the T quantized rows (quant.h's ActBlock32 /
+// ActBlock256). Same contract as matmul: for a given Isa and order every output element is bit-identical
+// whatever [n0, n1) or T it was computed in, and here also the same on every Isa.
 size_t matmul_quant_act_bytes(DType wt, int64_t T, int64_t K);
 void matmul_quant(const float* x, int64_t T, int64_t K, const void* w, DType wt, const float* bias, float* y,
-                  int64_t N, int64_t n0, int64_t n1, void* act);
+                  int64_t N, int64_t n0, int64_t n1, void* act, QuantOrder order = QuantOrder::VecDot);
 // Reads `bytes` of `data` and returns a checksum-like value so the read is not optimised away (measures
 // memory bandwidth).
 double read_sweep(const void* data, size_t bytes);
@@ -113,7 +126,7 @@ inline constexpr int kMaxHeadDim = 512;
 // The quantized-weight kernels of one Isa (quant_*.cpp); dequantization has one implementation for all.
 struct QuantKernels {
     void (*matmul)(const float* x, int64_t T, int64_t K, const void* w, DType wt, const float* bias, float* y,
-                   int64_t N, int64_t n0, int64_t n1, void* act);
+                   int64_t N, int64_t n0, int64_t n1, void* act, QuantOrder order);
 };
 
 // One implementation of every kernel. Entries taking a DType expect F32, BF16 or F16 (the free functions

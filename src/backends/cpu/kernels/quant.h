@@ -4,9 +4,10 @@
 // memcpy.
 //
 // The numbers are those of ggml's CPU backend on an x86 AVX2 build (ggml-cpu's quantize_row_q8_0/q8_1/q8_K and
-// ggml_vec_dot_<type>_q8_<x>, with its FMA contractions), so that a GGUF model computes what llama.cpp
-// computes; tests/backends/test_quant.cpp checks both against ggml itself (scripts/make_ggml_dot_fixtures.py). One
-// output, for weight row w and activation row x, in float32:
+// ggml_vec_dot_<type>_q8_<x>, with its FMA contractions, and its tiled K-quant kernel), so that a GGUF model
+// computes what llama.cpp computes; tests/backends/test_quant.cpp checks them against ggml itself
+// (scripts/make_ggml_dot_fixtures.py: vec_dot, and whole MUL_MATs). One output, for weight row w and activation
+// row x, in float32:
 //   acc[8] = 0; then for each weight block, in k order, with d = f(w.d) * x.d (one rounded product; f(h): the
 //   f16 h as f32):
 //     acc[i] = fma(d, float(lane[i]), acc[i])     for i = 0..7
@@ -24,6 +25,18 @@
 //                 s); y = hsum(acc) + ((accm[0] + accm[2]) + (accm[1] + accm[3]));
 //     Q5_K:       y = hsum(acc) + summs, summs = fma(dmin, float(sum_j prod[j]), summs);
 //   and bias, if any, is added last. (K types write d as x.d * f(w.d): the same product.)
+// That is QuantOrder::VecDot. llama.cpp sums a product of 8 or more activation rows by K-type weights in its tiled
+// kernel's order instead (QuantOrder::Tiled; ggml-cpu/tiled/tiled-kernel.cpp, tiled_run_microtile_avx2, whose
+// 256-element slabs add into the output in k order), per output:
+//   y = 0; then for each weight block, in k order:
+//     s1 = the block's exact integer sum: Q4_K, Q5_K: sum over the 8 sub-blocks j of scale(j) times the dot
+//          product of sub-block j (q unsigned); Q6_K: sum over the 16 sub-blocks s of 16 of scales[s] times the
+//          dot product of s with q - 32
+//     res = f(w.d) * float(s1)
+//     Q4_K, Q5_K: res = fma(-f(w.dmin), float(s2), res), s2 = sum_j min(j) * S_j (exact)
+//     y = fma(res, x.d, y)
+//   then bias, if any. (llamafile's tinyBLAS_Q0_AVX, which llama.cpp runs for Q8_0/Q4_0/Q5_0 products of 2 or more
+//   rows, does VecDot's float operations, so the 32-element types have one order.)
 // Integer sums are exact, so SIMD code may form them in any order; the float operations above are fixed
 // (the files are built without contraction, so only the fmas written as such are fused).
 //

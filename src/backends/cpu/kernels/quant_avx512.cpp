@@ -20,11 +20,11 @@ using namespace quant;
 #include "backends/cpu/kernels/quant_x86.inc"
 
 void matmul_vnni_or_avx2(const float* x, int64_t T, int64_t K, const void* w, DType wt, const float* bias, float* y,
-                         int64_t N, int64_t n0, int64_t n1, void* act) {
+                         int64_t N, int64_t n0, int64_t n1, void* act, QuantOrder order) {
     if (cpu_features().avx512_vnni)
-        matmul(x, T, K, w, wt, bias, y, N, n0, n1, act);
+        matmul(x, T, K, w, wt, bias, y, N, n0, n1, act, order);
     else
-        detail::avx2_quant.matmul(x, T, K, w, wt, bias, y, N, n0, n1, act);
+        detail::avx2_quant.matmul(x, T, K, w, wt, bias, y, N, n0, n1, act, order);
 }
 
 }  // namespace

@@ -251,6 +251,43 @@ float dot_row(DType wt, const uint8_t* w, int64_t nb, const void* act) {
     }
 }
 
+// One output in the tiled order of quant.h (K types): an exact integer sum per block, then d * s1, the min term, and
+// one FMA by the activation scale.
+float dot_row_tiled(DType wt, const uint8_t* w, int64_t nb, const ActBlock256* a) {
+    const size_t bb = dtype_block_bytes(wt);
+    float y = 0.0f;
+    int q[256];
+    for (int64_t i = 0; i < nb; ++i, w += bb) {
+        int s1 = 0, s2 = 0;
+        float res;
+        if (wt == DType::Q6_K) {
+            const auto& b = *reinterpret_cast<const BlockQ6_K*>(w);
+            ints_q6_k(b, q);
+            for (int s = 0; s < 16; ++s) {
+                int dot = 0;
+                for (int l = 0; l < 16; ++l) dot += q[16 * s + l] * a[i].q[16 * s + l];
+                s1 += b.scales[s] * dot;
+            }
+            res = f16_at(b.d) * static_cast<float>(s1);
+        } else {
+            const auto& b4 = *reinterpret_cast<const BlockQ4_K*>(w);
+            const auto& b5 = *reinterpret_cast<const BlockQ5_K*>(w);
+            const bool five = wt == DType::Q5_K;
+            ints_k45(five ? b5.qs : b4.qs, five ? b5.qh : nullptr, q);
+            for (int j = 0; j < 8; ++j) {
+                int sc, mn, dot = 0;
+                scale_min_k4(j, b4.scales, sc, mn);
+                for (int l = 0; l < 32; ++l) dot += q[32 * j + l] * a[i].q[32 * j + l];
+                s1 += sc * dot;
+                s2 += mn * (a[i].bsums[2 * j] + a[i].bsums[2 * j + 1]);
+            }
+            res = std::fma(-f16_at(b4.dmin), static_cast<float>(s2), f16_at(b4.d) * static_cast<float>(s1));
+        }
+        y = std::fma(res, a[i].d, y);
+    }
+    return y;
+}
+
 // Block b of row n of a repacked matrix (N rows of nb blocks of GGML type bt) in GGML's layout (formats/repack.h).
 void ggml_block(const uint8_t* w, DType bt, int64_t N, int64_t nb, int64_t n, int64_t b, uint8_t* blk) {
     const size_t bb = dtype_block_bytes(bt);
@@ -410,7 +447,7 @@ float dot_row_fast(DType bt, const uint8_t* w, int64_t N, int64_t nb, int64_t n,
 }
 
 void matmul(const float* x, int64_t T, int64_t K, const void* w, DType wt, const float* bias, float* y, int64_t N,
-            int64_t n0, int64_t n1, void* act) {
+            int64_t n0, int64_t n1, void* act, QuantOrder order) {
     if (T <= 0 || n1 <= n0) return;
     if (dtype_is_repacked(wt)) {
         const DType bt = dtype_unpacked(wt);
@@ -433,11 +470,14 @@ void matmul(const float* x, int64_t T, int64_t K, const void* w, DType wt, const
     const size_t act_row = static_cast<size_t>(nb) * (dtype_block_elems(wt) == 32 ? sizeof(ActBlock32)
                                                                                     : sizeof(ActBlock256));
     const size_t row_bytes = dtype_row_bytes(wt, K);
+    const bool tiled = order == QuantOrder::Tiled && dtype_block_elems(wt) == 256;
     // Rows outside, tokens inside: a weight row is read from memory once and reused from L1 for every token.
     for (int64_t n = n0; n < n1; ++n) {
         const auto* wr = static_cast<const uint8_t*>(w) + static_cast<size_t>(n) * row_bytes;
         for (int64_t t = 0; t < T; ++t) {
-            const float s = dot_row(wt, wr, nb, static_cast<const char*>(act) + static_cast<size_t>(t) * act_row);
+            const char* at = static_cast<const char*>(act) + static_cast<size_t>(t) * act_row;
+            const float s = tiled ? dot_row_tiled(wt, wr, nb, reinterpret_cast<const ActBlock256*>(at))
+                                  : dot_row(wt, wr, nb, at);
             y[t * N + n] = bias != nullptr ? s + bias[n] : s;
         }
     }

@@ -42,13 +42,15 @@ struct QuantMatmulArgs {
     char* act;
     int64_t T, K, N, act_stride, threads;
     DType wt;
+    QuantOrder order;
 };
 void run_quant_matmul(const QuantMatmulArgs& a, int64_t b, int64_t e) {
     const int64_t units = (a.N + kMatmulRowGrain - 1) / kMatmulRowGrain;
     for (int64_t i = b; i < e; ++i) {
         const int64_t n0 = units * i / a.threads * kMatmulRowGrain;
         const int64_t n1 = std::min(a.N, units * (i + 1) / a.threads * kMatmulRowGrain);
-        if (n0 < n1) matmul_quant(a.x, a.T, a.K, a.w, a.wt, a.bias, a.y, a.N, n0, n1, a.act + i * a.act_stride);
+        if (n0 < n1)
+            matmul_quant(a.x, a.T, a.K, a.w, a.wt, a.bias, a.y, a.N, n0, n1, a.act + i * a.act_stride, a.order);
     }
 }
 
@@ -56,20 +58,22 @@ void run_quant_matmul(const QuantMatmulArgs& a, int64_t b, int64_t e) {
 // into its own region of the scratch and multiplies them by every weight row. No thread quantizes another's
 // tokens, and the threads claim items as they finish (a fixed split of the rows left one thread waiting at the
 // barrier on a busy machine). Each item streams all the weights, from cache at these sizes. Every output depends
-// on its own row and token only, so the bits are those of the split by rows.
+// on its own row and token only (and the order, which the whole product's batch_rows picks), so the bits are those of
+// the split by rows.
 // The arguments are QuantMatmulArgs', act_stride the bytes of one item's region (threads is not used).
 constexpr int64_t kTokenChunk = 32;
 void run_quant_matmul_tokens(const QuantMatmulArgs& a, int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
         const int64_t t0 = i * kTokenChunk, n = std::min(kTokenChunk, a.T - t0);
-        matmul_quant(a.x + t0 * a.K, n, a.K, a.w, a.wt, a.bias, a.y + t0 * a.N, a.N, 0, a.N, a.act + i * a.act_stride);
+        matmul_quant(a.x + t0 * a.K, n, a.K, a.w, a.wt, a.bias, a.y + t0 * a.N, a.N, 0, a.N, a.act + i * a.act_stride,
+                     a.order);
     }
 }
 bool split_by_tokens(int64_t T, int threads) { return threads > 1 && T >= 2 * threads * kTokenChunk; }
 
 }  // namespace
 
-void CpuBackend::do_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) {
+void CpuBackend::do_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out, int64_t batch_rows) {
     const float* bias_ptr = bias ? bias->ptr<float>() : nullptr;
     const Footprint fp =
         bias ? Footprint().read(x).read(w).read(*bias).write(out) : Footprint().read(x).read(w).write(out);
@@ -79,6 +83,9 @@ void CpuBackend::do_matmul(const Tensor& x, const Tensor& w, const Tensor* bias,
                w.rows, kMatmulRowGrain, matmul_row_chunk(x.cols, w.dtype));
         return;
     }
+    // llama.cpp's order for a product of batch_rows rows: every row of x, alone in a piece or a token chunk here,
+    // sums as in that product.
+    const QuantOrder order = ggml_quant_order(w.dtype, batch_rows);
     if (split_by_tokens(x.rows, threads())) {
         const int64_t items = (x.rows + kTokenChunk - 1) / kTokenChunk;
         const size_t stride = (matmul_quant_act_bytes(w.dtype, kTokenChunk, x.cols) + 63) / 64 * 64;
@@ -89,7 +96,7 @@ void CpuBackend::do_matmul(const Tensor& x, const Tensor& w, const Tensor* bias,
         Footprint tfp = fp;
         submit(run_quant_matmul_tokens,
                QuantMatmulArgs{x.ptr<float>(), w.raw(), bias_ptr, out.ptr<float>(), static_cast<char*>(scratch->data),
-                               x.rows, x.cols, w.rows, static_cast<int64_t>(stride), threads(), w.dtype},
+                               x.rows, x.cols, w.rows, static_cast<int64_t>(stride), threads(), w.dtype, order},
                tfp.write(ByteRange{begin, begin + scratch->bytes}), items, 1, 1);
         return;
     }
@@ -102,22 +109,22 @@ void CpuBackend::do_matmul(const Tensor& x, const Tensor& w, const Tensor* bias,
     Footprint rfp = fp;
     submit(run_quant_matmul,
            QuantMatmulArgs{x.ptr<float>(), w.raw(), bias_ptr, out.ptr<float>(), static_cast<char*>(scratch->data),
-                           x.rows, x.cols, w.rows, static_cast<int64_t>(stride), threads(), w.dtype},
+                           x.rows, x.cols, w.rows, static_cast<int64_t>(stride), threads(), w.dtype, order},
            rfp.read(ByteRange{begin, begin + scratch->bytes}), threads());
 }
 
-void CpuBackend::do_matmuls(const Tensor& x, std::span<const MatmulOut> outs) {
+void CpuBackend::do_matmuls(const Tensor& x, std::span<const MatmulOut> outs, int64_t batch_rows) {
     // Separate recorded ops: they read the same input and write disjoint outputs, so barrier elision
     // already runs them in one phase.
-    for (const MatmulOut& o : outs) matmul(x, *o.w, o.bias, o.out);
+    for (const MatmulOut& o : outs) matmul(x, *o.w, o.bias, o.out, batch_rows);
 }
 
 void CpuBackend::do_glu_matmul(const Tensor& gate, const Tensor& up, Activation act, const Tensor& w,
-                               const Tensor& out) {
+                               const Tensor& out, int64_t batch_rows) {
     // Two recorded ops: a matvec thread needs the whole activation vector, so the product is formed first
     // (in gate, which the interface lets us consume) behind one barrier.
     glu(gate, up, act, gate);
-    matmul(gate, w, nullptr, out);
+    matmul(gate, w, nullptr, out, batch_rows);
 }
 
 }  // namespace tracelm::cpu
