@@ -71,12 +71,25 @@ class Parser {
 
     // Nesting guard for statements and expressions alike.
     struct Depth {
-        explicit Depth(Parser& p) : p_(p) {
-            if (++p_.depth_ > p_.limits_.max_nesting)
-                p_.fail_here("the template nests deeper than " + std::to_string(p_.limits_.max_nesting) + " levels");
-        }
+        explicit Depth(Parser& p) : p_(p) { p_.deeper(); }
         ~Depth() { --p_.depth_; }
         Parser& p_;
+    };
+    void deeper() {
+        if (++depth_ > limits_.max_nesting)
+            fail_here("the template nests deeper than " + std::to_string(limits_.max_nesting) + " levels");
+    }
+    // A chain (a + b + c, x|f|g, x.a.b, a or b or c) builds one tree level per link: each link counts as a level for
+    // as long as the chain is parsed, so that the tree, and every recursion over it, stays within max_nesting.
+    struct Chain {
+        explicit Chain(Parser& p) : p_(p) {}
+        void link() {
+            p_.deeper();
+            ++links_;
+        }
+        ~Chain() { p_.depth_ -= links_; }
+        Parser& p_;
+        int links_ = 0;
     };
 
     // ---- statements
@@ -325,10 +338,12 @@ class Parser {
     ExprPtr parse_condexpr() {
         int line = cur().line;
         ExprPtr expr = parse_or();
+        Chain chain(*this);
         while (skip_name("if")) {
+            chain.link();
             ++soft_;
             ExprPtr test = parse_or();
-            ExprPtr otherwise = skip_name("else") ? parse_condexpr() : nullptr;
+            ExprPtr otherwise = skip_name("else") ? parse_expression(true) : nullptr;
             --soft_;
             expr = std::make_unique<CondExpr>(line, std::move(test), std::move(expr), std::move(otherwise));
             line = cur().line;
@@ -338,7 +353,9 @@ class Parser {
 
     ExprPtr parse_or() {
         ExprPtr left = parse_and();
+        Chain chain(*this);
         while (is_name("or")) {
+            chain.link();
             const int line = next().line;
             left = std::make_unique<BinaryExpr>(Expr::Kind::Or, line, "", std::move(left), parse_and());
         }
@@ -347,7 +364,9 @@ class Parser {
 
     ExprPtr parse_and() {
         ExprPtr left = parse_not();
+        Chain chain(*this);
         while (is_name("and")) {
+            chain.link();
             const int line = next().line;
             left = std::make_unique<BinaryExpr>(Expr::Kind::And, line, "", std::move(left), parse_not());
         }
@@ -391,11 +410,13 @@ class Parser {
 
     ExprPtr binary_chain(const std::vector<const char*>& ops, ExprPtr (Parser::*operand)()) {
         ExprPtr left = (this->*operand)();
+        Chain chain(*this);
         while (true) {
             const char* found = nullptr;
             for (const char* o : ops)
                 if (is_op(o)) found = o;
             if (!found) return left;
+            chain.link();
             const int line = next().line;
             left = std::make_unique<BinaryExpr>(Expr::Kind::Binary, line, found, std::move(left), (this->*operand)());
         }
@@ -493,7 +514,9 @@ class Parser {
     }
 
     ExprPtr parse_postfix(ExprPtr node) {
+        Chain chain(*this);
         while (true) {
+            if (is_op(".") || is_op("[") || is_op("(")) chain.link();
             if (is_op(".") || is_op("[")) {
                 node = parse_subscript(std::move(node));
             } else if (is_op("(")) {
@@ -505,7 +528,9 @@ class Parser {
     }
 
     ExprPtr parse_filter_expr(ExprPtr node) {
+        Chain chain(*this);
         while (true) {
+            if (is_op("|") || is_name("is") || is_op("(")) chain.link();
             if (is_op("|")) {
                 node = parse_filter(std::move(node));
             } else if (is_name("is")) {
@@ -595,7 +620,9 @@ class Parser {
     }
 
     ExprPtr parse_filter(ExprPtr node, bool start_inline = false) {
+        Chain chain(*this);
         while (is_op("|") || start_inline) {
+            chain.link();
             if (!start_inline) next();
             start_inline = false;
             const int line = cur().line;
