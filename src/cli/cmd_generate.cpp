@@ -11,6 +11,7 @@
 #include "cli/model_loading.h"
 #include "cli/sampling_flags.h"
 #include "cli/output.h"
+#include "runtime/untrusted.h"
 
 namespace tracelm::cli {
 
@@ -42,7 +43,12 @@ int run_generate(const GenerateArgs& a) {
     if (a.chat) {
         ChatInput input;
         input.messages.push_back({{"role", "user"}, {"content", a.prompt}});
-        text = ChatTemplate::for_tokenizer(tok, template_source).apply(input);
+        try {
+            text = ChatTemplate::for_tokenizer(tok, template_source).apply(input);
+        } catch (const ChatTemplateError& e) {
+            // The template's own message comes from the model file: escaped for the terminal.
+            throw std::runtime_error("the chat template refused the prompt: " + untrusted::escape(e.what()));
+        }
     }
     const std::vector<int32_t> prompt = encode_prompt(tok, text);
     if (prompt.empty()) throw std::runtime_error("the prompt encodes to no tokens");
