@@ -236,7 +236,8 @@ SNIPPETS = [
     ("bad_compare", "{{ 'a' < 1 }}", {}),
     ("divide_by_zero", "{{ 1 / 0 }}", {}),
     # variables, attributes, items, slices, undefined
-    ("attr_vs_item", "{{ d.items is callable }}|{{ d['items'] }}|{{ d.keys() | list }}|{{ d.get('x', 'dflt') }}|{{ d.x }}",
+    ("attr_vs_item",
+     "{{ d.items is callable }}|{{ d['items'] }}|{{ d.keys() | list }}|{{ d.get('x', 'dflt') }}|{{ d.x }}",
      {"d": {"items": 3, "x": None}}),
     ("indexing", "{{ l[0] }} {{ l[-1] }} {{ l[5] }}|{{ s[1] }} {{ s[-1] }} {{ l.0 }}", {"l": [1, 2, 3], "s": "héllo"}),
     ("slicing", "{{ l[1:] }} {{ l[:-1] }} {{ l[::-1] }} {{ l[::2] }} {{ s[1:3] }} {{ s[::-1] }} {{ l[5:] }} "
@@ -283,7 +284,8 @@ SNIPPETS = [
     ("macro_varargs_kwargs", "{% macro m(a) %}{{ a }}{{ varargs }}{{ kwargs }}{% endmacro %}{{ m(1, 2, 3, k=4) }}",
      {}),
     ("macro_too_many_args", "{% macro m(a) %}{{ a }}{% endmacro %}{{ m(1, 2) }}", {}),
-    ("call_block", "{% macro box(title) %}[{{ title }}: {{ caller() }}]{% endmacro %}{% call box('t') %}body{% endcall %}"
+    ("call_block", "{% macro box(title) %}[{{ title }}: {{ caller() }}]{% endmacro %}"
+                   "{% call box('t') %}body{% endcall %}"
                    "{% macro each(xs) %}{% for x in xs %}{{ caller(x) }}{% endfor %}{% endmacro %}"
                    "{% call(v) each([1, 2]) %}<{{ v }}>{% endcall %}", {}),
     ("filter_block", "{% filter upper %}hello {{ 'world' }}{% endfilter %}", {}),
@@ -300,7 +302,8 @@ SNIPPETS = [
                       "{% set j = joiner('|') %}{% for i in range(3) %}{{ j() }}{{ i }}{% endfor %}", {}),
     ("unsafe_method", "{% set l = [] %}{{ l.append(1) }}", {}),
     # filters
-    ("trim_length", "[{{ '  a b  ' | trim }}] [{{ 'xxhixx' | trim('x') }}] {{ 'héllo' | length }} {{ [1, 2] | count }} "
+    ("trim_length", "[{{ '  a b  ' | trim }}] [{{ 'xxhixx' | trim('x') }}] {{ 'héllo' | length }} "
+                    "{{ [1, 2] | count }} "
                     "{{ {'a': 1} | length }}", {}),
     ("case_filters", "{{ 'hELLO wORLD' | lower }} {{ 'ab' | upper }} {{ 'hello world-foo (bar) [baz]' | title }} "
                      "{{ 'hELLO wORLD' | capitalize }} {{ 'ÉCOLE' | lower }}", {}),
@@ -373,7 +376,8 @@ SNIPPETS = [
                       "{{ 'HeLLo'.lower() }} {{ 'hello world'.title() }} {{ 'hello'.capitalize() }} "
                       "{{ 'héllo'.find('l') }} {{ 'hello'.rfind('l') }} {{ 'hello'.find('z') }} "
                       "{{ 'hello'.count('l') }} {{ 'a-b-c'.replace('-', '+', 1) }} {{ ', '.join(['a', 'b']) }} "
-                      "{{ '123'.isdigit() }} {{ 'ab'.isalpha() }} {{ ' '.isspace() }} {{ 'prefix_x'.removeprefix('prefix_') }}",
+                      "{{ '123'.isdigit() }} {{ 'ab'.isalpha() }} {{ ' '.isspace() }} "
+                      "{{ 'prefix_x'.removeprefix('prefix_') }}",
      {}),
     ("str_index_error", "{{ 'hello'.index('z') }}", {}),
     ("dict_list_methods", "{{ d.items() | list }} {{ d.keys() | list }} {{ d.values() | list }} {{ d.get('a') }} "

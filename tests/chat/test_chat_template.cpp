@@ -63,7 +63,8 @@ TEST(ChatTemplate, ToolsDocumentsKwargsAndMessageFieldsReachTheTemplate) {
         {"role": "assistant", "content": "", "tool_calls": [{"type": "function",
             "function": {"name": "f", "arguments": {"z": 1, "a": "é"}}}]},
         {"role": "tool", "tool_call_id": "abc", "content": "ok"}])");
-    in.tools = ordered_json::parse(R"([{"type": "function", "function": {"name": "f", "parameters": {"b": 1, "a": 2}}}])");
+    in.tools =
+        ordered_json::parse(R"([{"type": "function", "function": {"name": "f", "parameters": {"b": 1, "a": 2}}}])");
     in.documents = ordered_json::parse(R"([{"title": "Doc"}])");
     in.kwargs = {{"enable_thinking", false}};
     in.add_generation_prompt = false;
@@ -110,7 +111,8 @@ TEST(ChatTemplate, ContentPartsAreJoinedUnlessTheTemplateLoopsOverThem) {
     const ChatTemplate qwen = ChatTemplate::for_tokenizer(qwen3());
     EXPECT_FALSE(qwen.takes_content_parts());
     EXPECT_EQ(qwen.apply(in), "<|im_start|>user\none\n two<|im_end|>\n<|im_start|>assistant\n");
-    const ChatTemplate gemma = ChatTemplate::for_tokenizer(qwen3(), read_text("testdata/chat_templates/gemma-3-it.jinja"));
+    const ChatTemplate gemma =
+        ChatTemplate::for_tokenizer(qwen3(), read_text("testdata/chat_templates/gemma-3-it.jinja"));
     EXPECT_TRUE(gemma.takes_content_parts());
     EXPECT_EQ(gemma.apply(in), "<start_of_turn>user\nonetwo<end_of_turn>\n<start_of_turn>model\n");
     // A loop over a variable set from the content counts too.
@@ -146,7 +148,8 @@ TEST(ChatTemplate, AMissingOrBrokenTemplateIsAClearError) {
 }
 
 TEST(ChatTemplate, ATemplatesOwnErrorIsAChatTemplateErrorWithItsMessage) {
-    const ChatTemplate gemma = ChatTemplate::for_tokenizer(qwen3(), read_text("testdata/chat_templates/gemma-3-it.jinja"));
+    const ChatTemplate gemma =
+        ChatTemplate::for_tokenizer(qwen3(), read_text("testdata/chat_templates/gemma-3-it.jinja"));
     ChatInput in = user_says("a");
     in.messages.push_back({{"role", "user"}, {"content", "b"}});
     try {

@@ -109,7 +109,8 @@ TEST(JinjaLimits, DeepNestingIsRefusedWhileParsing) {
         const Failure f = failure_of(source);
         EXPECT_EQ(f.kind, Error::Kind::Syntax) << f.message;
         EXPECT_LT(f.seconds, kQuickSeconds) << f.message;
-        EXPECT_NE(f.message.find("nests deeper than 64"), std::string::npos) << source.substr(0, 40) << ": " << f.message;
+        EXPECT_NE(f.message.find("nests deeper than 64"), std::string::npos)
+            << source.substr(0, 40) << ": " << f.message;
     }
 }
 

@@ -108,7 +108,8 @@ Value f_indent(Runtime& rt, const Value& in, CallArgs& c) {
     Args a("indent", {"width", "first", "blank"}, c);
     if (!in.is_string()) fail("can only concatenate " + type_name(in) + " to str in the indent filter");
     const Value& w = a.get(0);
-    const std::string pad = w.is_string() ? w.str() : std::string(static_cast<size_t>(std::max<int64_t>(0, a.integer(0, 4))), ' ');
+    const std::string pad =
+        w.is_string() ? w.str() : std::string(static_cast<size_t>(std::max<int64_t>(0, a.integer(0, 4))), ' ');
     rt.scan(in.str().size());
     const std::vector<std::string> lines = py::splitlines(in.str() + "\n", false);
     std::string out;
@@ -128,9 +129,13 @@ Value f_center(Runtime& rt, const Value& in, CallArgs& c) {
     const std::string s = text_of(rt, in);
     const int64_t width = a.integer(0, 80), n = static_cast<int64_t>(py::length(s));
     if (width <= n) return str_value(rt, s);
-    if (width > static_cast<int64_t>(rt.limits().max_allocated_bytes)) rt.over("allocated bytes", rt.limits().max_allocated_bytes);
+    if (width > static_cast<int64_t>(rt.limits().max_allocated_bytes))
+        rt.over("allocated bytes", rt.limits().max_allocated_bytes);
+    // Python's str.center: the odd space goes left when the width is odd.
     const int64_t marg = width - n, left = marg / 2 + (marg & width & 1);
-    return str_value(rt, std::string(static_cast<size_t>(left), ' ') + s + std::string(static_cast<size_t>(marg - left), ' '));
+    std::string out(static_cast<size_t>(left), ' ');
+    out.append(s).append(static_cast<size_t>(marg - left), ' ');
+    return str_value(rt, std::move(out));
 }
 
 Value f_wordcount(Runtime& rt, const Value& in, CallArgs& c) {

@@ -149,7 +149,8 @@ class Lexer {
         if (sign == '-') return std::string(py::strip(text, nullptr, false, true));
         if (sign != '+' && lstrip_applies) {
             const size_t l_pos = text.rfind('\n') + 1;  // 0 when there is none
-            if ((l_pos > 0 || line_starting_) && all_space(text.substr(l_pos))) return std::string(text.substr(0, l_pos));
+            if ((l_pos > 0 || line_starting_) && all_space(text.substr(l_pos)))
+                return std::string(text.substr(0, l_pos));
         }
         return std::string(text);
     }
@@ -365,7 +366,8 @@ class Lexer {
             balance += c == '(' ? ')' : c == '[' ? ']' : '}';
         } else if (c == ')' || c == ']' || c == '}') {
             if (balance.empty()) syntax(std::string("unexpected '") + c + "'", line_);
-            if (balance.back() != c) syntax(std::string("unexpected '") + c + "', expected '" + balance.back() + "'", line_);
+            if (balance.back() != c)
+                syntax(std::string("unexpected '") + c + "', expected '" + balance.back() + "'", line_);
             balance.pop_back();
         }
         push(Token::Type::Operator, std::string(1, c), line_);

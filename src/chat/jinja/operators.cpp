@@ -57,7 +57,8 @@ Value add(Runtime& rt, const Value& a, const Value& b) {
         out.insert(out.end(), b.list().items.begin(), b.list().items.end());
         return rt.make_list(std::move(out), a.list().tuple);
     }
-    if (a.is_list()) fail("can only concatenate " + type_name(a) + " (not \"" + type_name(b) + "\") to " + type_name(a));
+    if (a.is_list())
+        fail("can only concatenate " + type_name(a) + " (not \"" + type_name(b) + "\") to " + type_name(a));
     unsupported("+", a, b);
 }
 

@@ -38,7 +38,8 @@ const std::unordered_map<std::string_view, TestFn>& registry() {
          [](Runtime&, const Value& v, CallArgs& c) { return no_args("undefined", c) && v.is_undefined(); }},
         {"none", [](Runtime&, const Value& v, CallArgs& c) { return no_args("none", c) && v.is_none(); }},
         {"boolean", [](Runtime&, const Value& v, CallArgs& c) { return no_args("boolean", c) && v.is_bool(); }},
-        {"true", [](Runtime&, const Value& v, CallArgs& c) { return no_args("true", c) && v.is_bool() && v.boolean(); }},
+        {"true",
+         [](Runtime&, const Value& v, CallArgs& c) { return no_args("true", c) && v.is_bool() && v.boolean(); }},
         {"false",
          [](Runtime&, const Value& v, CallArgs& c) { return no_args("false", c) && v.is_bool() && !v.boolean(); }},
         {"integer", [](Runtime&, const Value& v, CallArgs& c) { return no_args("integer", c) && v.is_int(); }},
@@ -60,12 +61,20 @@ const std::unordered_map<std::string_view, TestFn>& registry() {
          [](Runtime&, const Value& v, CallArgs& c) { return v.same_object(one_arg("sameas", c)); }},
         // Nothing is markup-escaped: autoescaping is off and tracelm keeps no Markup type.
         {"escaped", [](Runtime&, const Value&, CallArgs& c) { return no_args("escaped", c) && false; }},
-        {"odd", [](Runtime& rt, const Value& v, CallArgs& c) { return no_args("odd", c) && modulo_is(rt, v, Value::integer(2), 1); }},
-        {"even", [](Runtime& rt, const Value& v, CallArgs& c) { return no_args("even", c) && modulo_is(rt, v, Value::integer(2), 0); }},
+        {"odd",
+         [](Runtime& rt, const Value& v, CallArgs& c) {
+             return no_args("odd", c) && modulo_is(rt, v, Value::integer(2), 1);
+         }},
+        {"even",
+         [](Runtime& rt, const Value& v, CallArgs& c) {
+             return no_args("even", c) && modulo_is(rt, v, Value::integer(2), 0);
+         }},
         {"divisibleby",
          [](Runtime& rt, const Value& v, CallArgs& c) { return modulo_is(rt, v, one_arg("divisibleby", c), 0); }},
-        {"lower", [](Runtime&, const Value& v, CallArgs& c) { return no_args("lower", c) && py::str_islower(to_str(v)); }},
-        {"upper", [](Runtime&, const Value& v, CallArgs& c) { return no_args("upper", c) && py::str_isupper(to_str(v)); }},
+        {"lower",
+         [](Runtime&, const Value& v, CallArgs& c) { return no_args("lower", c) && py::str_islower(to_str(v)); }},
+        {"upper",
+         [](Runtime&, const Value& v, CallArgs& c) { return no_args("upper", c) && py::str_isupper(to_str(v)); }},
         {"in", [](Runtime& rt, const Value& v, CallArgs& c) { return contains(rt, one_arg("in", c), v); }},
         {"filter",
          [](Runtime&, const Value& v, CallArgs& c) {
