@@ -355,6 +355,9 @@ SNIPPETS = [
                "{{ 'é\\u2028\"\\\\\\n\\x01' | tojson }} {{ 'é' | tojson(ensure_ascii=true) }} "
                "{{ [1.0, 1e20, 0.5, -0.0] | tojson }} {{ (1, 2) | tojson }}",
      {"d": {"z": [1, 2.5, None, True, "s"], "a": {"nested": {}}}}),
+    ("markup", "{{ '<b>' | safe + '<i>' }} {{ '<u>' + ('&' | e) }} {{ ('x' | safe) * 2 + '\"' }} "
+               "{{ 'a' | safe ~ '<' }} {{ '<' | e | e }} {{ ('a' | safe) is escaped }} {{ 'a' is escaped }} "
+               "{{ ['s' | safe] }} {{ ('<' | safe) == '<' }}", {}),
     ("tojson_undefined_error", "{{ nothing | tojson }}", {}),
     ("unknown_filter_in_branch", "{% if false %}{{ x | no_such_filter }}{% endif %}ok", {}),
     ("unknown_filter", "{{ x | no_such_filter }}", {}),

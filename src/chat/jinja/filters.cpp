@@ -154,23 +154,18 @@ Value f_wordcount(Runtime& rt, const Value& in, CallArgs& c) {
 
 Value f_escape(Runtime& rt, const Value& in, CallArgs& c) {
     Args a("escape", {}, c);
-    std::string out;
-    for (const char ch : text_of(rt, in)) {
-        switch (ch) {
-            case '&': out += "&amp;"; break;
-            case '<': out += "&lt;"; break;
-            case '>': out += "&gt;"; break;
-            case '"': out += "&#34;"; break;
-            case '\'': out += "&#39;"; break;
-            default: out += ch;
-        }
-    }
-    return str_value(rt, std::move(out));
+    if (in.is_markup()) return in;
+    std::string out = py::html_escape(text_of(rt, in));
+    rt.alloc(out.size());
+    return Value::markup(std::move(out));
 }
 
 Value f_safe(Runtime& rt, const Value& in, CallArgs& c) {
     Args a("safe", {}, c);
-    return in.is_string() ? in : str_value(rt, to_str(in));
+    if (in.is_markup()) return in;
+    std::string out = to_str(in);
+    rt.alloc(out.size());
+    return Value::markup(std::move(out));
 }
 
 Value f_tojson(Runtime& rt, const Value& in, CallArgs& c) {

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "chat/jinja/error.h"
+#include "chat/jinja/py_text.h"
 
 namespace tracelm::jinja {
 
@@ -29,7 +30,7 @@ Value repeat(Runtime& rt, const Value& seq, int64_t n) {
         std::string out;
         out.reserve(s.size() * static_cast<size_t>(n));
         for (int64_t i = 0; i < n; ++i) out += s;
-        return Value::string(std::move(out));
+        return seq.is_markup() ? Value::markup(std::move(out)) : Value::string(std::move(out));
     }
     const std::vector<Value>& items = seq.list().items;
     if (!items.empty() && static_cast<uint64_t>(n) > rt.limits().max_allocated_bytes / (items.size() * sizeof(Value)))
@@ -49,6 +50,13 @@ Value add(Runtime& rt, const Value& a, const Value& b) {
     }
     if (a.is_string()) {
         if (!b.is_string()) fail("can only concatenate str (not \"" + type_name(b) + "\") to str");
+        if (a.is_markup() || b.is_markup()) {
+            // Markup escapes the plain string it meets, on either side.
+            std::string out = a.is_markup() ? a.str() : py::html_escape(a.str());
+            out += b.is_markup() ? b.str() : py::html_escape(b.str());
+            rt.alloc(out.size());
+            return Value::markup(std::move(out));
+        }
         rt.alloc(a.str().size() + b.str().size());
         return Value::string(a.str() + b.str());
     }

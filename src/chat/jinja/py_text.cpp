@@ -290,6 +290,22 @@ std::vector<std::string> splitlines(std::string_view s, bool keepends) {
     return lines;
 }
 
+std::string html_escape(std::string_view s) {
+    std::string out;
+    out.reserve(s.size());
+    for (const char ch : s) {
+        switch (ch) {
+            case '&': out += "&amp;"; break;
+            case '<': out += "&lt;"; break;
+            case '>': out += "&gt;"; break;
+            case '"': out += "&#34;"; break;
+            case '\'': out += "&#39;"; break;
+            default: out += ch;
+        }
+    }
+    return out;
+}
+
 std::string repr(std::string_view s) {
     const bool has_single = s.find('\'') != std::string_view::npos;
     const char quote = has_single && s.find('"') == std::string_view::npos ? '"' : '\'';

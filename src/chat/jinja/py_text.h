@@ -45,6 +45,8 @@ std::vector<std::string> split(std::string_view s, const std::string* sep, int64
 // str.splitlines
 std::vector<std::string> splitlines(std::string_view s, bool keepends);
 
+// markupsafe's escape: & < > " ' as HTML entities.
+std::string html_escape(std::string_view s);
 // Python's repr() of a string: quoted, backslash escapes for quotes, controls and non-printable characters.
 std::string repr(std::string_view s);
 // Python's repr() of a float ("1.0", "0.1", "1e+16", "inf", "nan").

@@ -59,8 +59,7 @@ const std::unordered_map<std::string_view, TestFn>& registry() {
          [](Runtime&, const Value& v, CallArgs& c) { return no_args("callable", c) && v.is_function(); }},
         {"sameas",
          [](Runtime&, const Value& v, CallArgs& c) { return v.same_object(one_arg("sameas", c)); }},
-        // Nothing is markup-escaped: autoescaping is off and tracelm keeps no Markup type.
-        {"escaped", [](Runtime&, const Value&, CallArgs& c) { return no_args("escaped", c) && false; }},
+        {"escaped", [](Runtime&, const Value& v, CallArgs& c) { return no_args("escaped", c) && v.is_markup(); }},
         {"odd",
          [](Runtime& rt, const Value& v, CallArgs& c) {
              return no_args("odd", c) && modulo_is(rt, v, Value::integer(2), 1);

@@ -254,6 +254,7 @@ std::string to_str(const Value& v) {
 }
 
 std::string repr(const Value& v) {
+    if (v.is_markup()) return "Markup(" + py::repr(v.str()) + ")";
     if (v.is_string()) return py::repr(v.str());
     if (v.is_undefined()) return "Undefined";
     return to_str(v);
@@ -272,7 +273,7 @@ std::string type_name(const Value& v) {
         case Value::Type::Float:
             return "float";
         case Value::Type::String:
-            return "str";
+            return v.is_markup() ? "Markup" : "str";
         case Value::Type::List:
             return v.list().tuple ? "tuple" : "list";
         case Value::Type::Dict:

@@ -59,6 +59,13 @@ class Object {
     virtual void release() {}
 };
 
+// A string, and whether it is markupsafe's Markup (from the safe and escape filters): a str that escapes the plain
+// strings added to it, as Python's jinja2 does even with autoescaping off.
+struct StrData {
+    std::string text;
+    bool markup = false;
+};
+
 // What jinja2's Undefined carries: why the value is missing, and whether it stands for a forbidden attribute.
 struct UndefinedInfo {
     std::shared_ptr<const std::string> hint;  // null: "undefined value"
@@ -75,7 +82,8 @@ class Value {
     static Value boolean(bool b) { return Value(b); }
     static Value integer(int64_t i) { return Value(i); }
     static Value number(double d) { return Value(d); }
-    static Value string(std::string s) { return Value(std::make_shared<const std::string>(std::move(s))); }
+    static Value string(std::string s) { return Value(std::make_shared<const StrData>(StrData{std::move(s), false})); }
+    static Value markup(std::string s) { return Value(std::make_shared<const StrData>(StrData{std::move(s), true})); }
     static Value list(std::vector<Value> items, bool tuple = false);
     static Value dict(DictData d);
     static Value function(std::string name, std::function<Value(Runtime&, CallArgs&)> call, bool macro = false);
@@ -98,7 +106,8 @@ class Value {
     bool boolean() const { return std::get<bool>(v_); }
     int64_t integer() const { return is_bool() ? static_cast<int64_t>(boolean()) : std::get<int64_t>(v_); }
     double number() const { return is_float() ? std::get<double>(v_) : static_cast<double>(integer()); }
-    const std::string& str() const { return *std::get<StrPtr>(v_); }
+    const std::string& str() const { return std::get<StrPtr>(v_)->text; }
+    bool is_markup() const { return is_string() && std::get<StrPtr>(v_)->markup; }
     const ListData& list() const { return *std::get<ListPtr>(v_); }
     const DictData& dict() const { return *std::get<DictPtr>(v_); }
     const Function& function() const { return *std::get<FnPtr>(v_); }
@@ -109,7 +118,7 @@ class Value {
     bool same_object(const Value& other) const;
 
    private:
-    using StrPtr = std::shared_ptr<const std::string>;
+    using StrPtr = std::shared_ptr<const StrData>;
     using ListPtr = std::shared_ptr<const ListData>;
     using DictPtr = std::shared_ptr<const DictData>;
     using FnPtr = std::shared_ptr<const Function>;
