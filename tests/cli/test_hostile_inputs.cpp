@@ -367,6 +367,26 @@ TEST(HostileInputs, ChatWithoutTemplateSaysSoForChat) {
     expect_refused(model.generate({"--chat"}), "the model has no chat template; use a plain prompt without --chat");
 }
 
+// A model whose chat template loops without end, recurses or builds a gigabyte string: generate --chat stops with the
+// limit's message (docs/security.md), quickly and in bounded memory.
+TEST(HostileInputs, AHostileChatTemplateStopsAtItsLimit) {
+    const std::pair<std::string, std::string> cases[] = {
+        {"{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+         "the template exceeded its limit of 1000000 loop iterations"},
+        {"{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", "the template exceeded its limit of 64 nested macro calls"},
+        {"{{ 'x' * 10 ** 9 }}", "the template exceeded its limit of 268435456 allocated bytes"},
+    };
+    for (const auto& [tmpl, message] : cases) {
+        const ModelFolder model;
+        json config = json::parse(slurp((model.dir / "tokenizer_config.json").string()));
+        config["chat_template"] = tmpl;
+        write(model.dir / "tokenizer_config.json", config.dump());
+        const Child c = model.generate({"--chat"});
+        expect_refused(c, message);
+        EXPECT_LT(c.peak_rss_mib, kPeakRssBoundMib);
+    }
+}
+
 TEST(HostileInputs, JsonlLinesWithBadUtf8OrLoneSurrogatesSaySo) {
     const TokenizerFolder folder(tokenizer_json());
     const fs::path jsonl = folder.dir.path() / "in.jsonl";
