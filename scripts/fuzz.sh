@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_EACH=${1:-60}
 BUILD_DIR=${FUZZ_BUILD_DIR:-build-fuzz}
-HARNESSES=(gguf safetensors tokenizer_json)
+HARNESSES=(gguf safetensors tokenizer_json chat_template)
 
 bash scripts/install_deps.sh clang-14 libclang-rt-14-dev
 
@@ -24,9 +24,14 @@ mkdir -p "$BUILD_DIR/crashes"
 for h in "${HARNESSES[@]}"; do
   echo "=== fuzz_$h: ${SECONDS_EACH}s ==="
   mkdir -p "$BUILD_DIR/corpus/$h"
-  # The first corpus folder receives new inputs; the seeds are only read. -timeout: an input that takes
-  # over 10 s is a hang and counts as a failure.
-  "$BUILD_DIR/fuzz_$h" -max_total_time="$SECONDS_EACH" -timeout=10 -print_final_stats=1 \
-    -artifact_prefix="$BUILD_DIR/crashes/$h-" "$BUILD_DIR/corpus/$h" "fuzz/corpus/$h"
+  # The first corpus folder receives new inputs; the seeds are only read (the chat template fuzzer starts from the
+  # real templates of testdata/chat_templates/). -timeout: an input that takes over 10 s is a hang and counts as a
+  # failure.
+  seeds="fuzz/corpus/$h"
+  [ "$h" = chat_template ] && seeds="testdata/chat_templates"
+  dict=()
+  [ -f "fuzz/$h.dict" ] && dict=(-dict="fuzz/$h.dict")
+  "$BUILD_DIR/fuzz_$h" -max_total_time="$SECONDS_EACH" -timeout=10 -print_final_stats=1 "${dict[@]}" \
+    -artifact_prefix="$BUILD_DIR/crashes/$h-" "$BUILD_DIR/corpus/$h" "$seeds"
 done
 echo "fuzz: no crashes"

@@ -6,12 +6,15 @@ namespace tracelm {
 
 ChatSession::ChatSession(const Tokenizer& tok, ChatTemplate tmpl, const std::string& system)
     : tok_(tok), tmpl_(std::move(tmpl)) {
-    if (!system.empty()) messages_.push_back({"system", system});
+    if (!system.empty()) messages_.push_back({{"role", "system"}, {"content", system}});
 }
 
 ChatSession::Prompt ChatSession::user(const std::string& message) {
-    messages_.push_back({"user", message});
-    const std::string text = tmpl_.apply(messages_);
+    ChatInput input;
+    input.messages = messages_;
+    input.messages.push_back({{"role", "user"}, {"content", message}});
+    const std::string text = tmpl_.apply(input);
+    messages_ = std::move(input.messages);
     Prompt p;
     if (!ids_.empty() && text.size() > text_.size() && text.compare(0, text_.size(), text_) == 0) {
         // The earlier turns' ids stay as they were computed; the text after them is the new turn.
@@ -36,7 +39,7 @@ void ChatSession::assistant(const std::vector<int32_t>& sampled, const std::stri
         ids_.insert(ids_.end(), sampled.begin(), sampled.end());
         text_ += tok_.decode(sampled);
     }
-    messages_.push_back({"assistant", content});
+    messages_.push_back({{"role", "assistant"}, {"content", content}});
 }
 
 }  // namespace tracelm

@@ -8,6 +8,7 @@
 // (a template that rewrites earlier turns), the whole conversation is encoded and computed afresh.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,8 @@ class ChatSession {
         std::vector<TokenSpan> decoded;  // the earlier replies
         bool reencoded = false;          // earlier turns were encoded afresh (the template rewrote them)
     };
-    // Adds the user's message; returns the prompt that asks for the assistant's reply.
+    // Adds the user's message; returns the prompt that asks for the assistant's reply. Throws ChatTemplateError
+    // (and keeps the conversation as it was) when the template refuses it.
     Prompt user(const std::string& message);
     // Adds the assistant's reply to the last prompt: the ids sampled for it (the end-of-turn token included, when
     // the reply has one) and its text as the conversation keeps it.
@@ -35,7 +37,7 @@ class ChatSession {
    private:
     const Tokenizer& tok_;
     ChatTemplate tmpl_;
-    std::vector<ChatMessage> messages_;
+    nlohmann::ordered_json messages_ = nlohmann::ordered_json::array();
     std::vector<int32_t> ids_;          // the last prompt, then its reply
     std::string text_;                  // the text ids_ stand for: the prompt's text, then the reply's decoding
     std::vector<TokenSpan> decoded_;    // the replies in ids_

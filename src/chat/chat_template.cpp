@@ -1,80 +1,139 @@
 #include "chat/chat_template.h"
 
-#include <stdexcept>
+#include <set>
+#include <utility>
+#include <vector>
 
-#include "runtime/untrusted.h"
+#include "chat/jinja/ast_walk.h"
+#include "chat/jinja/error.h"
+#include "chat/jinja/json.h"
 
 namespace tracelm {
 
 namespace {
 
-// Jinja string literals may hold a newline as the character or as the escape "\n".
-std::string unescape(const std::string& s) {
-    std::string out;
-    for (size_t i = 0; i < s.size(); ++i) {
-        if (s[i] == '\\' && i + 1 < s.size() && s[i + 1] == 'n') {
-            out += '\n';
-            ++i;
-        } else {
-            out += s[i];
-        }
-    }
-    return out;
+using nlohmann::ordered_json;
+
+// x.content or x['content'], under any filters.
+bool is_content_access(const jinja::Expr* e) {
+    while (e && e->kind == jinja::Expr::Kind::Filter) e = static_cast<const jinja::FilterExpr*>(e)->value.get();
+    if (!e) return false;
+    if (e->kind == jinja::Expr::Kind::GetAttr) return static_cast<const jinja::GetAttrExpr*>(e)->name == "content";
+    if (e->kind != jinja::Expr::Kind::GetItem) return false;
+    const jinja::Expr& index = *static_cast<const jinja::GetItemExpr*>(e)->index;
+    if (index.kind != jinja::Expr::Kind::Literal) return false;
+    const jinja::Value& v = static_cast<const jinja::LiteralExpr&>(index).value;
+    return v.is_string() && v.str() == "content";
 }
 
-// A constant system prompt written in a string literal right after "<|im_start|>system" (SmolLM2,
-// Qwen2.5); templates that splice in the first message's content instead have none.
-std::string chatml_default_system(const std::string& t) {
-    const std::string head = "<|im_start|>system";
-    for (size_t at = t.find(head); at != std::string::npos; at = t.find(head, at + 1)) {
-        size_t p = at + head.size();
-        if (t.compare(p, 1, "\n") == 0) {
-            p += 1;
-        } else if (t.compare(p, 2, "\\n") == 0) {
-            p += 2;
-        } else {
+// Whether a for loop walks a message's content (directly, or through a variable set from it): vLLM's test for a
+// template that takes content as a list of parts.
+bool loops_over_content(const jinja::Body& body) {
+    std::set<std::string> content_names;
+    jinja::walk(
+        body,
+        [&](const jinja::Stmt& s) {
+            if (s.kind != jinja::Stmt::Kind::Set) return;
+            const auto& set = static_cast<const jinja::SetStmt&>(s);
+            if (set.target.attribute.empty() && !set.target.tuple && is_content_access(set.value.get()))
+                content_names.insert(set.target.names[0]);
+        },
+        [](const jinja::Expr&) {});
+    bool found = false;
+    jinja::walk(
+        body,
+        [&](const jinja::Stmt& s) {
+            if (s.kind != jinja::Stmt::Kind::For) return;
+            const jinja::Expr* it = static_cast<const jinja::ForStmt&>(s).iterable.get();
+            while (it && it->kind == jinja::Expr::Kind::Filter)
+                it = static_cast<const jinja::FilterExpr*>(it)->value.get();
+            found |= is_content_access(it) ||
+                     (it && it->kind == jinja::Expr::Kind::Name &&
+                      content_names.count(static_cast<const jinja::NameExpr*>(it)->name) > 0);
+        },
+        [](const jinja::Expr&) {});
+    return found;
+}
+
+// A message whose content is a list of parts, with the text parts joined by newlines.
+ordered_json joined_parts(const ordered_json& message) {
+    const auto content = message.find("content");
+    if (content == message.end() || !content->is_array()) return message;
+    std::string text;
+    bool first = true;
+    for (const ordered_json& part : *content) {
+        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+            !part["text"].is_string())
             continue;
-        }
-        const size_t end = t.find("<|im_end|>", p);
-        if (end == std::string::npos) continue;
-        const std::string text = t.substr(p, end - p);
-        if (text.empty() || text.find_first_of("'\"{}") != std::string::npos) continue;
-        return unescape(text);
+        if (!first) text += '\n';
+        first = false;
+        text += part["text"].get<std::string>();
     }
-    return "";
-}
-
-std::string trim(const std::string& s) {
-    const char* ws = " \t\n\r";
-    const size_t b = s.find_first_not_of(ws);
-    if (b == std::string::npos) return "";
-    return s.substr(b, s.find_last_not_of(ws) - b + 1);
+    ordered_json out = message;
+    out["content"] = text;
+    return out;
 }
 
 }  // namespace
 
-ChatTemplate ChatTemplate::detect(const std::string& t) {
-    if (t.empty()) throw std::runtime_error("the model has no chat template");
-    if (t.find("<|im_start|>") != std::string::npos) return ChatTemplate(Style::ChatML, chatml_default_system(t));
-    if (t.find("<|start_header_id|>") != std::string::npos) return ChatTemplate(Style::Llama3, "");
-    throw std::runtime_error("unknown chat template (supported: ChatML as in Qwen and SmolLM2, Llama 3); it begins: " +
-                             untrusted::escape(t, 80));
+ChatTemplate::ChatTemplate(const std::string& source, std::optional<std::string> bos_token,
+                           std::optional<std::string> eos_token, bool strip_bos, const jinja::Limits& limits)
+    : template_([&] {
+          try {
+              return jinja::Template(source, limits);
+          } catch (const jinja::Error& e) {
+              throw std::runtime_error(std::string("the chat template does not parse: ") + e.what());
+          }
+      }()),
+      bos_(std::move(bos_token)),
+      eos_(std::move(eos_token)),
+      strip_bos_(strip_bos && bos_ && !bos_->empty()),
+      content_parts_(loops_over_content(template_.body())) {}
+
+ChatTemplate ChatTemplate::for_tokenizer(const Tokenizer& tok, const std::string& source) {
+    const std::string& text = source.empty() ? tok.chat_template() : source;
+    if (text.empty()) throw std::runtime_error("the model has no chat template");
+    const auto token = [&](std::optional<int32_t> id) -> std::optional<std::string> {
+        if (!id) return std::nullopt;
+        return tok.token_text(*id);
+    };
+    return ChatTemplate(text, token(tok.bos_token_id()), token(tok.eos_token_id()),
+                        tok.add_bos_token() && tok.bos_token_id().has_value());
 }
 
-std::string ChatTemplate::apply(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
-    std::string out;
-    if (style_ == Style::ChatML) {
-        if (!default_system_.empty() && (messages.empty() || messages.front().role != "system"))
-            out += "<|im_start|>system\n" + default_system_ + "<|im_end|>\n";
-        for (const ChatMessage& m : messages) out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
-        if (add_generation_prompt) out += "<|im_start|>assistant\n";
-    } else {
-        // Llama 3 trims each message's content.
-        for (const ChatMessage& m : messages)
-            out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + trim(m.content) + "<|eot_id|>";
-        if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+std::string ChatTemplate::apply(const ChatInput& input) const {
+    if (!input.messages.is_array()) throw ChatTemplateError("messages must be a list");
+    if (!input.kwargs.is_null() && !input.kwargs.is_object()) throw ChatTemplateError("kwargs must be an object");
+    std::string text;
+    try {
+        std::vector<std::pair<std::string, jinja::Value>> vars;
+        if (content_parts_) {
+            vars.emplace_back("messages", jinja::from_json(input.messages));
+        } else {
+            ordered_json messages = ordered_json::array();
+            for (const ordered_json& m : input.messages) messages.push_back(m.is_object() ? joined_parts(m) : m);
+            vars.emplace_back("messages", jinja::from_json(messages));
+        }
+        vars.emplace_back("tools", jinja::from_json(input.tools));
+        vars.emplace_back("documents", jinja::from_json(input.documents));
+        vars.emplace_back("add_generation_prompt", jinja::Value::boolean(input.add_generation_prompt));
+        if (bos_) vars.emplace_back("bos_token", jinja::Value::string(*bos_));
+        if (eos_) vars.emplace_back("eos_token", jinja::Value::string(*eos_));
+        for (const auto& [k, v] : input.kwargs.items()) {
+            auto it = vars.begin();
+            while (it != vars.end() && it->first != k) ++it;
+            if (it == vars.end()) {
+                vars.emplace_back(k, jinja::from_json(v));
+            } else {
+                it->second = jinja::from_json(v);
+            }
+        }
+        text = template_.render(vars, input.now);
+    } catch (const jinja::Error& e) {
+        throw ChatTemplateError(e.what());
     }
-    return out;
+    if (strip_bos_ && text.compare(0, bos_->size(), *bos_) == 0) text.erase(0, bos_->size());
+    return text;
 }
 
 }  // namespace tracelm

@@ -1,37 +1,64 @@
-// Chat prompt formatting for the template families tracelm knows: ChatML (Qwen, SmolLM2, ...) and
-// Llama 3. A model's Jinja chat template is recognised by its markers, not executed; a template of
-// another family is refused with a clear message rather than formatted wrongly.
+// A model's chat template: its own Jinja template (tokenizer_config.json's chat_template or the GGUF key
+// tokenizer.chat_template, or a file given instead), parsed once and rendered per request the way Hugging Face's
+// apply_chat_template renders it (chat/jinja/template.h), with the variables it passes: messages, tools,
+// documents, add_generation_prompt, the tokenizer's bos_token and eos_token, and extra keyword arguments
+// (chat_template_kwargs, such as Qwen3's enable_thinking).
 #pragma once
 
+#include <ctime>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
 #include <string>
-#include <vector>
+
+#include "chat/jinja/limits.h"
+#include "chat/jinja/template.h"
+#include "tokenizer/tokenizer.h"
 
 namespace tracelm {
 
-struct ChatMessage {
-    std::string role;  // "system", "user", "assistant"
-    std::string content;
+// What a render reads. Messages are passed through as given: role, content (a string or a list of parts),
+// tool_calls, tool_call_id, name, reasoning_content, ...
+struct ChatInput {
+    nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+    nlohmann::ordered_json tools;      // null: no tools (the template sees None, as transformers passes)
+    nlohmann::ordered_json documents;  // null: no documents
+    nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();  // further variables; they win over the above
+    bool add_generation_prompt = true;
+    std::optional<std::time_t> now;  // the time strftime_now reads (UTC); default: the local time
+};
+
+// The template failed while rendering: its own raise_exception, an operation Python would refuse, or a limit.
+// what() is the template's message with its line.
+struct ChatTemplateError : std::runtime_error {
+    using std::runtime_error::runtime_error;
 };
 
 class ChatTemplate {
    public:
-    enum class Style { ChatML, Llama3 };
+    // bos_token / eos_token: the tokenizer's token strings (nullopt: it has none, and the template does not see
+    // the variable). strip_bos: the tokenizer puts BOS in front of the prompt itself, so a BOS the template writes
+    // at the start of its text is removed, as llama.cpp's server does: the prompt starts with one BOS either way.
+    // Throws std::runtime_error naming the template's syntax error.
+    ChatTemplate(const std::string& source, std::optional<std::string> bos_token, std::optional<std::string> eos_token,
+                 bool strip_bos, const jinja::Limits& limits = {});
 
-    // Throws std::runtime_error when the template is empty or of an unknown family.
-    static ChatTemplate detect(const std::string& jinja_template);
+    // `source` (when not empty) or else the tokenizer's own template, with the tokenizer's BOS and EOS. Throws
+    // std::runtime_error when there is neither or it does not parse.
+    static ChatTemplate for_tokenizer(const Tokenizer& tok, const std::string& source = "");
 
-    Style style() const { return style_; }
-    // The system message the template inserts when a conversation has none (may be empty).
-    const std::string& default_system() const { return default_system_; }
-    // The prompt text for `messages`, ending with the assistant's header when add_generation_prompt.
-    // Without a BOS token: the tokenizer's add_bos_token decides about that.
-    std::string apply(const std::vector<ChatMessage>& messages, bool add_generation_prompt = true) const;
+    // The prompt text. A template that never loops over a message's content gets list contents as their text parts
+    // joined by newlines (as vLLM does for such templates); others get the list as it is. Throws
+    // ChatTemplateError.
+    std::string apply(const ChatInput& input) const;
+
+    bool takes_content_parts() const { return content_parts_; }
 
    private:
-    ChatTemplate(Style style, std::string default_system)
-        : style_(style), default_system_(std::move(default_system)) {}
-    Style style_;
-    std::string default_system_;
+    jinja::Template template_;
+    std::optional<std::string> bos_, eos_;
+    bool strip_bos_;
+    bool content_parts_;
 };
 
 }  // namespace tracelm

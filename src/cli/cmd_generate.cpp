@@ -4,12 +4,14 @@
 
 #include "backends/registry.h"
 #include "chat/chat_template.h"
+#include "cli/chat_template_flag.h"
 #include "engine/engine.h"
 #include "cli/model_flags.h"
 #include "cli/commands.h"
 #include "cli/model_loading.h"
 #include "cli/sampling_flags.h"
 #include "cli/output.h"
+#include "runtime/untrusted.h"
 
 namespace tracelm::cli {
 
@@ -21,20 +23,33 @@ struct GenerateArgs {
     std::string capture = "on";
     bool json = false;
     bool chat = false;
+    std::string chat_template;  // --chat-template FILE
     sampling::SamplingOptions sampling;
 };
 
 int run_generate(const GenerateArgs& a) {
     sampling::validate(a.sampling);
     const uint64_t seed = sampling::resolve_seed(a.sampling);
+    if (!a.chat_template.empty() && !a.chat) throw std::runtime_error("--chat-template needs --chat");
+    const std::string template_source = read_chat_template_flag(a.chat_template);
     const std::unique_ptr<Backend> device = make_backend(a.m.backend, a.m.backend_options());
     Backend& backend = *device;
     const LoadedModel lm = load_model(a.m.model, backend, a.m.numerics);
     const Tokenizer& tok = lm.tokenizer;
-    if (a.chat && tok.chat_template().empty())
-        throw std::runtime_error("the model has no chat template; use a plain prompt without --chat");
-    const std::string text =
-        a.chat ? ChatTemplate::detect(tok.chat_template()).apply({{"user", a.prompt}}) : a.prompt;
+    if (a.chat && tok.chat_template().empty() && template_source.empty())
+        throw std::runtime_error("the model has no chat template; use a plain prompt without --chat, or give one with "
+                                 "--chat-template FILE");
+    std::string text = a.prompt;
+    if (a.chat) {
+        ChatInput input;
+        input.messages.push_back({{"role", "user"}, {"content", a.prompt}});
+        try {
+            text = ChatTemplate::for_tokenizer(tok, template_source).apply(input);
+        } catch (const ChatTemplateError& e) {
+            // The template's own message comes from the model file: escaped for the terminal.
+            throw std::runtime_error("the chat template refused the prompt: " + untrusted::escape(e.what()));
+        }
+    }
     const std::vector<int32_t> prompt = encode_prompt(tok, text);
     if (prompt.empty()) throw std::runtime_error("the prompt encodes to no tokens");
 
@@ -90,6 +105,7 @@ Action add_generate(CLI::App& app) {
     add_model_flags(app, a->m);
     app.add_option("--prompt", a->prompt, "prompt text")->required();
     app.add_flag("--chat", a->chat, "format the prompt as a user message with the model's chat template");
+    add_chat_template_flag(app, a->chat_template);
     app.add_option("--max-tokens", a->max_tokens, "tokens to generate")->check(CLI::Range(1, 1 << 20));
     app.add_option("--capture", a->capture, "replay decode from a captured graph")->check(CLI::IsMember({"on", "off"}));
     app.add_flag("--json", a->json, "print one JSON object instead of streaming text");

@@ -14,6 +14,7 @@
 
 #include "backends/registry.h"
 #include "chat/chat_template.h"
+#include "cli/chat_template_flag.h"
 #include "serve/http_server.h"
 #include "serve/scheduler.h"
 #include "cli/model_flags.h"
@@ -34,6 +35,7 @@ struct ServeArgs {
     std::string api_key;
     bool metrics_public = false;
     int64_t kv_blocks = 0;
+    std::string chat_template;  // --chat-template FILE
     serve::HttpOptions http;  // the limits: max_body_bytes, max_connections, timeouts
 };
 
@@ -63,6 +65,7 @@ int run_serve(const ServeArgs& a) {
     sigaddset(&signals, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // before any thread starts: they inherit the mask
     signal(SIGPIPE, SIG_IGN);                       // a client gone mid-write is an error return, not a signal
+    const std::string template_source = read_chat_template_flag(a.chat_template);  // before anything starts
 
     // Declared before the server, so destroyed after it: the server's handlers use them until run() returns.
     std::unique_ptr<Backend> device;
@@ -110,7 +113,8 @@ int run_serve(const ServeArgs& a) {
 
         const Tokenizer& tok = lm->tokenizer;
         serve::ServedModel m{tok, std::nullopt, lm->end_ids, scheduler->context()};
-        if (!tok.chat_template().empty()) m.chat_template = ChatTemplate::detect(tok.chat_template());
+        if (!tok.chat_template().empty() || !template_source.empty())
+            m.chat_template = ChatTemplate::for_tokenizer(tok, template_source);
         serve::Scheduler& s = *scheduler;
         server.set_ready(std::move(m), {[&s](serve::GenerationRequest r) { return s.submit(std::move(r)); },
                                         [&s] { return s.stats(); }});
@@ -168,6 +172,7 @@ Action add_serve(CLI::App& app) {
         ->check(CLI::Range(0.1, 3600.0));
     app.add_option("--kv-blocks", a->kv_blocks, "KV cache blocks in the pool (default: max-seqs full contexts)")
         ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+    add_chat_template_flag(app, a->chat_template);
     return [a] { return run_serve(*a); };
 }
 

@@ -170,4 +170,17 @@ nlohmann::json parse_json(std::string_view text, const nlohmann::json::parser_ca
     }
 }
 
+nlohmann::ordered_json parse_ordered_json(std::string_view text) {
+    using nlohmann::ordered_json;
+    const ordered_json::parser_callback_t check = [](int depth, ordered_json::parse_event_t ev, ordered_json&) {
+        if (too_deep(depth, ev)) throw std::runtime_error(DepthGuard::error());
+        return true;
+    };
+    try {
+        return ordered_json::parse(text.begin(), text.end(), check);
+    } catch (const ordered_json::exception& e) {
+        throw std::runtime_error(std::string("invalid JSON: ") + e.what());
+    }
+}
+
 }  // namespace tracelm::untrusted

@@ -68,5 +68,8 @@ bool too_deep(int depth, nlohmann::json::parse_event_t event);
 // later recurses over the value can overflow the stack). `on_event` runs for every event as in
 // nlohmann::json::parse. Throws std::runtime_error "invalid JSON: ..." or the depth message.
 nlohmann::json parse_json(std::string_view text, const nlohmann::json::parser_callback_t& on_event = nullptr);
+// The same, with each object's keys kept in the order of the text (as Python's json.loads keeps them): request
+// bodies whose messages and tools a chat template prints.
+nlohmann::ordered_json parse_ordered_json(std::string_view text);
 
 }  // namespace tracelm::untrusted

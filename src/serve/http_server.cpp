@@ -184,6 +184,20 @@ class Job {
     std::vector<size_t> offsets_;
 };
 
+// The chat template's text of a chat request; the template's errors (its raise_exception, an operation it cannot do,
+// a limit) are the client's: a 400 that names the template's message.
+std::string chat_prompt(const ChatTemplate& tmpl, const OpenAIRequest& r) {
+    ChatInput input;
+    input.messages = r.messages;
+    input.kwargs = r.chat_template_kwargs;
+    try {
+        return tmpl.apply(input);
+    } catch (const ChatTemplateError& e) {
+        throw invalid_param("messages", std::string("the model's chat template refused the request: ") + e.what(),
+                            "chat_template_error");
+    }
+}
+
 // Parses, tokenizes and submits a completion request (on the work pool: a long prompt takes a while to encode).
 Started start_request(const HttpOptions& opt, const std::shared_ptr<const Ready>& rd, Endpoint endpoint,
                       const std::string& body) {
@@ -202,7 +216,7 @@ Started start_request(const HttpOptions& opt, const std::shared_ptr<const Ready>
     } else {
         if (chat && !m.chat_template)
             throw invalid_param("messages", "the model has no chat template; use /v1/completions");
-        g.prompt = encode_prompt(m.tokenizer, chat ? m.chat_template->apply(r.messages) : r.prompt);
+        g.prompt = encode_prompt(m.tokenizer, chat ? chat_prompt(*m.chat_template, r) : r.prompt);
     }
     const auto prompt_tokens = static_cast<int64_t>(g.prompt.size());
     // A prompt that leaves no room at all is the scheduler's refusal (naming the prompt); a max_tokens beyond the

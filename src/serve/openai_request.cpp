@@ -9,7 +9,8 @@
 
 namespace tracelm::serve {
 
-using nlohmann::json;
+// Ordered, as the body has them: a chat template prints messages and tools in the client's order.
+using json = nlohmann::ordered_json;
 
 ApiError invalid_param(const std::string& param, const std::string& message, const std::string& code) {
     return ApiError(400, message, "invalid_request_error", param, code);
@@ -50,12 +51,11 @@ std::optional<bool> boolean(const json& body, const char* name, const char* para
     return v->get<bool>();
 }
 
-// A message's content: a string, or a list of {"type": "text", "text": ...} parts joined by newlines (as vLLM
-// joins them for text-only templates).
-std::string message_content(const json& content, const std::string& param) {
-    if (content.is_string()) return content.get<std::string>();
+// A message's content: a string, or a list of {"type": "text", "text": ...} parts (kept as a list: the chat template
+// decides how to join them).
+void check_content(const json& content, const std::string& param) {
+    if (content.is_string()) return;
     if (!content.is_array()) wrong_type(param, "a string or a list of text parts");
-    std::string text;
     for (size_t i = 0; i < content.size(); ++i) {
         const json& part = content[i];
         const std::string p = param + "[" + std::to_string(i) + "]";
@@ -65,18 +65,15 @@ std::string message_content(const json& content, const std::string& param) {
             throw invalid_param(p + ".type", "only content parts of type 'text' are supported");
         const json* t = field(part, "text");
         if (!t || !t->is_string()) wrong_type(p + ".text", "a string");
-        if (i > 0) text += '\n';
-        text += t->get<std::string>();
     }
-    return text;
 }
 
-std::vector<ChatMessage> parse_messages(const json& body) {
+json parse_messages(const json& body) {
     const json* v = field(body, "messages");
     if (!v) throw invalid_param("messages", "'messages' is required", "missing_required_parameter");
     if (!v->is_array()) wrong_type("messages", "a list of messages");
     if (v->empty()) throw invalid_param("messages", "'messages' must not be empty");
-    std::vector<ChatMessage> out;
+    json out = json::array();
     for (size_t i = 0; i < v->size(); ++i) {
         const json& m = (*v)[i];
         const std::string p = "messages[" + std::to_string(i) + "]";
@@ -91,9 +88,26 @@ std::vector<ChatMessage> parse_messages(const json& body) {
         const json* content = field(m, "content");
         if (!content && r != "assistant")
             throw invalid_param(p + ".content", "'" + p + ".content' is required", "missing_required_parameter");
-        out.push_back({r, content ? message_content(*content, p + ".content") : std::string()});
+        if (content) check_content(*content, p + ".content");
+        json message = m;
+        message["role"] = r;
+        if (!content) message["content"] = "";
+        out.push_back(std::move(message));
     }
     return out;
+}
+
+// chat_template_kwargs: further variables for the chat template (e.g. {"enable_thinking": false} for Qwen3).
+json parse_template_kwargs(const json& body) {
+    const json* v = field(body, "chat_template_kwargs");
+    if (!v) return json::object();
+    if (!v->is_object()) wrong_type("chat_template_kwargs", "an object");
+    for (const char* reserved : {"messages", "tools", "documents"})
+        if (v->contains(reserved))
+            throw invalid_param(std::string("chat_template_kwargs.") + reserved,
+                                std::string("'chat_template_kwargs.") + reserved +
+                                    "' cannot be set: the request itself gives the template its " + reserved);
+    return *v;
 }
 
 std::vector<int32_t> token_ids(const json& list, const std::string& param) {
@@ -184,7 +198,7 @@ void validate_sampling(const sampling::SamplingOptions& o, const char* logprobs_
 OpenAIRequest parse_request(Endpoint endpoint, std::string_view text) {
     json body;
     try {
-        body = untrusted::parse_json(text);
+        body = untrusted::parse_ordered_json(text);
     } catch (const std::exception& e) {
         throw ApiError(400, std::string("request body: ") + e.what(), "invalid_request_error");
     }
@@ -197,10 +211,12 @@ OpenAIRequest parse_request(Endpoint endpoint, std::string_view text) {
         if (!m->is_string()) wrong_type("model", "a string");
         r.model = m->get<std::string>();
     }
-    if (chat)
+    if (chat) {
         r.messages = parse_messages(body);
-    else
+        r.chat_template_kwargs = parse_template_kwargs(body);
+    } else {
         parse_prompt(body, r);
+    }
 
     r.stream = boolean(body, "stream").value_or(false);
     if (const json* so = field(body, "stream_options")) {

@@ -4,13 +4,13 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "chat/chat_template.h"
 #include "ops/sampling/options.h"
 
 namespace tracelm::serve {
@@ -37,7 +37,10 @@ constexpr int kMaxStopStrings = 4;  // as OpenAI
 struct OpenAIRequest {
     Endpoint endpoint = Endpoint::ChatCompletions;
     std::string model;                               // empty: not given
-    std::vector<ChatMessage> messages;               // chat
+    // chat: the messages as the chat template sees them (chat/chat_template.h): role and content checked (developer
+    // becomes system, a missing or null content ""), every other field as the client sent it
+    nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+    nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();  // chat: more template variables
     std::string prompt;                              // completions, as text ...
     std::optional<std::vector<int32_t>> prompt_ids;  // ... or as token ids
     bool stream = false;

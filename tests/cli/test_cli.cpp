@@ -287,6 +287,43 @@ TEST_F(CliModel, SafetensorsCheckpointsDefaultToAnF32KvCache) {
     EXPECT_NE(r.out.find(" MiB f32"), std::string::npos) << r.out;
 }
 
+// generate --chat renders the model's own template (the tiny checkpoint has Qwen3's): the same tokens as the text
+// jinja2 renders given as a plain prompt; --chat-template FILE replaces it.
+TEST_F(CliModel, GenerateChatRendersTheModelsTemplateOrTheGivenFile) {
+    const auto tokens = [&](const std::string& args) {
+        const Result r = run("generate " + model() + " --max-tokens 4 --json " + args, false);
+        EXPECT_EQ(r.code, 0) << r.out;
+        const auto j = nlohmann::json::parse(r.out);
+        return std::make_pair(j["prompt_tokens"].get<int>(), j["tokens"]);
+    };
+    EXPECT_EQ(tokens("--chat --prompt 'Hello there'"),
+              tokens("--prompt " + quote("<|im_start|>user\nHello there<|im_end|>\n<|im_start|>assistant\n")));
+    write("mine.jinja", "{{ 'Q: ' ~ messages[0].content | upper }}\nA:\n");
+    EXPECT_EQ(tokens("--chat --prompt 'Hello there' --chat-template " + quote((dir / "mine.jinja").string())),
+              tokens("--prompt " + quote("Q: HELLO THERE\nA:")));
+}
+
+// A bad --chat-template file stops generate, chat and serve with a message naming the flag and the problem, before
+// the model loads.
+TEST_F(CliModel, ABadChatTemplateFileIsAClearError) {
+    write("broken.jinja", "{% for m in messages %}\n{{ m.content }\n");
+    const std::pair<std::string, std::string> files[] = {
+        {quote((dir / "broken.jinja").string()), "the template does not parse: line 2"},
+        {"/nonexistent/template.jinja", "--chat-template: /nonexistent/template.jinja:"},
+    };
+    for (const auto& [file, message] : files) {
+        for (const std::string cmd : {"generate --chat --prompt Hi", "chat", "serve --port 0"}) {
+            const Result r = run(cmd + " " + model() + " --chat-template " + file + " </dev/null");
+            EXPECT_EQ(r.code, 1) << cmd << ": " << r.out;
+            EXPECT_NE(r.out.find(message), std::string::npos) << cmd << ": " << r.out;
+            EXPECT_EQ(r.out.find("model:"), std::string::npos) << "the model was loaded first: " << r.out;
+        }
+    }
+    const Result no_chat = run("generate " + model() + " --prompt Hi --chat-template " + quote((dir / "x").string()));
+    EXPECT_EQ(no_chat.code, 1);
+    EXPECT_NE(no_chat.out.find("--chat-template needs --chat"), std::string::npos) << no_chat.out;
+}
+
 TEST(Cli, MissingModelFolderIsRefused) {
     const Result r = run("generate --model /nonexistent/model --prompt Hi");
     EXPECT_NE(r.code, 0);

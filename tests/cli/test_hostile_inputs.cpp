@@ -302,12 +302,12 @@ TEST(HostileInputs, ControlBytesFromFilesAreEscapedInMessages) {
         expect_refused(model.generate(), "tensor 'evil\\x1b[31m\\x07\\x00name': unsupported dtype 'Q9'");
     }
     {
-        // An unknown chat template is quoted escaped.
+        // A chat template's own error message is quoted escaped.
         const ModelFolder model;
         json config = json::parse(slurp((model.dir / "tokenizer_config.json").string()));
-        config["chat_template"] = "\x1b[2J\x1b]0;title\x07{{ messages }}";
+        config["chat_template"] = "{{ raise_exception('\x1b[2J\x1b]0;title\x07 no') }}";
         write(model.dir / "tokenizer_config.json", config.dump());
-        expect_refused(model.generate({"--chat"}), "it begins: \\x1b[2J\\x1b]0;title\\x07{{ messages }}");
+        expect_refused(model.generate({"--chat"}), "line 1: \\x1b[2J\\x1b]0;title\\x07 no");
     }
 }
 
@@ -361,9 +361,30 @@ TEST(HostileInputs, ChatWithoutTemplateSaysSoForChat) {
     config.erase("chat_template");
     write(model.dir / "tokenizer_config.json", config.dump());
     const Child chat = run({"chat", "--model", model.str(), "--threads", "1"});
-    expect_refused(chat, "chat needs a model with a chat template, and this one has none");
-    EXPECT_EQ(chat.err.find("--chat"), std::string::npos) << chat.err;
+    expect_refused(chat, "chat needs a model with a chat template, and this one has none (give one with "
+                         "--chat-template FILE");
+    EXPECT_EQ(chat.err.find("--chat "), std::string::npos) << chat.err;  // generate's flag is not chat's
     expect_refused(model.generate({"--chat"}), "the model has no chat template; use a plain prompt without --chat");
+}
+
+// A model whose chat template loops without end, recurses or builds a gigabyte string: generate --chat stops with the
+// limit's message (docs/security.md), quickly and in bounded memory.
+TEST(HostileInputs, AHostileChatTemplateStopsAtItsLimit) {
+    const std::pair<std::string, std::string> cases[] = {
+        {"{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+         "the template exceeded its limit of 1000000 loop iterations"},
+        {"{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", "the template exceeded its limit of 64 nested macro calls"},
+        {"{{ 'x' * 10 ** 9 }}", "the template exceeded its limit of 268435456 allocated bytes"},
+    };
+    for (const auto& [tmpl, message] : cases) {
+        const ModelFolder model;
+        json config = json::parse(slurp((model.dir / "tokenizer_config.json").string()));
+        config["chat_template"] = tmpl;
+        write(model.dir / "tokenizer_config.json", config.dump());
+        const Child c = model.generate({"--chat"});
+        expect_refused(c, message);
+        EXPECT_LT(c.peak_rss_mib, kPeakRssBoundMib);
+    }
 }
 
 TEST(HostileInputs, JsonlLinesWithBadUtf8OrLoneSurrogatesSaySo) {

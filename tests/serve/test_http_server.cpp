@@ -76,8 +76,10 @@ class HttpServerTest : public ::testing::Test {
         thread_ = std::thread([this] { server_->run(); });
         if (ready) make_ready();
     }
-    void make_ready() {
-        ServedModel m{qwen(), ChatTemplate::detect(qwen().chat_template()), qwen().end_of_generation_ids(), kContext};
+    // The model's chat template is Qwen3's, or `chat_template` when given (as serve's --chat-template).
+    void make_ready(const std::string& chat_template = "") {
+        ServedModel m{qwen(), ChatTemplate::for_tokenizer(qwen(), chat_template), qwen().end_of_generation_ids(),
+                      kContext};
         Generator g;
         g.submit = [this](GenerationRequest r) -> std::shared_ptr<Stream> {
             // The scheduler's refusals (Engine::check_prompt): ids outside the vocabulary, a prompt that cannot fit.
@@ -227,8 +229,9 @@ TEST_F(HttpServerTest, ChatStreamedEqualsNonStreamed) {
     EXPECT_EQ(body["choices"][0]["message"]["role"], "assistant");
     const std::string text = body["choices"][0]["message"]["content"];
     EXPECT_EQ(text, "Hello 世界 😀!");
-    const ChatTemplate tmpl = ChatTemplate::detect(qwen().chat_template());
-    EXPECT_EQ(submitted().at(0).prompt, qwen().encode(tmpl.apply({{"system", "Be brief."}, {"user", "Greet me."}})));
+    // Qwen3's template as jinja2 renders it (testdata/goldens/chat_templates.json, system_user).
+    EXPECT_EQ(submitted().at(0).prompt, qwen().encode("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n"
+                                                      "Greet me.<|im_end|>\n<|im_start|>assistant\n"));
 
     const auto streamed =
         post("/v1/chat/completions", req + R"(, "stream": true, "stream_options": {"include_usage": true}})");
@@ -335,6 +338,41 @@ TEST_F(HttpServerTest, BadRequestsGetTheirStatusAndNeverReachTheScheduler) {
     expect_error(get("/v2/models"), 404);
     expect_error(post("/v1/completions", R"({"prompt": ")" + std::string(5000, 'a') + R"("})"), 413);
     EXPECT_EQ(submitted().size(), 0u);  // none of them reached the scheduler
+}
+
+// chat_template_kwargs reach the template: Qwen3's enable_thinking false writes an empty think block after the
+// generation prompt (the text jinja2 renders, testdata/goldens/chat_templates.json, no_thinking).
+TEST_F(HttpServerTest, ChatTemplateKwargsReachTheTemplate) {
+    start();
+    const std::string msgs = R"({"messages": [{"role": "user", "content": "What is the capital of France?"}])";
+    ASSERT_EQ(post("/v1/chat/completions", msgs + R"(, "chat_template_kwargs": {"enable_thinking": false}})")->status,
+              200);
+    EXPECT_EQ(submitted().at(0).prompt,
+              qwen().encode("<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n"
+                            "<think>\n\n</think>\n\n"));
+    expect_error(post("/v1/chat/completions", msgs + R"(, "chat_template_kwargs": 5})"), 400, "chat_template_kwargs");
+    EXPECT_EQ(submitted().size(), 1u);
+}
+
+// A template that raises, fails or runs into a limit answers the request with a 400 naming the template's message,
+// and the server goes on serving.
+TEST_F(HttpServerTest, ATemplateErrorIsA400NamingTheTemplatesMessage) {
+    start("", false);
+    make_ready(
+        "{% for m in messages %}{% if m.role == 'system' %}{{ raise_exception('No system messages, please.') }}"
+        "{% elif m.content == 'loop' %}{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}"
+        "{% endfor %}{% endif %}{{ m.content | upper }}{% endfor %}");
+    const auto raised = post("/v1/chat/completions", R"({"messages": [{"role": "system", "content": "x"}]})");
+    expect_error(raised, 400, "messages");
+    EXPECT_NE(json::parse(raised->body)["error"]["message"].get<std::string>().find("No system messages, please."),
+              std::string::npos)
+        << raised->body;
+    const auto limited = post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "loop"}]})");
+    expect_error(limited, 400, "messages");
+    EXPECT_NE(limited->body.find("limit"), std::string::npos) << limited->body;
+    EXPECT_TRUE(submitted().empty());
+    ASSERT_EQ(post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi"}]})")->status, 200);
+    EXPECT_EQ(submitted().at(0).prompt, qwen().encode("HI"));
 }
 
 TEST_F(HttpServerTest, AnApiKeyGuardsEveryRouteButHealth) {

@@ -45,8 +45,9 @@ TEST(OpenAIRequest, AMinimalChatRequestGetsGreedyDefaults) {
     EXPECT_EQ(r.endpoint, Endpoint::ChatCompletions);
     EXPECT_EQ(r.model, "m");
     ASSERT_EQ(r.messages.size(), 1u);
-    EXPECT_EQ(r.messages[0].role, "user");
-    EXPECT_EQ(r.messages[0].content, "hi");
+    EXPECT_EQ(r.messages[0]["role"], "user");
+    EXPECT_EQ(r.messages[0]["content"], "hi");
+    EXPECT_TRUE(r.chat_template_kwargs.empty());
     EXPECT_FALSE(r.stream);
     EXPECT_FALSE(r.include_usage);
     EXPECT_FALSE(r.max_tokens.has_value());
@@ -98,19 +99,30 @@ TEST(OpenAIRequest, MaxCompletionTokensAStopStringAndSentinelValuesAreRead) {
     EXPECT_EQ(chat(R"(, "seed": -1)").sampling.seed, UINT64_MAX);  // the bits of a negative seed
 }
 
-TEST(OpenAIRequest, ContentPartsAreJoinedAndDeveloperBecomesSystem) {
+// Messages reach the chat template as sent, in the client's key order: content parts stay a list (the template
+// decides how to join them), extra fields pass through; developer becomes system and a null content "".
+TEST(OpenAIRequest, MessagesPassThroughWithDeveloperAsSystemAndNullContentEmpty) {
     const OpenAIRequest r = parse_request(Endpoint::ChatCompletions, R"({"messages": [
         {"role": "developer", "content": "be brief"},
         {"role": "user", "content": [{"type": "text", "text": "one"}, {"type": "text", "text": "two"}]},
-        {"role": "assistant", "content": null},
-        {"role": "user", "content": "three"}]})");
+        {"role": "assistant", "content": null, "reasoning_content": "hm", "zeta": 1, "alpha": 2},
+        {"role": "user", "content": "three", "name": "bob"}]})");
     ASSERT_EQ(r.messages.size(), 4u);
-    EXPECT_EQ(r.messages[0].role, "system");
-    EXPECT_EQ(r.messages[0].content, "be brief");
-    EXPECT_EQ(r.messages[1].content, "one\ntwo");
-    EXPECT_EQ(r.messages[2].role, "assistant");
-    EXPECT_EQ(r.messages[2].content, "");
-    EXPECT_EQ(r.messages[3].content, "three");
+    EXPECT_EQ(r.messages[0]["role"], "system");
+    EXPECT_EQ(r.messages[0]["content"], "be brief");
+    EXPECT_EQ(r.messages[1]["content"].dump(), R"([{"type":"text","text":"one"},{"type":"text","text":"two"}])");
+    EXPECT_EQ(r.messages[2].dump(), R"({"role":"assistant","content":"","reasoning_content":"hm","zeta":1,"alpha":2})");
+    EXPECT_EQ(r.messages[3].dump(), R"({"role":"user","content":"three","name":"bob"})");
+}
+
+TEST(OpenAIRequest, ChatTemplateKwargsAreAnObjectThatCannotReplaceTheRequestsOwnVariables) {
+    const OpenAIRequest r = chat(R"(, "chat_template_kwargs": {"enable_thinking": false, "b": [1], "a": null})");
+    EXPECT_EQ(r.chat_template_kwargs.dump(), R"({"enable_thinking":false,"b":[1],"a":null})");
+    EXPECT_TRUE(chat(R"(, "chat_template_kwargs": null)").chat_template_kwargs.empty());
+    expect_param_error(R"(, "chat_template_kwargs": "enable_thinking")", "chat_template_kwargs", "an object");
+    expect_param_error(R"(, "chat_template_kwargs": [1])", "chat_template_kwargs", "an object");
+    expect_param_error(R"(, "chat_template_kwargs": {"messages": []})", "chat_template_kwargs.messages");
+    expect_param_error(R"(, "chat_template_kwargs": {"tools": []})", "chat_template_kwargs.tools");
 }
 
 TEST(OpenAIRequest, CompletionPromptsAreTextOrTokenIds) {
