@@ -119,8 +119,8 @@ int run_serve(const ServeArgs& a) {
         serve::Scheduler& s = *scheduler;
         server.set_ready(std::move(m), {[&s](serve::GenerationRequest r) { return s.submit(std::move(r)); },
                                         [&s] { return s.stats(); }});
-        std::fprintf(stderr, "ready: %s (numerics %s, KV cache %s)\n", ho.model_id.c_str(),
-                     numerics == Numerics::Fast ? "fast" : "ggml",
+        std::fprintf(stderr, "ready: %s (numerics %s, weights %s, KV cache %s)\n", ho.model_id.c_str(),
+                     numerics == Numerics::Fast ? "fast" : "ggml", weight_types(*lm->model).c_str(),
                      std::string(dtype_name(scheduler->kv_dtype())).c_str());
     } catch (...) {
         shut_down();
