@@ -397,6 +397,16 @@ void Scheduler::Impl::deliver(const std::shared_ptr<Sequence>& s, int32_t id, co
         end(s, Finish::Stop);
         return;
     }
+    // The masked step cannot sample a token the matcher refuses. An end-of-generation token taken without stop ids
+    // (ignore_eos) ends the constraint, and the request with it, undelivered like a stop id.
+    if (s->matcher && !s->matcher->accept(id)) {
+        end(s, Finish::Error, "the constraint refused a sampled token");
+        return;
+    }
+    if (s->matcher && s->matcher->terminated()) {
+        end(s, Finish::Stop);
+        return;
+    }
     const std::chrono::duration<double> since = now - (s->tokens.empty() ? s->submitted : s->last_token);
     (s->tokens.empty() ? ttft : itl).push_back(since.count());
     s->last_token = now;
@@ -408,16 +418,7 @@ void Scheduler::Impl::deliver(const std::shared_ptr<Sequence>& s, int32_t id, co
         end(s, Finish::Length);
         return;
     }
-    if (!s->matcher) return;
-    // The masked step cannot sample a token the matcher refuses; an end-of-generation token taken without stop ids
-    // (ignore_eos) ends the constraint, and the request with it.
-    if (!s->matcher->accept(id)) {
-        end(s, Finish::Error, "the constraint refused a sampled token");
-    } else if (s->matcher->terminated()) {
-        end(s, Finish::Stop);
-    } else {
-        write_mask(*s, false);
-    }
+    if (s->matcher) write_mask(*s, false);
 }
 
 void Scheduler::Impl::write_adjust(Sequence& s) {
