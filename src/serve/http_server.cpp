@@ -234,8 +234,9 @@ Started start_request(const HttpOptions& opt, const std::shared_ptr<const Ready>
     if (!r.ignore_eos) g.stop_ids = m.end_ids;
     for (const auto& [id, bias] : r.logit_bias) {
         if (id >= m.vocab_size)
-            throw invalid_param("logit_bias", "'logit_bias' token " + std::to_string(id) + " is outside the vocabulary (" +
-                                                  std::to_string(m.vocab_size) + " tokens)");
+            throw invalid_param("logit_bias", "'logit_bias' token " + std::to_string(id) +
+                                                  " is outside the vocabulary (" + std::to_string(m.vocab_size) +
+                                                  " tokens)");
     }
     g.logit_bias = r.logit_bias;
     if (r.constraint) {

@@ -207,7 +207,8 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(const json& body) {
         int64_t id = -1;
         const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
         if (key.empty() || ec != std::errc() || end != key.data() + key.size() || id < 0 || id > INT32_MAX)
-            throw invalid_param("logit_bias", "'logit_bias' keys must be token ids, got '" + untrusted::escape(key) + "'");
+            throw invalid_param("logit_bias",
+                                "'logit_bias' keys must be token ids, got '" + untrusted::escape(key) + "'");
         if (!bias.is_number() || !(bias.get<double>() >= -100.0 && bias.get<double>() <= 100.0))
             throw invalid_param("logit_bias", "'logit_bias' values must be numbers in [-100, 100], got " +
                                                   untrusted::escape(bias.dump()) + " for token " + key);

@@ -7,9 +7,10 @@
 // (Engine::next_prefill_tokens); then one decode step of every running sequence (a replay of the captured graph of
 // its batch bucket).
 // Between steps the host writes only the rows whose sequence joined, left or needs its next KV block, and the token
-// masks of constrained sequences whose allowed set changed; in steady state a step is a replay with no host write. KV blocks are allocated as sequences grow; when the pool runs out the
-// newest running sequence is preempted (its blocks freed, requeued, later recomputed exactly) so that every request
-// completes with the tokens it would have produced alone.
+// masks of constrained sequences whose allowed set changed; in steady state a step is a replay with no host write. KV
+// blocks are allocated as sequences grow; when the pool runs out the newest running sequence is preempted (its blocks
+// freed, requeued, later recomputed exactly) so that every request completes with the tokens it would have produced
+// alone.
 #pragma once
 
 #include <chrono>

@@ -86,8 +86,8 @@ void expect_walks(const grammar::Spec& spec, const std::string& text) {
 
 TEST(Matcher, WalksValidAnswersOfEachKind) {
     const std::string schema = R"({"type": "object", "properties": {"name": {"type": "string"},
-        "age": {"type": "integer", "minimum": 0, "maximum": 150}, "tags": {"type": "array", "items": {"enum": ["a", "b"]},
-        "maxItems": 3}}, "required": ["name", "age"]})";
+        "age": {"type": "integer", "minimum": 0, "maximum": 150},
+        "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 3}}, "required": ["name", "age"]})";
     expect_walks({Kind::JsonSchema, schema}, R"({"name": "Ada", "age": 36, "tags": ["a", "b"]})");
     expect_walks({Kind::JsonObject, ""}, R"({"x": [1, 2.5, null, true, {"y": "z"}]})");
     expect_walks({Kind::Regex, "[0-9]{3}-[a-z]+"}, "123-abc");
@@ -105,7 +105,8 @@ TEST(Matcher, RefusesWhatTheConstraintForbids) {
     EXPECT_FALSE(m.accept(hello));
     for (const int32_t id : tok.encode(R"({"n": )", false)) ASSERT_TRUE(m.accept(id));
     m.fill_mask(mask.data());
-    EXPECT_FALSE(sampling::mask_allows(mask.data(), tok.encode("\"", false).front())) << "a string where n is an integer";
+    const int32_t quote = tok.encode("\"", false).front();
+    EXPECT_FALSE(sampling::mask_allows(mask.data(), quote)) << "a string where n is an integer";
     EXPECT_FALSE(m.complete());
 }
 

@@ -16,8 +16,10 @@ namespace tracelm {
 namespace {
 
 using sampling::RowParams;
-using testing::AdjustOp;
 using testing::params;
+using testing::SampleOp;
+
+std::vector<int32_t> no_counts(int64_t n) { return std::vector<int32_t>(static_cast<size_t>(n), 0); }
 
 std::vector<float> random_logits(int64_t n, uint32_t seed) {
     std::mt19937 rng(seed);
@@ -39,7 +41,7 @@ TEST(AdjustLogits, MatchesReference) {
     const int64_t R = 4, V = 1003;  // not a multiple of 32: the last word's high bits name no token
     const int64_t W = sampling::mask_words(V);
     cpu::CpuBackend be(2);
-    AdjustOp op(be, R, V);
+    SampleOp op(be, R, V);
     const std::vector<float> logits = random_logits(R * V, 7);
     std::vector<uint32_t> masks = random_masks(R, W, 8);
     std::vector<int32_t> bias_ids(static_cast<size_t>(R * sampling::kMaxLogitBias), 0);
@@ -52,7 +54,7 @@ TEST(AdjustLogits, MatchesReference) {
     }
     // Rows: untouched, mask only, bias only (every entry), both (a few entries).
     const std::vector<int32_t> flags = {0, 0, 1, 0, 0, sampling::kMaxLogitBias, 1, 7};
-    op.set(logits, std::vector<RowParams>(R), 0);
+    op.set(logits, std::vector<RowParams>(R), no_counts(R * V), 0);
     op.set_adjust(flags, masks, bias_ids, bias_values);
     op.adjust();
     const std::vector<float> got = op.logits();
@@ -63,7 +65,7 @@ TEST(AdjustLogits, MatchesReference) {
                                        bias_ids.data() + r * sampling::kMaxLogitBias,
                                        bias_values.data() + r * sampling::kMaxLogitBias);
         for (int64_t v = 0; v < V; ++v)
-            ASSERT_EQ(got[static_cast<size_t>(r * V + v)], want[static_cast<size_t>(v)]) << "row " << r << " token " << v;
+            ASSERT_EQ(got[static_cast<size_t>(r * V + v)], want[static_cast<size_t>(v)]) << "row " << r << ", " << v;
     }
     // The untouched row is bit for bit the input.
     for (int64_t v = 0; v < V; ++v) ASSERT_EQ(got[static_cast<size_t>(v)], logits[static_cast<size_t>(v)]);
@@ -85,17 +87,19 @@ TEST(AdjustLogits, MaskedTokensAreNeverSampledUnderAnySetting) {
     const int64_t R = static_cast<int64_t>(settings.size());
     for (int i = 0; i < R; ++i) settings[static_cast<size_t>(i)].seed_lo = 100u + static_cast<uint32_t>(i);
     cpu::CpuBackend be(2);
-    AdjustOp op(be, R, V);
+    SampleOp op(be, R, V);
     // The best logits of every row are its masked ones: the mask allows only odd tokens, and even tokens lead.
     std::vector<float> logits(static_cast<size_t>(R * V));
-    for (int64_t i = 0; i < R * V; ++i) logits[static_cast<size_t>(i)] = (i % 2 == 0) ? 10.0f : -static_cast<float>(i % 7);
+    for (int64_t i = 0; i < R * V; ++i)
+        logits[static_cast<size_t>(i)] = (i % 2 == 0) ? 10.0f : -static_cast<float>(i % 7);
     const std::vector<uint32_t> masks(static_cast<size_t>(R * W), 0xAAAAAAAAu);
     std::vector<int32_t> flags;
     for (int64_t r = 0; r < R; ++r) flags.insert(flags.end(), {1, 0});
     op.set_adjust(flags, masks, std::vector<int32_t>(static_cast<size_t>(R * sampling::kMaxLogitBias), 0),
                   std::vector<float>(static_cast<size_t>(R * sampling::kMaxLogitBias), 0.0f));
+    op.set(logits, settings, no_counts(R * V), 0);
     for (int32_t step = 0; step < 300; ++step) {
-        op.set(logits, settings, step);
+        op.set_logits(logits, step);
         const std::vector<int32_t> ids = op.run();
         for (int64_t r = 0; r < R; ++r) {
             ASSERT_EQ(ids[static_cast<size_t>(r)] % 2, 1) << "setting " << r << " step " << step;
@@ -109,7 +113,7 @@ TEST(AdjustLogits, MaskedTokensAreNeverSampledUnderAnySetting) {
 TEST(AdjustLogits, BiasMinus100BansAndPlus100Forces) {
     const int64_t V = 50, R = 2;
     cpu::CpuBackend be(2);
-    AdjustOp op(be, R, V);
+    SampleOp op(be, R, V);
     std::vector<float> logits(static_cast<size_t>(R * V), 0.0f);
     logits[3] = 5.0f;        // row 0's best, banned
     logits[V + 9] = -5.0f;   // row 1's forced token starts low
@@ -121,8 +125,9 @@ TEST(AdjustLogits, BiasMinus100BansAndPlus100Forces) {
     values[sampling::kMaxLogitBias] = 100.0f;
     op.set_adjust({0, 1, 0, 1}, std::vector<uint32_t>(static_cast<size_t>(R * sampling::mask_words(V)), 0), ids,
                   values);
+    op.set(logits, {params(1.0f, 0, 1.0f, 0.0f, 5), params(1.0f, 0, 1.0f, 0.0f, 6)}, no_counts(R * V), 0);
     for (int32_t step = 0; step < 200; ++step) {
-        op.set(logits, {params(1.0f, 0, 1.0f, 0.0f, 5), params(1.0f, 0, 1.0f, 0.0f, 6)}, step);
+        op.set_logits(logits, step);
         const std::vector<int32_t> got = op.run();
         ASSERT_NE(got[0], 3);
         ASSERT_EQ(got[1], 9);
@@ -132,25 +137,28 @@ TEST(AdjustLogits, BiasMinus100BansAndPlus100Forces) {
 TEST(AdjustLogits, MasksRewrittenBetweenReplaysEqualEagerCalls) {
     const int64_t R = 3, V = 2000, W = sampling::mask_words(V);
     cpu::CpuBackend be(2);
-    AdjustOp eager(be, R, V), replayed(be, R, V);
+    SampleOp eager(be, R, V), replayed(be, R, V);
     const std::vector<RowParams> ps = {params(0.0f), params(0.8f, 40, 0.95f, 0.0f, 2), params(1.0f, 0, 0.9f, 0.0f, 3)};
     const std::vector<float> logits = random_logits(R * V, 11);
     std::vector<int32_t> bias_ids(static_cast<size_t>(R * sampling::kMaxLogitBias), 0);
     std::vector<float> bias_values(bias_ids.size(), 0.0f);
     bias_ids[0] = 17;
     bias_values[0] = 30.0f;
-    replayed.set(logits, ps, 0);
+    for (SampleOp* op : {&eager, &replayed}) op->set(logits, ps, no_counts(R * V), 0);
+    replayed.set_adjust(std::vector<int32_t>(2 * R, 0), std::vector<uint32_t>(static_cast<size_t>(R * W), 0), bias_ids,
+                        bias_values);
     replayed.capture();
     for (int32_t s = 0; s < 40; ++s) {
         // Row 0: bias and a changing mask; row 1: mask on every other step; row 2: untouched.
         const std::vector<int32_t> flags = {1, 1, s % 2, 0, 0, 0};
         const std::vector<uint32_t> masks = random_masks(R, W, 100u + static_cast<uint32_t>(s));
-        for (AdjustOp* op : {&eager, &replayed}) {
-            op->set(logits, ps, s);
+        for (SampleOp* op : {&eager, &replayed}) {
+            op->set_logits(logits, s);
             op->set_adjust(flags, masks, bias_ids, bias_values);
         }
         const std::vector<int32_t> want = eager.run();
-        ASSERT_EQ(replayed.replay(), want) << "step " << s;
+        replayed.replay();
+        ASSERT_EQ(replayed.ids(), want) << "step " << s;
         ASSERT_EQ(replayed.logits(), eager.logits());
         for (int64_t r = 0; r < 2; ++r) {
             if (flags[static_cast<size_t>(2 * r)] == 0) continue;
@@ -161,11 +169,11 @@ TEST(AdjustLogits, MasksRewrittenBetweenReplaysEqualEagerCalls) {
 
 TEST(AdjustLogits, ChecksItsArguments) {
     cpu::CpuBackend be(1);
-    AdjustOp op(be, 2, 64);
-    LogitAdjustIo io = op.io();
+    SampleOp op(be, 2, 64);
+    LogitAdjustIo io = op.adjust_io();
     io.mask = io.mask.slice_rows(0, 1);
     EXPECT_THROW(be.adjust_logits(op.logits_tensor(), io), std::invalid_argument);
-    io = op.io();
+    io = op.adjust_io();
     io.flags = io.flags.slice_rows(0, 1);
     EXPECT_THROW(be.adjust_logits(op.logits_tensor(), io), std::invalid_argument);
 }

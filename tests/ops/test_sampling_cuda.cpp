@@ -16,7 +16,6 @@ namespace tracelm {
 namespace {
 
 using sampling::RowParams;
-using testing::AdjustOp;
 using testing::params;
 using testing::SampleOp;
 
@@ -70,7 +69,7 @@ TEST(SamplingCuda, AdjustLogitsMatchesReference) {
     }
     if (!be) GTEST_SKIP() << "no usable CUDA device";
     const int64_t R = 4, V = 151936, W = sampling::mask_words(V), B = sampling::kMaxLogitBias;
-    AdjustOp op(*be, R, V);
+    SampleOp op(*be, R, V);
     std::mt19937 rng(12);
     std::normal_distribution<float> nd(0.0f, 2.0f);
     std::vector<float> logits(static_cast<size_t>(R * V));
@@ -84,7 +83,8 @@ TEST(SamplingCuda, AdjustLogitsMatchesReference) {
         values[i] = static_cast<float>(static_cast<int>(rng() % 201) - 100);
     }
     const std::vector<int32_t> flags = {0, static_cast<int32_t>(B), 1, 0, 1, 5, 0, 0};
-    op.set(logits, std::vector<RowParams>(static_cast<size_t>(R)), 0);
+    op.set(logits, std::vector<RowParams>(static_cast<size_t>(R)), std::vector<int32_t>(static_cast<size_t>(R * V)),
+           0);
     op.set_adjust(flags, masks, ids, values);
     op.adjust();
     std::vector<float> want = logits;

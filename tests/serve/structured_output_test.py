@@ -116,8 +116,9 @@ class StructuredOutputTest(unittest.TestCase):
     def test_streamed_constrained_text_equals_non_streamed(self):
         rf = {"type": "json_schema", "json_schema": {"name": "p", "schema": self.corpus[0]["schema"]}}
         want, _ = self.answer(self.corpus[0]["prompt"], response_format=rf)
-        doc = {"messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": self.corpus[0]["prompt"]}],
-               "max_tokens": 300, "temperature": 0, "response_format": rf, "stream": True}
+        doc = {"messages": [{"role": "system", "content": SYSTEM},
+                            {"role": "user", "content": self.corpus[0]["prompt"]}], "max_tokens": 300,
+               "temperature": 0, "response_format": rf, "stream": True}
         status, _, body = self.server.request("POST", "/v1/chat/completions", json.dumps(doc),
                                               {"Content-Type": "application/json"})
         self.assertEqual(status, 200)

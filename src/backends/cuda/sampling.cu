@@ -1,8 +1,8 @@
-// CUDA sample and adjust_logits (semantics in ops/sampling/sampling.h): one block per row. Penalties, the maximum, argmax and the
-// masses are block-parallel; the k best tokens are found by a bitwise radix search for the k-th best order key
-// (dsa_topk's order), emitted in id order tile by tile with block prefix sums, and ranked by counting. Only the
-// short candidate lists (top-p prefix, draw walk) are walked by one thread. Sums that define the draw are taken
-// in a fixed order, so a replay draws what the eager call drew.
+// CUDA sample and adjust_logits (semantics in ops/sampling/sampling.h): one block per row. Penalties, the maximum,
+// argmax and the masses are block-parallel; the k best tokens are found by a bitwise radix search for the k-th best
+// order key (dsa_topk's order), emitted in id order tile by tile with block prefix sums, and ranked by counting. Only
+// the short candidate lists (top-p prefix, draw walk) are walked by one thread. Sums that define the draw are taken in
+// a fixed order, so a replay draws what the eager call drew.
 #include <cuda_runtime.h>
 
 #include <cstdint>

@@ -28,8 +28,9 @@
 // adjust_logits(logits [R, V] f32, flags [R, 2] i32, mask [R, ceil(V / 32)] i32, bias_ids [R, kMaxLogitBias] i32,
 //               bias_values [R, kMaxLogitBias] f32), run before sample on the same logits:
 //   0. with n = flags[r, 1] clamped to [0, kMaxLogitBias]: logits[bias_ids[r, j]] += bias_values[r, j] for j < n, in
-//      order, ids outside [0, V) skipped (OpenAI's logit_bias, added to the raw logits, before the penalties); then, when flags[r, 0] != 0, every
-//      token v whose bit (v % 32) of mask word v / 32 is clear becomes -inf (constrained decoding). A row with
+//      order, ids outside [0, V) skipped (OpenAI's logit_bias, added to the raw logits, before the penalties);
+//      then, when flags[r, 0] != 0, every token v whose bit (v % 32) of mask word v / 32 is clear becomes -inf
+//      (constrained decoding). A row with
 //      flags (0, 0) is untouched and costs one read. A -inf token stays -inf through the penalties, is never
 //      argmax's pick while any token is above -inf, and has weight 0 in the draw, so it is never sampled under
 //      any setting; logprobs report it as -inf.

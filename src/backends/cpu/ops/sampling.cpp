@@ -1,6 +1,6 @@
 // CpuBackend::sample and adjust_logits (semantics in ops/sampling/sampling.h). Work items of sample are scratch
-// slots, one per pool thread, each sampling a contiguous share of the rows. The k best tokens are found in O(V) (a block-maxima
-// prefilter, then dsa_topk's radix selection over the survivors) and only they are sorted.
+// slots, one per pool thread, each sampling a contiguous share of the rows. The k best tokens are found in O(V) (a
+// block-maxima prefilter, then dsa_topk's radix selection over the survivors) and only they are sorted.
 #include <algorithm>
 #include <cmath>
 
