@@ -55,11 +55,17 @@ TEST(JsonSchemaCheck, HostileSchemasAreRefusedQuickly) {
     deep += "{}";
     for (int i = 0; i < 5000; ++i) deep += "}";
     EXPECT_NE(refusal(deep), "");  // also longer than the limit
-    std::string nested = "{}";
-    for (int i = 0; i < 40; ++i) nested = R"({"type": "array", "items": )" + nested + "}";
+    std::string nested;
+    for (int i = 0; i < 40; ++i) nested += R"({"type": "array", "items": )";
+    nested += "{}";
+    nested.append(40, '}');
     EXPECT_NE(refusal(nested).find("deeper"), std::string::npos);
     std::string wide = R"({"type": "object", "properties": {)";
-    for (int i = 0; i < 5000; ++i) wide += (i ? "," : "") + std::string("\"p") + std::to_string(i) + "\": {}";
+    for (int i = 0; i < 5000; ++i) {
+        wide += i ? ",\"p" : "\"p";
+        wide += std::to_string(i);
+        wide += "\": {}";
+    }
     wide += "}}";
     EXPECT_NE(refusal(wide), "");
     EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
