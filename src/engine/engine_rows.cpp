@@ -330,7 +330,8 @@ void Engine::write_released_rows() {
         backend_.upload(block_tables_.slice_rows(row, 1), table.data());
         if (slides()) backend_.upload(sliding_tables_.slice_rows(row, 1), table.data());
         backend_.upload(sampling_.params.slice_rows(row, 1), &greedy);
-        write_adjust_flags(row, {0, 0});
+        // A row admitted again since its release holds its new sequence's adjustment (admit() cleared the old one).
+        if (!rows_[static_cast<size_t>(row)].admitted) write_adjust_flags(row, {0, 0});
         write_row_state(row, 0, 0, -1, 0);
         inert_pending_[static_cast<size_t>(row)] = 0;  // only once written: a failed write is retried
     }

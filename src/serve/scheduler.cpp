@@ -400,7 +400,7 @@ void Scheduler::Impl::deliver(const std::shared_ptr<Sequence>& s, int32_t id, co
     // The masked step cannot sample a token the matcher refuses. An end-of-generation token taken without stop ids
     // (ignore_eos) ends the constraint, and the request with it, undelivered like a stop id.
     if (s->matcher && !s->matcher->accept(id)) {
-        end(s, Finish::Error, "the constraint refused a sampled token");
+        end(s, Finish::Error, "the constraint refused the sampled token " + std::to_string(id));
         return;
     }
     if (s->matcher && s->matcher->terminated()) {

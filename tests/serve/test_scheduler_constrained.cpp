@@ -1,5 +1,6 @@
 // The scheduler with constrained decoding and logit_bias (docs/structured-output.md): a constrained, biased request
-// gives the same tokens alone and among 15 others (some constrained, some biased), eagerly and replayed; every token
+// gives the same tokens alone and among 15 others (some constrained, some biased; rows taken again as requests end),
+// eagerly and replayed; every token
 // a constrained request produced is one its constraint allowed; a token biased by -100 never appears and one biased
 // by +100 always does.
 #include <gtest/gtest.h>
@@ -62,11 +63,13 @@ std::vector<GenerationRequest> requests(const Fixture& s) {
     return rs;
 }
 
-std::vector<Outcome> run(Fixture& s, const std::vector<GenerationRequest>& rs, bool capture) {
+// max_seqs below the requests' number: rows are taken again by new sequences, whose prompts prefill over several
+// steps (max_batched_tokens) while the others decode.
+std::vector<Outcome> run(Fixture& s, const std::vector<GenerationRequest>& rs, bool capture, int max_seqs = 16) {
     SchedulerOptions o;
-    o.max_seqs = 16;
+    o.max_seqs = max_seqs;
     o.context = 160;
-    o.max_batched_tokens = 48;
+    o.max_batched_tokens = 24;
     o.capture = capture;
     Scheduler sch(*s.model, s.be, o);
     std::vector<std::shared_ptr<serve::Stream>> streams;
@@ -80,12 +83,12 @@ TEST(ConstrainedScheduler, AConstrainedRequestAloneEqualsItselfAmongFifteenOther
     Fixture s;
     const std::vector<GenerationRequest> rs = requests(s);
     const Outcome alone = run(s, {rs[0]}, true).front();
-    const std::vector<Outcome> together = run(s, rs, true);
+    const std::vector<Outcome> together = run(s, rs, true, 5);
     EXPECT_EQ(together[0].tokens, alone.tokens);
     EXPECT_EQ(together[0].finish, alone.finish);
     EXPECT_FALSE(alone.tokens.empty());
     // The eager steps give what the replayed ones gave, masks and biases rewritten between them alike.
-    const std::vector<Outcome> eager = run(s, rs, false);
+    const std::vector<Outcome> eager = run(s, rs, false, 5);
     for (size_t i = 0; i < rs.size(); ++i) {
         SCOPED_TRACE(::testing::Message() << "request " << i);
         EXPECT_EQ(eager[i].tokens, together[i].tokens);
