@@ -226,10 +226,16 @@ void run_adjust(const AdjustArgs& a, int64_t b, int64_t e) {
         if (mask_on == 0) continue;
         const uint32_t* m = a.mask + r * a.words;
         for (int64_t w = 0; w < a.words; ++w) {
-            if (m[w] == ~0u) continue;
+            const uint32_t bits = m[w];
+            if (bits == ~0u) continue;
+            float* xw = x + 32 * w;
             const int64_t end = std::min<int64_t>(32, a.vocab - 32 * w);
-            for (int64_t i = 0; i < end; ++i)
-                if (((m[w] >> i) & 1u) == 0) x[32 * w + i] = -INFINITY;
+            // Branch-free selects: a constrained row's words are mostly all-forbidden, and these loops vectorise.
+            if (bits == 0) {
+                for (int64_t i = 0; i < end; ++i) xw[i] = -INFINITY;
+            } else {
+                for (int64_t i = 0; i < end; ++i) xw[i] = ((bits >> i) & 1u) != 0 ? xw[i] : -INFINITY;
+            }
         }
     }
 }
