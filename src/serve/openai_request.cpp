@@ -243,7 +243,7 @@ void parse_response_format(const json& rf, OpenAIRequest& r) {
         return;
     }
     if (t != "json_schema")
-        throw invalid_param("response_format.type", "response_format type '" + untrusted::escape(t) +
+        throw invalid_param("response_format.type", "'response_format.type' '" + untrusted::escape(t) +
                                                         "' is not supported (text, json_object or json_schema)");
     const json* js = field(rf, "json_schema");
     if (!js) throw invalid_param("response_format.json_schema", "'response_format.json_schema' is required",
