@@ -116,7 +116,7 @@ int run_serve(const ServeArgs& a) {
         const Tokenizer& tok = lm->tokenizer;
         const int64_t vocab = lm->model->config().vocab_size;
         serve::ServedModel m{tok, std::nullopt, lm->end_ids, scheduler->context(), vocab,
-                             std::make_shared<const grammar::Compiler>(tok, vocab)};
+                             std::make_shared<const grammar::Compiler>(tok, vocab, lm->end_ids)};
         if (!tok.chat_template().empty() || !template_source.empty())
             m.chat_template = ChatTemplate::for_tokenizer(tok, template_source);
         serve::Scheduler& s = *scheduler;

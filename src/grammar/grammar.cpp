@@ -25,13 +25,14 @@ namespace {
 
 // The vocabulary as xgrammar matches it: each token's raw bytes; special and end-of-generation tokens (and ids past
 // the tokenizer's) empty, which xgrammar never lets grammar text match.
-xgrammar::TokenizerInfo tokenizer_info(const Tokenizer& tok, int64_t vocab_size) {
+xgrammar::TokenizerInfo tokenizer_info(const Tokenizer& tok, int64_t vocab_size, std::vector<int32_t> end_ids) {
+    if (end_ids.empty()) end_ids = tok.end_of_generation_ids();
     std::vector<std::string> vocab(static_cast<size_t>(vocab_size));
     for (int32_t id = 0; id < std::min<int64_t>(vocab_size, tok.vocab_size()); ++id) {
-        if (!tok.is_special(id) && !tok.is_end_of_generation(id)) vocab[static_cast<size_t>(id)] = tok.token_text(id);
+        const bool ends = std::find(end_ids.begin(), end_ids.end(), id) != end_ids.end();
+        if (!tok.is_special(id) && !ends) vocab[static_cast<size_t>(id)] = tok.token_text(id);
     }
-    return xgrammar::TokenizerInfo(vocab, xgrammar::VocabType::RAW, static_cast<int>(vocab_size),
-                                   tok.end_of_generation_ids(), false);
+    return xgrammar::TokenizerInfo(vocab, xgrammar::VocabType::RAW, static_cast<int>(vocab_size), end_ids, false);
 }
 
 }  // namespace
@@ -40,10 +41,11 @@ struct Compiler::Impl {
     xgrammar::GrammarCompiler compiler;
 };
 
-Compiler::Compiler(const Tokenizer& tokenizer, int64_t vocab_size, int64_t cache_bytes)
+Compiler::Compiler(const Tokenizer& tokenizer, int64_t vocab_size, const std::vector<int32_t>& end_ids,
+                   int64_t cache_bytes)
     // One thread per compilation: it runs on the requesting connection's thread, beside the decode steps.
     : impl_(std::make_unique<Impl>(
-          Impl{xgrammar::GrammarCompiler(tokenizer_info(tokenizer, vocab_size), 1, true, cache_bytes)})),
+          Impl{xgrammar::GrammarCompiler(tokenizer_info(tokenizer, vocab_size, end_ids), 1, true, cache_bytes)})),
       vocab_size_(vocab_size) {}
 
 Compiler::~Compiler() = default;

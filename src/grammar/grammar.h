@@ -70,9 +70,10 @@ class Compiled {
 // Thread-safe: HTTP handler threads compile before they queue a request.
 class Compiler {
    public:
-    // vocab_size: the model's logits (at least the tokenizer's ids). Special tokens never match grammar text; the
-    // tokenizer's end-of-generation ids end a complete constraint.
-    Compiler(const Tokenizer& tokenizer, int64_t vocab_size, int64_t cache_bytes = 256LL << 20);
+    // vocab_size: the model's logits (at least the tokenizer's ids). Special tokens never match grammar text;
+    // end_ids (empty: the tokenizer's end-of-generation ids) end a complete constraint, and only they.
+    Compiler(const Tokenizer& tokenizer, int64_t vocab_size, const std::vector<int32_t>& end_ids = {},
+             int64_t cache_bytes = 256LL << 20);
     ~Compiler();
     Compiler(const Compiler&) = delete;
     Compiler& operator=(const Compiler&) = delete;
