@@ -16,5 +16,10 @@ done
 if ! python3 -c "import openai" 2>/dev/null; then
   python3 -m pip install --quiet openai || echo "warning: could not install the Python package openai; Serve.OpenAIClient will skip" >&2
 fi
+# Serve.StructuredOutput validates answers with `jsonschema`, an implementation independent of tracelm's.
+if ! python3 -c "import jsonschema" 2>/dev/null; then
+  python3 -m pip install --quiet jsonschema ||
+    echo "warning: could not install the Python package jsonschema; Serve.StructuredOutput will skip" >&2
+fi
 # One test process at a time: each already uses every core, and oversubscribed spinning pools crawl.
 ctest --test-dir "$BUILD_DIR" --output-on-failure "$@"

@@ -9,11 +9,13 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <thread>
 
 #include "backends/registry.h"
 #include "chat/chat_template.h"
+#include "grammar/grammar.h"
 #include "cli/chat_template_flag.h"
 #include "serve/http_server.h"
 #include "serve/scheduler.h"
@@ -113,7 +115,9 @@ int run_serve(const ServeArgs& a) {
         scheduler = std::make_unique<serve::Scheduler>(*lm->model, *device, so);
 
         const Tokenizer& tok = lm->tokenizer;
-        serve::ServedModel m{tok, std::nullopt, lm->end_ids, scheduler->context()};
+        const int64_t vocab = lm->model->config().vocab_size;
+        serve::ServedModel m{tok, std::nullopt, lm->end_ids, scheduler->context(), vocab,
+                             std::make_shared<const grammar::Compiler>(tok, vocab, lm->end_ids)};
         if (!tok.chat_template().empty() || !template_source.empty())
             m.chat_template = ChatTemplate::for_tokenizer(tok, template_source);
         serve::Scheduler& s = *scheduler;

@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <limits>
 #include <numeric>
@@ -149,6 +150,13 @@ Engine::Engine(const Model& model, Backend& backend, EngineOptions options)
     sampling_.logprobs = whole(buffers_.back(), DType::F32, S, 1 + sampling::kMaxLogprobs);
     sampling_.ws = sampling::make_workspace(backend_, S, V);
     buffers_.push_back(sampling_.ws.buffer);
+    adjust_.flags = i32("adjust.flags", S, 2);
+    adjust_.mask = i32("adjust.mask", S, sampling::mask_words(V));
+    adjust_.bias_ids = i32("adjust.bias_ids", S, sampling::kMaxLogitBias);
+    buffers_.push_back(backend_.alloc(static_cast<size_t>(S) * sampling::kMaxLogitBias * sizeof(float),
+                                      "adjust.bias_values"));
+    adjust_.bias_values = whole(buffers_.back(), DType::F32, S, sampling::kMaxLogitBias);
+    adjust_flags_.assign(static_cast<size_t>(S), {0, 0});
     std::vector<int32_t> qsl(static_cast<size_t>(S) + 1);
     std::iota(qsl.begin(), qsl.end(), 0);
     backend_.upload(decode_qsl_, qsl.data());
@@ -168,6 +176,8 @@ void Engine::make_rows_inert() {
     backend_.upload(state_.seq_lens, zeros.data());
     backend_.upload(state_.step, zeros.data());
     backend_.upload(sampling_.params, greedy.data());
+    std::fill(adjust_flags_.begin(), adjust_flags_.end(), std::array<int32_t, 2>{0, 0});
+    backend_.upload(adjust_.flags, adjust_flags_.data());
     global_step_ = 0;
     std::fill(inert_pending_.begin(), inert_pending_.end(), 0);
 }
@@ -187,6 +197,11 @@ SamplingIo Engine::sampling_rows(int64_t r0, int64_t n, int step_offset) const {
     io.top_ids = sampling_.top_ids.slice_rows(r0, n);
     io.step_offset = step_offset;
     return io;
+}
+
+LogitAdjustIo Engine::adjust_rows(int64_t r0, int64_t n) const {
+    return LogitAdjustIo{adjust_.flags.slice_rows(r0, n), adjust_.mask.slice_rows(r0, n),
+                         adjust_.bias_ids.slice_rows(r0, n), adjust_.bias_values.slice_rows(r0, n)};
 }
 
 void Engine::check_prompt(const std::vector<int32_t>& prompt, int64_t new_tokens) const {
@@ -282,6 +297,7 @@ void Engine::issue_decode_step() {
     }
     decoder_->forward(in, S);
     const Tensor sampled = sampled_.slice_rows(0, S);
+    backend_.adjust_logits(decoder_->logits(S), adjust_rows(0, S));
     backend_.sample(decoder_->logits(S), sampling_rows(0, S, 1), sampled);
     backend_.advance_decode(sampled, st);
 }

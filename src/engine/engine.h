@@ -12,6 +12,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -120,6 +121,13 @@ class Engine {
     // Changes host state only, so it cannot fail halfway through; the device row is written inert before the next
     // decode step (a device error there fails that step, and the write is retried before the one after).
     void release(int row);
+    // The logits adjustment of an admitted row (ops/sampling/sampling.h: adjust_logits), applied to its first
+    // sampled token and every decode step until release(): written into device buffers now, never inside a replay.
+    // set_logit_bias: OpenAI's logit_bias, at most kMaxLogitBias entries of ids in the vocabulary and finite biases
+    // (else std::invalid_argument). set_token_mask: mask_words(vocab) words, bit i of word w allowing token 32w + i;
+    // null turns the row's mask off. Write only when the mask changed: it is a row of ceil(vocab / 32) words.
+    void set_logit_bias(int row, const std::vector<std::pair<int32_t, float>>& bias);
+    void set_token_mask(int row, const uint32_t* words);
     // Tokens the next prefill(row, budget) forward computes: the rest of the prompt's prefilled run (up to a decoded
     // span) up to the next multiple of prefill_chunk (llama.cpp's cut), or 1 for a token decode computed. A smaller
     // budget cuts that forward into pieces of at least two rows on both sides of the cut, so every position is still
@@ -225,6 +233,8 @@ class Engine {
     void issue_decode_step();
     Tensor history_view(int rows) const;  // [context, rows] view of the sampled-id history
     SamplingIo sampling_rows(int64_t r0, int64_t n, int step_offset) const;
+    LogitAdjustIo adjust_rows(int64_t r0, int64_t n) const;
+    void write_adjust_flags(int row, std::array<int32_t, 2> flags);
     // End of the forward that computes position c0 < n of a row whose positions are computed as `one_row` says.
     int64_t forward_end(const std::vector<uint8_t>& one_row, int64_t n, int64_t c0) const;
     // Rows of the whole forward (as one_row plans it, whatever piece of it runs) that computes position c < n.
@@ -280,6 +290,9 @@ class Engine {
     Buffer* history_buf_ = nullptr;
     // Sampling state: parameters per row (written by start()), token counts, logprob outputs.
     SamplingIo sampling_;
+    // Logits adjustment per row (logit_bias, token mask), and the flags last written to the device.
+    LogitAdjustIo adjust_;
+    std::vector<std::array<int32_t, 2>> adjust_flags_;
 
     int max_rows_;  // batch_bucket(max_seqs): rows of every decode-state buffer
     std::vector<Row> rows_;  // max_seqs of them

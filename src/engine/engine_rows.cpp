@@ -3,7 +3,10 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace tracelm {
@@ -166,6 +169,8 @@ int Engine::admit(const std::vector<int32_t>& prompt, const std::vector<int32_t>
         r.tokens.insert(r.tokens.end(), generated.begin(), generated.end());
         r.one_row = std::move(one_row);
         r.one_row.reserve(r.tokens.capacity());
+        // The row's last occupant may have left a logit_bias or mask; set_logit_bias / set_token_mask follow.
+        write_adjust_flags(static_cast<int>(it - rows_.begin()), {0, 0});
     } catch (...) {
         cache_->release(blocks);  // the references match() and allocate() took
         if (slides()) release_sliding(r);
@@ -275,6 +280,7 @@ bool Engine::prefill(int row, int32_t* first, int64_t budget) {
         join(row, r.tokens.back(), n + k - 1);
         return true;
     }
+    backend_.adjust_logits(decoder_->logits(1), adjust_rows(row, 1));
     backend_.sample(decoder_->logits(1), sampling_rows(row, 1, 0), sampled_.slice_rows(row, 1));
     backend_.download(sampled_.slice_rows(row, 1), first);
     join(row, *first, n);
@@ -357,9 +363,51 @@ void Engine::write_released_rows() {
         backend_.upload(block_tables_.slice_rows(row, 1), table.data());
         if (slides()) backend_.upload(sliding_tables_.slice_rows(row, 1), table.data());
         backend_.upload(sampling_.params.slice_rows(row, 1), &greedy);
+        // A row admitted again since its release holds its new sequence's adjustment (admit() cleared the old one).
+        if (!rows_[static_cast<size_t>(row)].admitted) write_adjust_flags(row, {0, 0});
         write_row_state(row, 0, 0, -1, 0);
         inert_pending_[static_cast<size_t>(row)] = 0;  // only once written: a failed write is retried
     }
+}
+
+void Engine::write_adjust_flags(int row, std::array<int32_t, 2> flags) {
+    auto& cur = adjust_flags_[static_cast<size_t>(row)];
+    if (cur == flags) return;
+    backend_.upload(adjust_.flags.slice_rows(row, 1), flags.data());
+    cur = flags;
+}
+
+void Engine::set_logit_bias(int row, const std::vector<std::pair<int32_t, float>>& bias) {
+    const Row& r = rows_.at(static_cast<size_t>(row));
+    if (!r.admitted) throw std::logic_error("set_logit_bias on a row that is not admitted");
+    if (bias.size() > static_cast<size_t>(sampling::kMaxLogitBias))
+        throw std::invalid_argument("logit_bias: at most " + std::to_string(sampling::kMaxLogitBias) + " entries");
+    const int64_t V = model_.config().vocab_size;
+    std::vector<int32_t> ids(sampling::kMaxLogitBias, 0);
+    std::vector<float> values(sampling::kMaxLogitBias, 0.0f);
+    for (size_t j = 0; j < bias.size(); ++j) {
+        if (bias[j].first < 0 || bias[j].first >= V || !std::isfinite(bias[j].second))
+            throw std::invalid_argument("logit_bias: token " + std::to_string(bias[j].first) +
+                                        " is outside the vocabulary or its bias is not finite");
+        ids[j] = bias[j].first;
+        values[j] = bias[j].second;
+    }
+    if (!bias.empty()) {
+        backend_.upload(adjust_.bias_ids.slice_rows(row, 1), ids.data());
+        backend_.upload(adjust_.bias_values.slice_rows(row, 1), values.data());
+    }
+    write_adjust_flags(row, {adjust_flags_[static_cast<size_t>(row)][0], static_cast<int32_t>(bias.size())});
+    ++row_writes_;
+    rows_written_ = true;
+}
+
+void Engine::set_token_mask(int row, const uint32_t* words) {
+    const Row& r = rows_.at(static_cast<size_t>(row));
+    if (!r.admitted) throw std::logic_error("set_token_mask on a row that is not admitted");
+    if (words != nullptr) backend_.upload(adjust_.mask.slice_rows(row, 1), words);
+    write_adjust_flags(row, {words != nullptr ? 1 : 0, adjust_flags_[static_cast<size_t>(row)][1]});
+    ++row_writes_;
+    rows_written_ = true;
 }
 
 int Engine::bucket_once_joined() const {

@@ -121,6 +121,15 @@ struct SamplingIo {
     SamplingWorkspace ws;
 };
 
+// Per-row logits adjustment before sample() (semantics in ops/sampling/sampling.h: adjust_logits): persistent
+// buffers the host writes between steps, R rows of V logits.
+struct LogitAdjustIo {
+    Tensor flags;        // [R, 2] i32: (mask on, logit_bias entries)
+    Tensor mask;         // [R, ceil(V / 32)] i32: bit i of word w allows token 32w + i (xgrammar's layout)
+    Tensor bias_ids;     // [R, kMaxLogitBias] i32 (ops/sampling/sampling.h)
+    Tensor bias_values;  // [R, kMaxLogitBias] f32
+};
+
 // What a backend runs. The model loader asks before it binds any weight, so an unsupported model is refused at
 // load time with a message naming the backend and what it lacks; the ops' argument checks use it too.
 struct BackendCapabilities {
@@ -212,6 +221,8 @@ class Backend {
     virtual size_t sampling_workspace_bytes(int64_t max_rows, int64_t vocab) const = 0;
     // ids[r]: row r of logits sampled with its parameters in io; penalises the logits in place.
     void sample(const Tensor& logits, const SamplingIo& io, const Tensor& ids);
+    // Adds each row's logit_bias to its logits, then sets the tokens its mask (when on) forbids to -inf.
+    void adjust_logits(const Tensor& logits, const LogitAdjustIo& io);
     // Feeds sampled ids into the next step: history[step] = sampled, token_ids = sampled, positions,
     // seq_lens += 1, slot from the block table (-1 past the reserved blocks), step += 1.
     void advance_decode(const Tensor& sampled, const DecodeState& st);
@@ -260,6 +271,7 @@ class Backend {
     virtual void do_gather_last(const Tensor& x, const Tensor& query_start_loc, const Tensor& out) = 0;
     virtual void do_argmax(const Tensor& logits, const Tensor& ids) = 0;
     virtual void do_sample(const Tensor& logits, const SamplingIo& io, const Tensor& ids) = 0;
+    virtual void do_adjust_logits(const Tensor& logits, const LogitAdjustIo& io) = 0;
     virtual void do_advance_decode(const Tensor& sampled, const DecodeState& st) = 0;
     virtual void do_kv_slots(const Tensor& positions, const Tensor& block_tables, int block_size,
                              const Tensor& slots) = 0;

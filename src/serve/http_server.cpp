@@ -19,6 +19,7 @@
 #include <variant>
 
 #include "engine/prompt.h"
+#include "runtime/untrusted.h"
 #include "serve/metrics.h"
 #include "serve/openai_request.h"
 #include "serve/openai_response.h"
@@ -231,6 +232,22 @@ Started start_request(const HttpOptions& opt, const std::shared_ptr<const Ready>
     g.max_new_tokens = static_cast<int>(std::clamp<int64_t>(budget, 1, INT_MAX));
     g.params = sampling::row_params(r.sampling, sampling::resolve_seed(r.sampling));
     if (!r.ignore_eos) g.stop_ids = m.end_ids;
+    for (const auto& [id, bias] : r.logit_bias) {
+        if (id >= m.vocab_size)
+            throw invalid_param("logit_bias", "'logit_bias' token " + std::to_string(id) +
+                                                  " is outside the vocabulary (" + std::to_string(m.vocab_size) +
+                                                  " tokens)");
+    }
+    g.logit_bias = r.logit_bias;
+    if (r.constraint) {
+        if (!m.grammar) throw invalid_param(r.constraint_param, "structured output is not available for this model");
+        // Here, on the work pool: a schema's first compilation takes a while (then it is cached); no step waits.
+        try {
+            g.constraint = m.grammar->compile(*r.constraint);
+        } catch (const grammar::GrammarError& e) {
+            throw invalid_param(r.constraint_param, "'" + r.constraint_param + "': " + untrusted::escape(e.what()));
+        }
+    }
 
     Started s;
     try {

@@ -50,6 +50,9 @@ struct ServedModel {
     std::optional<ChatTemplate> chat_template;  // none: chat completions get a 400
     std::vector<int32_t> end_ids;               // end generation (not with ignore_eos): end_of_generation_ids
     int64_t context = 0;                        // tokens per sequence
+    int64_t vocab_size = 0;                     // logits per row: logit_bias ids must be below it
+    // Compiles response_format and the guided_* / grammar fields; null: those get a 400.
+    std::shared_ptr<const grammar::Compiler> grammar;
 };
 
 // The scheduler's side, as functions.

@@ -1,6 +1,7 @@
 #include "serve/openai_request.h"
 
 #include <algorithm>
+#include <charconv>
 #include <climits>
 #include <limits>
 #include <utility>
@@ -193,6 +194,107 @@ void validate_sampling(const sampling::SamplingOptions& o, const char* logprobs_
     }
 }
 
+// logit_bias: {"token id": bias}, OpenAI's shape (ids as decimal strings, biases in [-100, 100]).
+std::vector<std::pair<int32_t, float>> parse_logit_bias(const json& body) {
+    const json* v = field(body, "logit_bias");
+    if (!v) return {};
+    if (!v->is_object()) wrong_type("logit_bias", "an object mapping token ids to biases");
+    if (v->size() > static_cast<size_t>(sampling::kMaxLogitBias))
+        throw invalid_param("logit_bias", "'logit_bias' holds at most " + std::to_string(sampling::kMaxLogitBias) +
+                                              " tokens, got " + std::to_string(v->size()));
+    std::vector<std::pair<int32_t, float>> out;
+    for (const auto& [key, bias] : v->items()) {
+        int64_t id = -1;
+        const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
+        if (key.empty() || ec != std::errc() || end != key.data() + key.size() || id < 0 || id > INT32_MAX)
+            throw invalid_param("logit_bias",
+                                "'logit_bias' keys must be token ids, got '" + untrusted::escape(key) + "'");
+        if (!bias.is_number() || !(bias.get<double>() >= -100.0 && bias.get<double>() <= 100.0))
+            throw invalid_param("logit_bias", "'logit_bias' values must be numbers in [-100, 100], got " +
+                                                  untrusted::escape(bias.dump()) + " for token " + key);
+        out.emplace_back(static_cast<int32_t>(id), bias.get<float>());
+    }
+    return out;
+}
+
+std::string text_field(const json& v, const std::string& param) {
+    if (!v.is_string()) wrong_type(param, "a string");
+    return v.get<std::string>();
+}
+
+// A JSON schema given as an object (or true / false), as its text.
+std::string schema_text(const json& v, const std::string& param) {
+    if (!v.is_object() && !v.is_boolean()) wrong_type(param, "a JSON schema object");
+    return v.dump();
+}
+
+// response_format: text, json_object or json_schema ({"name", "schema", "strict", "description"}).
+void parse_response_format(const json& rf, OpenAIRequest& r) {
+    if (!rf.is_object()) wrong_type("response_format", "an object with a 'type'");
+    const json* type = field(rf, "type");
+    if (!type || !type->is_string())
+        throw invalid_param("response_format.type", "'response_format.type' must be 'text', 'json_object' or "
+                                                    "'json_schema'", "missing_required_parameter");
+    const std::string t = type->get<std::string>();
+    if (t == "text") return;
+    if (t == "json_object") {
+        r.constraint = grammar::Spec{grammar::Kind::JsonObject, ""};
+        r.constraint_param = "response_format";
+        return;
+    }
+    if (t != "json_schema")
+        throw invalid_param("response_format.type", "'response_format.type' '" + untrusted::escape(t) +
+                                                        "' is not supported (text, json_object or json_schema)");
+    const json* js = field(rf, "json_schema");
+    if (!js) throw invalid_param("response_format.json_schema", "'response_format.json_schema' is required",
+                                 "missing_required_parameter");
+    if (!js->is_object()) wrong_type("response_format.json_schema", "an object with 'name' and 'schema'");
+    const json* name = field(*js, "name");
+    if (!name) throw invalid_param("response_format.json_schema.name", "'response_format.json_schema.name' is required",
+                                   "missing_required_parameter");
+    text_field(*name, "response_format.json_schema.name");
+    if (field(*js, "strict") && !field(*js, "strict")->is_boolean())
+        wrong_type("response_format.json_schema.strict", "a boolean");
+    const json* schema = field(*js, "schema");
+    // OpenAI: without a schema the model may produce any JSON object.
+    r.constraint = schema ? grammar::Spec{grammar::Kind::JsonSchema,
+                                          schema_text(*schema, "response_format.json_schema.schema")}
+                          : grammar::Spec{grammar::Kind::JsonObject, ""};
+    r.constraint_param = "response_format.json_schema.schema";
+}
+
+// At most one constraint: response_format, or an extension field of vLLM's or llama-server's.
+void parse_constraint(const json& body, OpenAIRequest& r) {
+    for (const char* refused : {"guided_choice", "guided_whitespace_pattern", "structured_outputs"}) {
+        if (field(body, refused))
+            throw invalid_param(refused, std::string("'") + refused + "' is not supported (use response_format, " +
+                                             "guided_json, guided_regex or guided_grammar)");
+    }
+    if (const json* b = field(body, "guided_decoding_backend"); b && !(b->is_string() && *b == "xgrammar"))
+        throw invalid_param("guided_decoding_backend", "'guided_decoding_backend' can only be 'xgrammar'");
+    struct Extension {
+        const char* name;
+        grammar::Kind kind;
+    };
+    const Extension extensions[] = {{"guided_json", grammar::Kind::JsonSchema},
+                                    {"guided_regex", grammar::Kind::Regex},
+                                    {"guided_grammar", grammar::Kind::Ebnf},
+                                    {"json_schema", grammar::Kind::JsonSchema},
+                                    {"grammar", grammar::Kind::Ebnf}};
+    if (const json* rf = field(body, "response_format")) parse_response_format(*rf, r);
+    for (const auto& [name, kind] : extensions) {
+        const json* v = field(body, name);
+        if (!v) continue;
+        if (r.constraint)
+            throw invalid_param(name, std::string("'") + name + "' cannot be combined with '" + r.constraint_param +
+                                          "' (one constraint per request)");
+        // vLLM's guided_json may be a schema's text as well as the schema.
+        const bool schema = kind == grammar::Kind::JsonSchema;
+        r.constraint = grammar::Spec{kind, schema && !v->is_string() ? schema_text(*v, name) : text_field(*v, name)};
+        r.constraint_param = name;
+    }
+}
+
 }  // namespace
 
 OpenAIRequest parse_request(Endpoint endpoint, std::string_view text) {
@@ -262,6 +364,8 @@ OpenAIRequest parse_request(Endpoint endpoint, std::string_view text) {
         s.logprobs = static_cast<int>(std::clamp<int64_t>(*n, INT32_MIN, INT32_MAX));
     }
     validate_sampling(s, logprobs_param);
+    r.logit_bias = parse_logit_bias(body);
+    parse_constraint(body, r);
     return r;
 }
 

@@ -9,8 +9,10 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "grammar/grammar.h"
 #include "ops/sampling/options.h"
 
 namespace tracelm::serve {
@@ -50,6 +52,14 @@ struct OpenAIRequest {
     std::vector<std::string> stop;
     sampling::SamplingOptions sampling;  // logprobs: the number of top tokens when the request asked for logprobs
     bool ignore_eos = false;
+    // logit_bias: (token id, bias in [-100, 100]) in the body's order, at most sampling::kMaxLogitBias; ids are
+    // checked against the vocabulary by the server.
+    std::vector<std::pair<int32_t, float>> logit_bias;
+    // Constrained decoding (docs/structured-output.md): response_format json_object / json_schema, or one of the
+    // extension fields guided_json, guided_regex, guided_grammar (vLLM), json_schema, grammar (llama-server).
+    // constraint_param names the field its errors name.
+    std::optional<grammar::Spec> constraint;
+    std::string constraint_param;
 };
 
 // Throws ApiError (400) for malformed JSON, wrong types and invalid values.

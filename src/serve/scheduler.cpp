@@ -6,7 +6,10 @@
 #include <condition_variable>
 #include <deque>
 #include <exception>
+#include <cmath>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <thread>
 
 #include "engine/engine.h"
@@ -37,7 +40,9 @@ struct Signal {
 class Sequence final : public Stream {
    public:
     Sequence(GenerationRequest r, uint64_t order, std::shared_ptr<Signal> signal)
-        : req(std::move(r)), arrival(order), submitted(Clock::now()), signal_(std::move(signal)) {}
+        : req(std::move(r)), arrival(order), submitted(Clock::now()), signal_(std::move(signal)) {
+        if (req.constraint) matcher.emplace(req.constraint);
+    }
 
     StreamUpdate next(std::chrono::milliseconds timeout) override {
         std::unique_lock<std::mutex> lock(mu_);
@@ -93,6 +98,8 @@ class Sequence final : public Stream {
     bool prompt_counted = false;  // in prompt_tokens (once, whatever preemptions recompute it)
     std::vector<int32_t> tokens;  // generated so far (kept across preemptions)
     Clock::time_point last_token;
+    std::optional<grammar::Matcher> matcher;  // with a constraint: its state after `tokens`
+    std::vector<uint32_t> mask;               // the allowed tokens the engine's row holds (empty: not written yet)
 
    private:
     void notify_consumer() {
@@ -125,7 +132,8 @@ EngineOptions engine_options(const SchedulerOptions& o) {
 
 struct Scheduler::Impl {
     Impl(const Model& model, Backend& backend, const SchedulerOptions& o)
-        : options(o), engine(model, backend, engine_options(o)), signal(std::make_shared<Signal>()) {
+        : options(o), engine(model, backend, engine_options(o)), signal(std::make_shared<Signal>()),
+          vocab(model.config().vocab_size) {
         // Before any request: a bucket's first use would otherwise stall every running stream for a warm-up step
         // and a capture, and a step's first write into fresh KV pool memory for the system to map it.
         engine.touch_kv();
@@ -147,6 +155,10 @@ struct Scheduler::Impl {
     void decode();
     // Hands a sampled token to its sequence; ends the sequence on a stop id, max_new_tokens or a full context.
     void deliver(const std::shared_ptr<Sequence>& s, int32_t id, const sampling::TokenLogprobs* lp);
+    // Writes a newly admitted sequence's logit_bias and token mask into its row.
+    void write_adjust(Sequence& s);
+    // The matcher's allowed tokens into the sequence's row, when they changed (or `force`).
+    void write_mask(Sequence& s, bool force);
     // Both take the sequence by value: they erase it from `running`, which may hold its last reference (a client
     // gone without its cancellation processed yet), so a reference into `running` would dangle.
     void end(std::shared_ptr<Sequence> s, Finish f, std::string error = {});
@@ -164,6 +176,8 @@ struct Scheduler::Impl {
     std::vector<std::shared_ptr<Sequence>> incoming;
     SchedulerStats stats;
     uint64_t arrivals = 0;
+    const int64_t vocab;
+    std::vector<uint32_t> scratch_mask;  // write_mask's
 
     // Scheduler thread only.
     std::deque<std::shared_ptr<Sequence>> waiting;  // by arrival
@@ -197,6 +211,15 @@ std::shared_ptr<Stream> Scheduler::submit(GenerationRequest request) {
     try {
         impl_->engine.check_prompt(request.prompt, 1);
         sampling::check_params(request.params);
+        if (request.logit_bias.size() > static_cast<size_t>(sampling::kMaxLogitBias))
+            throw RequestError("logit_bias holds more than " + std::to_string(sampling::kMaxLogitBias) + " tokens");
+        for (const auto& [id, bias] : request.logit_bias) {
+            if (id < 0 || id >= impl_->vocab || !std::isfinite(bias))
+                throw RequestError("logit_bias: token " + std::to_string(id) + " is outside the vocabulary of " +
+                                   std::to_string(impl_->vocab) + " or its bias is not finite");
+        }
+        if (request.constraint && request.constraint->vocab_size() != impl_->vocab)
+            throw RequestError("the constraint was compiled for another vocabulary");
     } catch (const std::exception& e) {
         throw RequestError(e.what());
     }
@@ -284,6 +307,15 @@ void Scheduler::Impl::admit() {
         if (row < 0) return;
         s->row = row;
         s->joined = false;
+        try {
+            write_adjust(*s);
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "scheduler: writing a request's logits adjustment failed: %s\n", e.what());
+            waiting.pop_front();
+            running.push_back(s);
+            end(s, Finish::Error, e.what());
+            continue;
+        }
         if (!s->prompt_counted) prompt_tokens += s->req.prompt.size();
         s->prompt_counted = true;
         waiting.pop_front();
@@ -366,6 +398,16 @@ void Scheduler::Impl::deliver(const std::shared_ptr<Sequence>& s, int32_t id, co
         end(s, Finish::Stop);
         return;
     }
+    // The masked step cannot sample a token the matcher refuses. An end-of-generation token taken without stop ids
+    // (ignore_eos) ends the constraint, and the request with it, undelivered like a stop id.
+    if (s->matcher && !s->matcher->accept(id)) {
+        end(s, Finish::Error, "the constraint refused the sampled token " + std::to_string(id));
+        return;
+    }
+    if (s->matcher && s->matcher->terminated()) {
+        end(s, Finish::Stop);
+        return;
+    }
     const std::chrono::duration<double> since = now - (s->tokens.empty() ? s->submitted : s->last_token);
     (s->tokens.empty() ? ttft : itl).push_back(since.count());
     s->last_token = now;
@@ -375,7 +417,22 @@ void Scheduler::Impl::deliver(const std::shared_ptr<Sequence>& s, int32_t id, co
     const auto n = static_cast<int64_t>(s->tokens.size());
     if (n >= s->req.max_new_tokens || static_cast<int64_t>(s->req.prompt.size()) + n >= engine.context()) {
         end(s, Finish::Length);
+        return;
     }
+    if (s->matcher) write_mask(*s, false);
+}
+
+void Scheduler::Impl::write_adjust(Sequence& s) {
+    if (!s.req.logit_bias.empty()) engine.set_logit_bias(s.row, s.req.logit_bias);
+    if (s.matcher) write_mask(s, true);
+}
+
+void Scheduler::Impl::write_mask(Sequence& s, bool force) {
+    scratch_mask.resize(static_cast<size_t>(sampling::mask_words(vocab)));
+    s.matcher->fill_mask(scratch_mask.data());
+    if (!force && scratch_mask == s.mask) return;
+    s.mask = scratch_mask;
+    engine.set_token_mask(s.row, s.mask.data());
 }
 
 void Scheduler::Impl::end(std::shared_ptr<Sequence> s, Finish f, std::string error) {

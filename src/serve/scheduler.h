@@ -6,10 +6,11 @@
 // the decoding streams wait for the pieces); where the budgets cut a prompt changes no bit of its result
 // (Engine::next_prefill_tokens); then one decode step of every running sequence (a replay of the captured graph of
 // its batch bucket).
-// Between steps the host writes only the rows whose sequence joined, left or needs its next KV block; in steady
-// state a step is a replay with no host write. KV blocks are allocated as sequences grow; when the pool runs out the
-// newest running sequence is preempted (its blocks freed, requeued, later recomputed exactly) so that every request
-// completes with the tokens it would have produced alone.
+// Between steps the host writes only the rows whose sequence joined, left or needs its next KV block, and the token
+// masks of constrained sequences whose allowed set changed; in steady state a step is a replay with no host write. KV
+// blocks are allocated as sequences grow; when the pool runs out the newest running sequence is preempted (its blocks
+// freed, requeued, later recomputed exactly) so that every request completes with the tokens it would have produced
+// alone.
 #pragma once
 
 #include <chrono>
@@ -19,8 +20,10 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "grammar/grammar.h"
 #include "model/model.h"
 #include "ops/sampling/sampling.h"
 #include "runtime/backend.h"
@@ -54,6 +57,11 @@ struct GenerationRequest {
     int max_new_tokens = 16;        // generation also ends when the context is full (finish Length)
     sampling::RowParams params;
     std::vector<int32_t> stop_ids;  // ids that end generation with finish Stop (not delivered); empty: ignore EOS
+    // OpenAI's logit_bias: (id < vocabulary, bias) pairs, at most sampling::kMaxLogitBias (else RequestError).
+    std::vector<std::pair<int32_t, float>> logit_bias;
+    // Constrained decoding: before each step the sequence's row allows only the tokens its matcher allows; a token
+    // it takes advances the matcher. Null: unconstrained (the row costs nothing).
+    std::shared_ptr<const grammar::Compiled> constraint;
 };
 
 enum class Finish { None, Stop, Length, Cancelled, Error };

@@ -78,8 +78,8 @@ class HttpServerTest : public ::testing::Test {
     }
     // The model's chat template is Qwen3's, or `chat_template` when given (as serve's --chat-template).
     void make_ready(const std::string& chat_template = "") {
-        ServedModel m{qwen(), ChatTemplate::for_tokenizer(qwen(), chat_template), qwen().end_of_generation_ids(),
-                      kContext};
+        ServedModel m{qwen(),   ChatTemplate::for_tokenizer(qwen(), chat_template), qwen().end_of_generation_ids(),
+                      kContext, qwen().vocab_size(), nullptr};
         Generator g;
         g.submit = [this](GenerationRequest r) -> std::shared_ptr<Stream> {
             // The scheduler's refusals (Engine::check_prompt): ids outside the vocabulary, a prompt that cannot fit.

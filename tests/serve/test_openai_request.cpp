@@ -2,7 +2,10 @@
 // that names its parameter.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "serve/openai_request.h"
 
@@ -205,6 +208,61 @@ TEST(OpenAIRequest, InvalidMessagesAndPromptsNameTheirParameter) {
     EXPECT_EQ(param_of(p, R"({"prompt": [[1], [2]]})"), "prompt");
     EXPECT_EQ(param_of(p, R"({"prompt": "x", "logprobs": 21})"), "logprobs");
     EXPECT_EQ(param_of(p, R"({"prompt": "x", "logprobs": true})"), "logprobs");
+}
+
+TEST(OpenAIRequest, LogitBiasIsReadInOrderAndCheckedByName) {
+    const OpenAIRequest r = chat(R"(, "logit_bias": {"50256": -100, "7": 2.5, "0": 100})");
+    const std::vector<std::pair<int32_t, float>> want = {{50256, -100.0f}, {7, 2.5f}, {0, 100.0f}};
+    EXPECT_EQ(r.logit_bias, want);
+    EXPECT_TRUE(chat("").logit_bias.empty());
+    expect_param_error(R"(, "logit_bias": {"abc": 1})", "logit_bias", "token ids");
+    expect_param_error(R"(, "logit_bias": {"-1": 1})", "logit_bias", "token ids");
+    expect_param_error(R"(, "logit_bias": {"1.5": 1})", "logit_bias", "token ids");
+    expect_param_error(R"(, "logit_bias": {"3": 100.5})", "logit_bias", "[-100, 100]");
+    expect_param_error(R"(, "logit_bias": {"3": "x"})", "logit_bias", "[-100, 100]");
+    expect_param_error(R"(, "logit_bias": [1])", "logit_bias");
+    std::string many = R"(, "logit_bias": {)";
+    for (int i = 0; i < 301; ++i) {
+        many += i ? ", \"" : "\"";
+        many += std::to_string(i);
+        many += "\": 1";
+    }
+    expect_param_error(many + "}", "logit_bias", "at most 300");
+}
+
+TEST(OpenAIRequest, ResponseFormatAndExtensionFieldsBecomeOneConstraint) {
+    EXPECT_FALSE(chat(R"(, "response_format": {"type": "text"})").constraint);
+    const OpenAIRequest obj = chat(R"(, "response_format": {"type": "json_object"})");
+    ASSERT_TRUE(obj.constraint);
+    EXPECT_EQ(obj.constraint->kind, grammar::Kind::JsonObject);
+    const OpenAIRequest js = chat(R"(, "response_format": {"type": "json_schema", "json_schema": {"name": "n",
+        "strict": true, "schema": {"type": "integer"}}})");
+    ASSERT_TRUE(js.constraint);
+    EXPECT_EQ(js.constraint->kind, grammar::Kind::JsonSchema);
+    EXPECT_EQ(nlohmann::json::parse(js.constraint->text), nlohmann::json::parse(R"({"type": "integer"})"));
+    EXPECT_EQ(js.constraint_param, "response_format.json_schema.schema");
+    const OpenAIRequest re = chat(R"(, "guided_regex": "[0-9]+", "guided_decoding_backend": "xgrammar")");
+    ASSERT_TRUE(re.constraint);
+    EXPECT_EQ(re.constraint->kind, grammar::Kind::Regex);
+    EXPECT_EQ(re.constraint->text, "[0-9]+");
+    EXPECT_EQ(chat(R"(, "grammar": "root ::= \"a\"")").constraint->kind, grammar::Kind::Ebnf);
+    EXPECT_EQ(chat(R"(, "guided_json": "{\"type\": \"null\"}")").constraint->text, R"({"type": "null"})");
+    EXPECT_EQ(chat(R"(, "json_schema": {"type": "null"})").constraint_param, "json_schema");
+
+    expect_param_error(R"(, "response_format": {"type": "bogus"})", "response_format.type", "bogus");
+    expect_param_error(R"(, "response_format": {})", "response_format.type");
+    expect_param_error(R"(, "response_format": "json")", "response_format");
+    expect_param_error(R"(, "response_format": {"type": "json_schema"})", "response_format.json_schema");
+    expect_param_error(R"(, "response_format": {"type": "json_schema", "json_schema": {"schema": {}}})",
+                       "response_format.json_schema.name");
+    expect_param_error(R"(, "response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": 3}})",
+                       "response_format.json_schema.schema");
+    expect_param_error(R"(, "response_format": {"type": "json_object"}, "guided_regex": "a")", "guided_regex",
+                       "one constraint");
+    expect_param_error(R"(, "guided_choice": ["a", "b"])", "guided_choice", "not supported");
+    expect_param_error(R"(, "structured_outputs": {"regex": "a"})", "structured_outputs", "not supported");
+    expect_param_error(R"(, "guided_decoding_backend": "outlines")", "guided_decoding_backend");
+    expect_param_error(R"(, "guided_regex": 5)", "guided_regex");
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// Helpers of the sampling tests (ops, CUDA op, engine): one sample() call over device buffers, and the device row of
-// sampling parameters.
+// Helpers of the sampling tests (ops, CUDA op, engine): one sample() call (or adjust_logits + sample) over device
+// buffers, and the device row of sampling parameters.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +12,8 @@ namespace tracelm::testing {
 
 using sampling::RowParams;
 
-// Device buffers for R rows of V logits and one sample() call over them, eager or replayed from a graph.
+// Device buffers for R rows of V logits and one sample() call over them (after adjust_logits once set_adjust() gave
+// its inputs), eager or replayed from a graph.
 class SampleOp {
    public:
     SampleOp(Backend& be, int64_t R, int64_t V) : be_(be), R_(R), V_(V) {
@@ -29,6 +30,10 @@ class SampleOp {
         io_.top_ids = t(DType::I32, R, sampling::kMaxLogprobs, "top_ids");
         io_.ws = sampling::make_workspace(be, R, V);
         bufs_.push_back(io_.ws.buffer);
+        adj_.flags = t(DType::I32, R, 2, "flags");
+        adj_.mask = t(DType::I32, R, sampling::mask_words(V), "mask");
+        adj_.bias_ids = t(DType::I32, R, sampling::kMaxLogitBias, "bias_ids");
+        adj_.bias_values = t(DType::F32, R, sampling::kMaxLogitBias, "bias_values");
     }
     ~SampleOp() {
         if (graph_ >= 0) be_.destroy_graph(graph_);
@@ -45,13 +50,23 @@ class SampleOp {
         be_.upload(logits_, logits.data());
         be_.upload(io_.step, &step);
     }
+    // flags: (mask on, entries) per row; masks: R x mask_words(V) words; bias ids / values: R x kMaxLogitBias.
+    void set_adjust(const std::vector<int32_t>& flags, const std::vector<uint32_t>& masks,
+                    const std::vector<int32_t>& bias_ids, const std::vector<float>& bias_values) {
+        be_.upload(adj_.flags, flags.data());
+        be_.upload(adj_.mask, masks.data());
+        be_.upload(adj_.bias_ids, bias_ids.data());
+        be_.upload(adj_.bias_values, bias_values.data());
+        adjusting_ = true;
+    }
+    void adjust() { be_.adjust_logits(logits_, adj_); }
     std::vector<int32_t> run() {
-        be_.sample(logits_, io_, ids_);
+        issue();
         return ids();
     }
     void capture() {
         be_.begin_capture();
-        be_.sample(logits_, io_, ids_);
+        issue();
         graph_ = be_.end_capture();
     }
     void replay() { be_.replay(graph_); }
@@ -60,8 +75,14 @@ class SampleOp {
     std::vector<int32_t> counts() { return get<int32_t>(io_.counts); }
     std::vector<float> logprobs() { return get<float>(io_.logprobs); }
     std::vector<int32_t> top_ids() { return get<int32_t>(io_.top_ids); }
+    const LogitAdjustIo& adjust_io() const { return adj_; }
+    const Tensor& logits_tensor() const { return logits_; }
 
    private:
+    void issue() {
+        if (adjusting_) be_.adjust_logits(logits_, adj_);
+        be_.sample(logits_, io_, ids_);
+    }
     template <typename T>
     std::vector<T> get(const Tensor& t) {
         std::vector<T> v(static_cast<size_t>(t.numel()));
@@ -73,6 +94,8 @@ class SampleOp {
     std::vector<Buffer*> bufs_;
     Tensor logits_, ids_;
     SamplingIo io_;
+    LogitAdjustIo adj_;
+    bool adjusting_ = false;
     GraphId graph_ = -1;
 };
 

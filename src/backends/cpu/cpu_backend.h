@@ -62,6 +62,7 @@ class CpuBackend : public Backend {
     void do_gather_last(const Tensor& x, const Tensor& query_start_loc, const Tensor& out) override;
     void do_argmax(const Tensor& logits, const Tensor& ids) override;
     void do_sample(const Tensor& logits, const SamplingIo& io, const Tensor& ids) override;
+    void do_adjust_logits(const Tensor& logits, const LogitAdjustIo& io) override;
     void do_advance_decode(const Tensor& sampled, const DecodeState& st) override;
     void do_kv_slots(const Tensor& positions, const Tensor& block_tables, int block_size, const Tensor& slots) override;
     void do_dsa_topk(const Tensor& scores, const Tensor& window_start, const Tensor& window_end,

@@ -384,6 +384,12 @@ void CudaBackend::do_sample(const Tensor& logits, const SamplingIo& io, const Te
                  logits.rows, impl_->stream);
 }
 
+void CudaBackend::do_adjust_logits(const Tensor& logits, const LogitAdjustIo& io) {
+    cuda::adjust_logits({logits.ptr<float>(), io.flags.ptr<int32_t>(), reinterpret_cast<const uint32_t*>(io.mask.raw()),
+                         io.bias_ids.ptr<int32_t>(), io.bias_values.ptr<float>(), logits.cols, io.mask.cols},
+                        logits.rows, impl_->stream);
+}
+
 void CudaBackend::do_advance_decode(const Tensor& sampled, const DecodeState& st) {
     ops::advance_decode({sampled.ptr<int32_t>(), st.token_ids.ptr<int32_t>(), st.positions.ptr<int32_t>(),
                          st.slot_mapping.ptr<int32_t>(), st.seq_lens.ptr<int32_t>(), st.block_tables.ptr<int32_t>(),

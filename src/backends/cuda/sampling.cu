@@ -1,8 +1,8 @@
-// CUDA sample (semantics in ops/sampling/sampling.h): one block per row. Penalties, the maximum, argmax and the
-// masses are block-parallel; the k best tokens are found by a bitwise radix search for the k-th best order key
-// (dsa_topk's order), emitted in id order tile by tile with block prefix sums, and ranked by counting. Only the
-// short candidate lists (top-p prefix, draw walk) are walked by one thread. Sums that define the draw are taken
-// in a fixed order, so a replay draws what the eager call drew.
+// CUDA sample and adjust_logits (semantics in ops/sampling/sampling.h): one block per row. Penalties, the maximum,
+// argmax and the masses are block-parallel; the k best tokens are found by a bitwise radix search for the k-th best
+// order key (dsa_topk's order), emitted in id order tile by tile with block prefix sums, and ranked by counting. Only
+// the short candidate lists (top-p prefix, draw walk) are walked by one thread. Sums that define the draw are taken in
+// a fixed order, so a replay draws what the eager call drew.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -291,7 +291,37 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleDeviceArgs a) {
     Row(a, blockIdx.x, sh).run(blockIdx.x);
 }
 
+// One block per row: thread 0 adds the bias entries in order (an id may repeat), then every thread masks words.
+__global__ void __launch_bounds__(kThreads) adjust_kernel(AdjustDeviceArgs a) {
+    const int64_t r = blockIdx.x;
+    const int32_t mask_on = a.flags[2 * r];
+    const int32_t n = min(max(a.flags[2 * r + 1], 0), sampling::kMaxLogitBias);
+    if (mask_on == 0 && n == 0) return;
+    float* x = a.logits + r * a.vocab;
+    if (threadIdx.x == 0) {
+        for (int32_t j = 0; j < n; ++j) {
+            const int32_t id = a.bias_ids[r * sampling::kMaxLogitBias + j];
+            if (id >= 0 && id < a.vocab) x[id] += a.bias_values[r * sampling::kMaxLogitBias + j];
+        }
+    }
+    __syncthreads();
+    if (mask_on == 0) return;
+    const uint32_t* m = a.mask + r * a.words;
+    for (int64_t w = threadIdx.x; w < a.words; w += kThreads) {
+        const uint32_t bits = m[w];
+        if (bits == ~0u) continue;
+        for (int64_t i = 0, end = min(int64_t{32}, a.vocab - 32 * w); i < end; ++i)
+            if (((bits >> i) & 1u) == 0) x[32 * w + i] = -INFINITY;
+    }
+}
+
 }  // namespace
+
+void adjust_logits(const AdjustDeviceArgs& a, int64_t rows, void* stream) {
+    if (rows == 0) return;
+    adjust_kernel<<<static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(a);
+    check_launch("adjust_logits");
+}
 
 size_t sampling_workspace_bytes(int64_t max_rows, int64_t vocab) {
     return static_cast<size_t>(max_rows) * 3 * static_cast<size_t>(vocab) * sizeof(int32_t);

@@ -25,4 +25,15 @@ size_t sampling_workspace_bytes(int64_t max_rows, int64_t vocab);
 // Enqueues sample on `stream` (a cudaStream_t): one block per row, no allocation, no synchronisation.
 void sample(const SampleDeviceArgs& a, int64_t rows, void* stream);
 
+struct AdjustDeviceArgs {
+    float* logits;  // device [rows, vocab]
+    const int32_t* flags;
+    const uint32_t* mask;
+    const int32_t* bias_ids;
+    const float* bias_values;
+    int64_t vocab, words;
+};
+// Enqueues adjust_logits on `stream`: one block per row.
+void adjust_logits(const AdjustDeviceArgs& a, int64_t rows, void* stream);
+
 }  // namespace tracelm::cuda

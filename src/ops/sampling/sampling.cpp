@@ -54,6 +54,28 @@ SamplingWorkspace make_workspace(Backend& backend, int64_t max_rows, int64_t voc
     return ws;
 }
 
+void check_adjust_args(const Tensor& logits, const LogitAdjustIo& io) {
+    require_dtype(logits, DType::F32, "adjust_logits");
+    for (const Tensor* t : {&io.flags, &io.mask, &io.bias_ids}) require_dtype(*t, DType::I32, "adjust_logits");
+    require_dtype(io.bias_values, DType::F32, "adjust_logits");
+    const int64_t R = logits.rows, V = logits.cols;
+    require(V > 0 && V <= std::numeric_limits<int32_t>::max(), "adjust_logits",
+            "vocabulary must have 1 to 2^31-1 tokens");
+    require(io.flags.rows == R && io.flags.cols == 2, "adjust_logits", "flags must be [rows, 2]");
+    require(io.mask.rows == R && io.mask.cols == mask_words(V), "adjust_logits", "mask must be [rows, ceil(vocab/32)]");
+    for (const Tensor* t : {&io.bias_ids, &io.bias_values})
+        require(t->rows == R && t->cols == kMaxLogitBias, "adjust_logits", "bias entries must be [rows, 300]");
+}
+
+void adjust_row_reference(float* x, int64_t V, bool mask_on, const uint32_t* mask, int32_t n_bias,
+                          const int32_t* bias_ids, const float* bias_values) {
+    for (int32_t j = 0; j < std::clamp(n_bias, 0, kMaxLogitBias); ++j)
+        if (bias_ids[j] >= 0 && bias_ids[j] < V) x[bias_ids[j]] += bias_values[j];
+    if (!mask_on) return;
+    for (int64_t v = 0; v < V; ++v)
+        if (!mask_allows(mask, v)) x[v] = -INFINITY;
+}
+
 RowResult sample_row_reference(float* x, int64_t V, const RowParams& p, int32_t* counts, uint32_t draw) {
     if (p.penalised()) {
         for (int64_t v = 0; v < V; ++v) x[v] = penalise(x[v], counts[v], p);
@@ -126,6 +148,11 @@ namespace tracelm {
 void Backend::sample(const Tensor& logits, const SamplingIo& io, const Tensor& ids) {
     sampling::check_sample_args(logits, io, ids, sampling_workspace_bytes(io.ws.max_rows, io.ws.vocab));
     do_sample(logits, io, ids);
+}
+
+void Backend::adjust_logits(const Tensor& logits, const LogitAdjustIo& io) {
+    sampling::check_adjust_args(logits, io);
+    do_adjust_logits(logits, io);
 }
 
 }  // namespace tracelm

@@ -25,6 +25,16 @@
 //   when no token is above -inf (or all are NaN) the id is argmax's.
 // 8. counts[id] += 1 (the graph keeps the generated counts itself).
 //
+// adjust_logits(logits [R, V] f32, flags [R, 2] i32, mask [R, ceil(V / 32)] i32, bias_ids [R, kMaxLogitBias] i32,
+//               bias_values [R, kMaxLogitBias] f32), run before sample on the same logits:
+//   0. with n = flags[r, 1] clamped to [0, kMaxLogitBias]: logits[bias_ids[r, j]] += bias_values[r, j] for j < n, in
+//      order, ids outside [0, V) skipped (OpenAI's logit_bias, added to the raw logits, before the penalties);
+//      then, when flags[r, 0] != 0, every token v whose bit (v % 32) of mask word v / 32 is clear becomes -inf
+//      (constrained decoding). A row with
+//      flags (0, 0) is untouched and costs one read. A -inf token stays -inf through the penalties, is never
+//      argmax's pick while any token is above -inf, and has weight 0 in the draw, so it is never sampled under
+//      any setting; logprobs report it as -inf.
+//
 // top_k / top_p never sort the vocabulary: implementations select the k best in O(V) (dsa_topk's radix
 // selection) and sort only those; top_p without top_k selects a candidate prefix, checks that its mass reaches
 // top_p, and widens it only when it does not.
@@ -49,6 +59,10 @@
 namespace tracelm::sampling {
 
 constexpr int kMaxLogprobs = 20;
+// logit_bias entries per row (OpenAI's limit is 300 as well).
+constexpr int kMaxLogitBias = 300;
+// Mask words of a vocabulary of `vocab` tokens.
+constexpr int64_t mask_words(int64_t vocab) { return (vocab + 31) / 32; }
 // counts[v]: times generated in the low bits, kPromptBit when v is in the prompt.
 constexpr int32_t kPromptBit = int32_t{1} << 30;
 constexpr int32_t kCountMask = kPromptBit - 1;
@@ -161,6 +175,16 @@ void check_sample_args(const Tensor& logits, const SamplingIo& io, const Tensor&
 void check_params(const RowParams& p);
 // The workspace Backend::sample needs for up to max_rows rows of `vocab` tokens, allocated once.
 SamplingWorkspace make_workspace(Backend& backend, int64_t max_rows, int64_t vocab);
+
+// Throws std::invalid_argument ("adjust_logits: ...") unless the tensors have the shapes and dtypes above.
+void check_adjust_args(const Tensor& logits, const LogitAdjustIo& io);
+// The plain reference of step 0 on one row: `mask` may be null when mask_on is false.
+void adjust_row_reference(float* logits, int64_t vocab, bool mask_on, const uint32_t* mask, int32_t n_bias,
+                          const int32_t* bias_ids, const float* bias_values);
+// Whether mask allows token v.
+TRACELM_SAMPLING_HD inline bool mask_allows(const uint32_t* mask, int64_t v) {
+    return ((mask[v >> 5] >> (v & 31)) & 1u) != 0;
+}
 
 // Log-probabilities of one sampled token (step 2 above).
 struct TokenLogprobs {

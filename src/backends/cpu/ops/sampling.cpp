@@ -1,6 +1,6 @@
-// CpuBackend::sample (semantics in ops/sampling/sampling.h). Work items are scratch slots, one per pool
-// thread, each sampling a contiguous share of the rows. The k best tokens are found in O(V) (a block-maxima
-// prefilter, then dsa_topk's radix selection over the survivors) and only they are sorted.
+// CpuBackend::sample and adjust_logits (semantics in ops/sampling/sampling.h). Work items of sample are scratch
+// slots, one per pool thread, each sampling a contiguous share of the rows. The k best tokens are found in O(V) (a
+// block-maxima prefilter, then dsa_topk's radix selection over the survivors) and only they are sorted.
 #include <algorithm>
 #include <cmath>
 
@@ -204,7 +204,51 @@ void run_sample(const SampleArgs& a, int64_t b, int64_t e) {
     }
 }
 
+struct AdjustArgs {
+    float* logits;  // [rows, vocab]
+    const int32_t* flags;
+    const uint32_t* mask;
+    const int32_t* bias_ids;
+    const float* bias_values;
+    int64_t vocab, words;
+};
+
+// Rows [b, e): the bias entries, then the mask a word at a time (a word of all-allowed tokens is one compare).
+void run_adjust(const AdjustArgs& a, int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+        const int32_t mask_on = a.flags[2 * r], n = std::clamp(a.flags[2 * r + 1], 0, sampling::kMaxLogitBias);
+        if (mask_on == 0 && n == 0) continue;
+        float* x = a.logits + r * a.vocab;
+        const int32_t* ids = a.bias_ids + r * sampling::kMaxLogitBias;
+        const float* vals = a.bias_values + r * sampling::kMaxLogitBias;
+        for (int32_t j = 0; j < n; ++j)
+            if (ids[j] >= 0 && ids[j] < a.vocab) x[ids[j]] += vals[j];
+        if (mask_on == 0) continue;
+        const uint32_t* m = a.mask + r * a.words;
+        for (int64_t w = 0; w < a.words; ++w) {
+            const uint32_t bits = m[w];
+            if (bits == ~0u) continue;
+            float* xw = x + 32 * w;
+            const int64_t end = std::min<int64_t>(32, a.vocab - 32 * w);
+            // Branch-free selects: a constrained row's words are mostly all-forbidden, and these loops vectorise.
+            if (bits == 0) {
+                for (int64_t i = 0; i < end; ++i) xw[i] = -INFINITY;
+            } else {
+                for (int64_t i = 0; i < end; ++i) xw[i] = ((bits >> i) & 1u) != 0 ? xw[i] : -INFINITY;
+            }
+        }
+    }
+}
+
 }  // namespace
+
+void CpuBackend::do_adjust_logits(const Tensor& logits, const LogitAdjustIo& io) {
+    if (logits.rows == 0) return;
+    submit(run_adjust,
+           AdjustArgs{logits.ptr<float>(), io.flags.ptr<int32_t>(), reinterpret_cast<const uint32_t*>(io.mask.raw()),
+                      io.bias_ids.ptr<int32_t>(), io.bias_values.ptr<float>(), logits.cols, io.mask.cols},
+           Footprint().read(io.flags).read(io.mask).read(io.bias_ids).read(io.bias_values).write(logits), logits.rows);
+}
 
 size_t CpuBackend::sampling_workspace_bytes(int64_t, int64_t vocab) const {
     // One slot per pool thread, whatever the number of rows.
