@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "chat/chat_template.h"
+#include "chat/tool_calls/tool_calls.h"
 #include "serve/scheduler.h"
 #include "tokenizer/tokenizer.h"
 
@@ -50,6 +51,7 @@ struct ServedModel {
     std::optional<ChatTemplate> chat_template;  // none: chat completions get a 400
     std::vector<int32_t> end_ids;               // end generation (not with ignore_eos): end_of_generation_ids
     int64_t context = 0;                        // tokens per sequence
+    tools::ToolCallFormat tool_format = tools::ToolCallFormat::None;  // how the template's model writes tool calls
 };
 
 // The scheduler's side, as functions.
