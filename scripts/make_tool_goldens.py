@@ -5,8 +5,8 @@ own renderer (transformers.utils.chat_template_utils.render_jinja_template, what
 Each case pairs the request body an OpenAI client sends (tool call arguments as JSON text, the assistant's content
 null, a tool result with its tool_call_id) with the conversation as transformers documents it (arguments as an
 object), rendered with the tools. tests/chat/test_tool_rendering.cpp sends the request body through tracelm's
-request parser and chat template and expects the same text. DeepSeek-R1's template concatenates the arguments as a
-string, so its conversation keeps them as text (the only form it renders).
+request parser and chat template and expects the same text. Every template here writes the arguments with tojson,
+so transformers' conversation has them as objects (as its docs show them).
 
 Writes testdata/goldens/tool_conversations.json. Run once (needs transformers >= 4.56 and jinja2 3.1):
   python3 scripts/make_tool_goldens.py
@@ -20,7 +20,7 @@ from transformers.utils.chat_template_utils import render_jinja_template
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
-# template: (bos_token, eos_token, whether the template takes arguments as objects)
+# template: (bos_token, eos_token, whether the conversation gives arguments as objects)
 TEMPLATES = {
     "qwen3": (None, "<|im_end|>", True),
     "qwen2.5-7b-instruct": (None, "<|im_end|>", True),
@@ -29,7 +29,7 @@ TEMPLATES = {
     "hermes-3-llama-3.1-8b-tool-use": ("<|begin_of_text|>", "<|im_end|>", True),
     "mistral-nemo-instruct-2407": ("<s>", "</s>", True),
     "mistral-small-3.2-24b-instruct-2506": ("<s>", "</s>", True),
-    "deepseek-r1-distill-qwen-32b": ("<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", False),
+    "deepseek-r1-distill-qwen-32b": ("<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", True),
 }
 
 TOOLS = [

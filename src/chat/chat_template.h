@@ -27,7 +27,7 @@ struct ChatInput {
     bool add_generation_prompt = true;
     // Tool calls' function.arguments are JSON text, as OpenAI's API sends them: each reaches the template as the
     // object it holds (what transformers documents and vLLM converts to), unless the template only works with the
-    // text (DeepSeek-R1 concatenates it as a string).
+    // text (one that concatenates it to a string).
     bool arguments_as_json_text = false;
     std::optional<std::time_t> now;  // the time strftime_now reads (UTC); default: the local time
 };

@@ -63,7 +63,7 @@ std::optional<tools::ToolCallParser> tool_parser(const OpenAIRequest& r, tools::
         format == tools::ToolCallFormat::None)
         return std::nullopt;
     std::set<std::string> names;
-    for (const json& t : r.tools) names.insert(t["function"]["name"].get<std::string>());
+    for (const nlohmann::ordered_json& t : r.tools) names.insert(t["function"]["name"].get<std::string>());
     return tools::ToolCallParser(format, std::move(names), r.parallel_tool_calls ? SIZE_MAX : 1);
 }
 

@@ -119,7 +119,7 @@ json parse_tools(const json& body) {
         if (!t.is_object()) wrong_type(p, "an object {\"type\": \"function\", \"function\": ...}");
         const json* type = field(t, "type");
         if (!type || !type->is_string() || type->get<std::string>() != "function")
-            throw invalid_param(p + ".type", "only tools of type 'function' are supported");
+            throw invalid_param(p + ".type", "'" + p + ".type' must be 'function' (the only tools supported)");
         const json* fn = field(t, "function");
         if (!fn || !fn->is_object()) wrong_type(p + ".function", "an object with a 'name'");
         const json* name = field(*fn, "name");
@@ -129,7 +129,8 @@ json parse_tools(const json& body) {
             throw invalid_param(p + ".function.name", "'" + p + ".function.name' must be 1 to 64 of a-z, A-Z, 0-9, "
                                                       "underscores and dashes, got '" + untrusted::escape(n) + "'");
         if (!names.insert(n).second)
-            throw invalid_param(p + ".function.name", "the function '" + n + "' is given twice");
+            throw invalid_param(p + ".function.name", "'" + p + ".function.name': the function '" + n +
+                                                          "' is given twice");
         if (const json* d = field(*fn, "description"); d && !d->is_string())
             wrong_type(p + ".function.description", "a string");
         if (const json* ps = field(*fn, "parameters"); ps && !ps->is_object())
@@ -176,9 +177,9 @@ void parse_tool_choice(const json& body, OpenAIRequest& r) {
             return t["function"]["name"].get<std::string>() == r.tool_choice_name;
         });
         if (!known)
-            throw invalid_param("tool_choice.function.name", "'tool_choice' names the function '" +
+            throw invalid_param("tool_choice.function.name", "'tool_choice.function.name' is '" +
                                                                  untrusted::escape(r.tool_choice_name) +
-                                                                 "', which is not in 'tools'");
+                                                                 "', a function not in 'tools'");
     }
 }
 

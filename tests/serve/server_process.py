@@ -112,3 +112,22 @@ class Server:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(timeout=30)
+
+
+def openai_test_main(doc):
+    """main() of a unittest module driven by the `openai` client: the binary from argv (None: usage, exit 2), 77
+    (skipped) without the model or the package unless TRACELM_REQUIRE_MODELS is set. Returns (binary, exit code);
+    the caller runs its tests when the code is None."""
+    if len(sys.argv) != 2:
+        print(doc, file=sys.stderr)
+        return None, 2
+    required = bool(os.environ.get("TRACELM_REQUIRE_MODELS"))
+    if model_or_skip() is None:
+        return None, SKIP
+    try:
+        import openai  # noqa: F401
+    except ImportError:
+        print("skipped: the Python package 'openai' is not installed (scripts/run_tests.sh installs it)",
+              file=sys.stderr)
+        return None, 1 if required else SKIP
+    return sys.argv[1], None

@@ -332,9 +332,11 @@ TEST_F(HttpServerTest, ToolCallsAreParsedAndStreamedDeltasEqualTheAnswer) {
         got["tool_calls"][i]["id"] = msg["tool_calls"][i]["id"];  // ids are fresh per answer
     }
     EXPECT_EQ(got["tool_calls"], msg["tool_calls"]);
-    for (const json& e : ev)  // the markers never leak into content
-        if (e.is_object() && e["choices"][0]["delta"].contains("content"))
+    for (const json& e : ev) {  // the markers never leak into content
+        if (e.is_object() && e["choices"][0]["delta"].contains("content")) {
             EXPECT_EQ(e["choices"][0]["delta"]["content"].get<std::string>().find("tool_call"), std::string::npos);
+        }
+    }
 }
 
 TEST_F(HttpServerTest, ToolsReachThePromptAndToolResultsAreAccepted) {

@@ -17,7 +17,7 @@ import os
 import sys
 import unittest
 
-from server_process import MODEL_ID, SKIP, Server, model_or_skip
+from server_process import MODEL_ID, Server, openai_test_main
 
 BINARY = None
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -121,19 +121,9 @@ class ToolCallsClientTest(unittest.TestCase):
 
 def main():
     global BINARY
-    if len(sys.argv) != 2:
-        print(__doc__, file=sys.stderr)
-        return 2
-    BINARY = sys.argv[1]
-    required = bool(os.environ.get("TRACELM_REQUIRE_MODELS"))
-    if model_or_skip() is None:
-        return SKIP
-    try:
-        import openai  # noqa: F401
-    except ImportError:
-        print("skipped: the Python package 'openai' is not installed (scripts/run_tests.sh installs it)",
-              file=sys.stderr)
-        return 1 if required else SKIP
+    BINARY, code = openai_test_main(__doc__)
+    if code is not None:
+        return code
     result = unittest.main(argv=[sys.argv[0], "-v"], exit=False).result
     return 0 if result.wasSuccessful() else 1
 
