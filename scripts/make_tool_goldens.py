@@ -55,7 +55,8 @@ def request(parallel):
         calls.append({"id": "xyzXYZ789", "type": "function",
                       "function": {"name": "search", "arguments": "{\"query\": \"Paris news\"}"}})
         results.append({"role": "tool", "tool_call_id": "xyzXYZ789", "content": "3 results"})
-    return {"model": "m", "tools": TOOLS, "messages": [
+    # date_string: Llama 3.2's template would print today's date (strftime_now) without it
+    return {"model": "m", "tools": TOOLS, "chat_template_kwargs": {"date_string": "15 Jan 2025"}, "messages": [
         {"role": "system", "content": "You are a helpful assistant."},
         {"role": "user", "content": "What is the weather in Paris?"},
         {"role": "assistant", "content": None, "tool_calls": calls},
@@ -85,7 +86,7 @@ def main():
             tokens = {k: v for k, v in (("bos_token", bos), ("eos_token", eos)) if v is not None}
             rendered, _ = render_jinja_template(conversations=[hf_conversation(body, object_arguments)],
                                                 tools=TOOLS, chat_template=source, add_generation_prompt=True,
-                                                **tokens)
+                                                **tokens, **body["chat_template_kwargs"])
             cases.append({"template": name, "bos_token": bos, "eos_token": eos, "request": body,
                           "text": rendered[0]})
     out = ROOT / "testdata" / "goldens" / "tool_conversations.json"

@@ -132,9 +132,9 @@ ChatTemplate::ChatTemplate(const std::string& source, std::optional<std::string>
                                                    {"type", "function"},
                                                    {"function", {{"name", "probe"}, {"arguments", args}}}}})}},
              {{"role", "tool"}, {"tool_call_id", "abcdefghi"}, {"content", "y"}}});
+        const ordered_json parameters = {{"type", "object"}, {"properties", ordered_json::object()}};
         in.tools = ordered_json::array(
-            {{{"type", "function"},
-              {"function", {{"name", "probe"}, {"parameters", {{"type", "object"}, {"properties", ordered_json::object()}}}}}}});
+            {{{"type", "function"}, {"function", {{"name", "probe"}, {"parameters", parameters}}}}});
         in.now = 0;
         try {
             return apply_as_given(in).find(needle) != std::string::npos;

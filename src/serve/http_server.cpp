@@ -207,11 +207,12 @@ class Job {
 
     // events() for an answer whose tool calls are parsed: content deltas, each call as its two chunks, the finish
     // on a chunk of its own. Logprobs ride on the first chunk (an empty content delta when nothing else goes out).
-    std::string tool_events(Finish finish, const std::string& error, std::vector<tools::ToolEvent>& parsed,
+    std::string tool_events(Finish finish, const std::string& error, const std::vector<tools::ToolEvent>& parsed,
                             const std::vector<sampling::TokenLogprobs>& batch) {
-        if (finish == Finish::Error) return sse(error_body(ApiError(500, error, "server_error"))) + std::string(kSseDone);
+        if (finish == Finish::Error)
+            return sse(error_body(ApiError(500, error, "server_error"))) + std::string(kSseDone);
         std::vector<json> chunks;
-        for (tools::ToolEvent& e : parsed) {
+        for (const tools::ToolEvent& e : parsed) {
             if (const auto* content = std::get_if<std::string>(&e)) {
                 chunks.push_back(chunk(endpoint_, meta_, *content, Finish::None, nullptr));
             } else {
@@ -236,7 +237,10 @@ class Job {
         return out;
     }
 
-    std::string new_id() { return tools::new_call_id(format_, rng_); }
+    std::string new_id() const {
+        thread_local std::mt19937_64 rng{std::random_device{}()};
+        return tools::new_call_id(format_, rng);
+    }
 
     json logprobs(const std::vector<sampling::TokenLogprobs>& lps, const std::vector<size_t>& offsets) const {
         return logprobs_ ? logprobs_json(endpoint_, ready_->model.tokenizer, lps, offsets) : json(nullptr);
@@ -251,7 +255,6 @@ class Job {
     std::optional<tools::ToolCallParser> parser_;  // set when the answer's tool calls are parsed
     TextStream text_;
     json calls_ = json::array();                   // the calls so far (streamed: one entry per call)
-    std::mt19937_64 rng_{std::random_device{}()};
     Usage usage_;
     bool done_ = false;
     std::string answer_;
@@ -291,11 +294,12 @@ Started start_request(const HttpOptions& opt, const std::shared_ptr<const Ready>
 
     // A forced call is constrained decoding's to enforce (tools::forced_call_forms gives each allowed call's text
     // and schema); this build has none, so it refuses rather than hope the model calls.
-    if (r.tool_choice == ToolChoice::Required || r.tool_choice == ToolChoice::Named)
-        throw invalid_param("tool_choice", std::string("'tool_choice' ") +
-                                               (r.tool_choice == ToolChoice::Required ? "'required'" : "naming a function") +
+    if (r.tool_choice == ToolChoice::Required || r.tool_choice == ToolChoice::Named) {
+        const std::string what = r.tool_choice == ToolChoice::Required ? "'required'" : "naming a function";
+        throw invalid_param("tool_choice", "'tool_choice' " + what +
                                                " needs constrained decoding, which this server does not have yet; "
                                                "use 'auto'");
+    }
 
     GenerationRequest g;
     if (r.prompt_ids) {

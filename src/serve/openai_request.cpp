@@ -145,17 +145,23 @@ json parse_tools(const json& body) {
 void parse_tool_choice(const json& body, OpenAIRequest& r) {
     for (const char* legacy : {"functions", "function_call"})
         if (field(body, legacy))
-            throw invalid_param(legacy, std::string("'") + legacy + "' is not supported; use 'tools' and 'tool_choice'");
+            throw invalid_param(legacy,
+                                std::string("'") + legacy + "' is not supported; use 'tools' and 'tool_choice'");
     if (const auto p = boolean(body, "parallel_tool_calls")) r.parallel_tool_calls = *p;
     const json* v = field(body, "tool_choice");
     if (!v) return;
     if (v->is_string()) {
         const std::string c = v->get<std::string>();
-        if (c == "none") r.tool_choice = ToolChoice::None;
-        else if (c == "auto") r.tool_choice = ToolChoice::Auto;
-        else if (c == "required") r.tool_choice = ToolChoice::Required;
-        else throw invalid_param("tool_choice", "'tool_choice' must be 'none', 'auto', 'required' or a function, got '" +
-                                                    untrusted::escape(c) + "'");
+        if (c == "none") {
+            r.tool_choice = ToolChoice::None;
+        } else if (c == "auto") {
+            r.tool_choice = ToolChoice::Auto;
+        } else if (c == "required") {
+            r.tool_choice = ToolChoice::Required;
+        } else {
+            throw invalid_param("tool_choice", "'tool_choice' must be 'none', 'auto', 'required' or a function, got '" +
+                                                   untrusted::escape(c) + "'");
+        }
     } else if (v->is_object()) {
         const json* type = field(*v, "type");
         if (!type || !type->is_string() || type->get<std::string>() != "function")

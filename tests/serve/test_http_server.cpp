@@ -293,8 +293,8 @@ json assemble(const std::vector<json>& events, std::string& finish) {
                 calls.push_back({{"id", tc["id"]}, {"type", tc["type"]},
                                  {"function", {{"name", tc["function"]["name"]}, {"arguments", ""}}}});
             }
-            calls.at(i)["function"]["arguments"] =
-                calls.at(i)["function"]["arguments"].get<std::string>() + tc["function"]["arguments"].get<std::string>();
+            json& args = calls.at(i)["function"]["arguments"];
+            args = args.get<std::string>() + tc["function"]["arguments"].get<std::string>();
         }
     }
     return {{"content", content.empty() ? json(nullptr) : json(content)}, {"tool_calls", calls}};

@@ -39,6 +39,7 @@ TEST(ToolRendering, OpenAIRequestsRenderAsTransformersRendersThem) {
         ChatInput in;
         in.messages = r.messages;
         in.tools = r.tools;
+        in.kwargs = r.chat_template_kwargs;
         in.arguments_as_json_text = true;
         EXPECT_EQ(tmpl.apply(in), c["text"].get<std::string>());
     }
