@@ -18,7 +18,7 @@ import threading
 import time
 import unittest
 
-from server_process import MODEL, MODEL_ID, Server, metric, openai_test_main
+from server_process import MODEL, MODEL_ID, Server, metric, run_openai_tests
 
 BINARY = None
 API_KEY = "test-key"
@@ -296,12 +296,7 @@ class OpenAIClientTest(unittest.TestCase):
 
 
 def main():
-    global BINARY
-    BINARY, code = openai_test_main(__doc__)
-    if code is not None:
-        return code
-    result = unittest.main(argv=[sys.argv[0], "-v"], exit=False).result
-    return 0 if result.wasSuccessful() else 1
+    return run_openai_tests(__doc__, globals())
 
 
 if __name__ == "__main__":

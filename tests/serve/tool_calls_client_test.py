@@ -17,7 +17,7 @@ import os
 import sys
 import unittest
 
-from server_process import MODEL_ID, Server, openai_test_main
+from server_process import MODEL_ID, Server, run_openai_tests
 
 BINARY = None
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -120,12 +120,7 @@ class ToolCallsClientTest(unittest.TestCase):
 
 
 def main():
-    global BINARY
-    BINARY, code = openai_test_main(__doc__)
-    if code is not None:
-        return code
-    result = unittest.main(argv=[sys.argv[0], "-v"], exit=False).result
-    return 0 if result.wasSuccessful() else 1
+    return run_openai_tests(__doc__, globals())
 
 
 if __name__ == "__main__":

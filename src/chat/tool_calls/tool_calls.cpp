@@ -189,27 +189,30 @@ std::optional<Calls> parse_body(ToolCallFormat f, std::string_view body, const s
     return calls;
 }
 
+// Each format's name, the marker that opens a call block, the one that closes it (empty: the end of the output),
+// and the markers tokenizers may hold as special tokens.
+struct Syntax {
+    const char* name;
+    std::string_view open, close;
+    std::vector<std::string_view> markers;
+};
+
+const Syntax& syntax(ToolCallFormat f) {
+    static const Syntax kNone{"none", {}, {}, {}};
+    static const Syntax kFormats[] = {  // in ToolCallFormat's order, after None
+        {"hermes", "<tool_call>", "</tool_call>", {"<tool_call>", "</tool_call>"}},
+        {"llama3_json", "<|python_tag|>", {}, {"<|python_tag|>"}},
+        {"mistral", "[TOOL_CALLS]", {}, {"[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"}},
+        {"mistral_args", "[TOOL_CALLS]", {}, {"[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"}},
+        {"deepseek_r1", kDsCallsBegin, kDsCallsEnd, {kDsCallsBegin, kDsCallsEnd, kDsCallBegin, kDsCallEnd, kDsSep}},
+        {"granite", "<|tool_call|>", {}, {"<|tool_call|>"}},
+    };
+    return f == ToolCallFormat::None ? kNone : kFormats[static_cast<size_t>(f) - 1];
+}
+
 }  // namespace
 
-const char* format_name(ToolCallFormat f) {
-    switch (f) {
-        case ToolCallFormat::Hermes:
-            return "hermes";
-        case ToolCallFormat::Llama3Json:
-            return "llama3_json";
-        case ToolCallFormat::Mistral:
-            return "mistral";
-        case ToolCallFormat::MistralArgs:
-            return "mistral_args";
-        case ToolCallFormat::DeepSeekR1:
-            return "deepseek_r1";
-        case ToolCallFormat::Granite:
-            return "granite";
-        case ToolCallFormat::None:
-            break;
-    }
-    return "none";
-}
+const char* format_name(ToolCallFormat f) { return syntax(f).name; }
 
 ToolCallFormat detect_format(std::string_view src) {
     const auto has = [&](std::string_view s) { return src.find(s) != std::string_view::npos; };
@@ -222,23 +225,8 @@ ToolCallFormat detect_format(std::string_view src) {
 }
 
 std::vector<std::string> marker_tokens(ToolCallFormat f) {
-    switch (f) {
-        case ToolCallFormat::Hermes:
-            return {"<tool_call>", "</tool_call>"};
-        case ToolCallFormat::Llama3Json:
-            return {"<|python_tag|>"};
-        case ToolCallFormat::Mistral:
-        case ToolCallFormat::MistralArgs:
-            return {"[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"};
-        case ToolCallFormat::DeepSeekR1:
-            return {std::string(kDsCallsBegin), std::string(kDsCallsEnd), std::string(kDsCallBegin),
-                    std::string(kDsCallEnd), std::string(kDsSep)};
-        case ToolCallFormat::Granite:
-            return {"<|tool_call|>"};
-        case ToolCallFormat::None:
-            break;
-    }
-    return {};
+    const auto& m = syntax(f).markers;
+    return {m.begin(), m.end()};
 }
 
 std::string new_call_id(ToolCallFormat f, std::mt19937_64& rng) {
@@ -250,30 +238,11 @@ std::string new_call_id(ToolCallFormat f, std::mt19937_64& rng) {
 }
 
 ToolCallParser::ToolCallParser(ToolCallFormat format, std::set<std::string> names, size_t max_calls)
-    : format_(format), names_(std::move(names)), max_calls_(max_calls) {
-    switch (format) {
-        case ToolCallFormat::Hermes:
-            open_ = {"<tool_call>"};
-            close_ = "</tool_call>";
-            break;
-        case ToolCallFormat::Llama3Json:
-            open_ = {"<|python_tag|>"};
-            break;
-        case ToolCallFormat::Mistral:
-        case ToolCallFormat::MistralArgs:
-            open_ = {"[TOOL_CALLS]"};
-            break;
-        case ToolCallFormat::DeepSeekR1:
-            open_ = {std::string(kDsCallsBegin)};
-            close_ = std::string(kDsCallsEnd);
-            break;
-        case ToolCallFormat::Granite:
-            open_ = {"<|tool_call|>"};
-            break;
-        case ToolCallFormat::None:
-            break;
-    }
-}
+    : format_(format),
+      names_(std::move(names)),
+      max_calls_(max_calls),
+      open_(syntax(format).open),
+      close_(syntax(format).close) {}
 
 std::vector<ToolEvent> ToolCallParser::push(std::string_view text) {
     std::vector<ToolEvent> out;
@@ -307,32 +276,26 @@ bool ToolCallParser::scan_content(std::vector<ToolEvent>& out, bool at_end) {
             return true;
         }
     }
-    size_t at = std::string::npos;
-    const std::string* marker = nullptr;
-    for (const std::string& m : open_) {
-        const size_t i = pending_.find(m, scanned_);
-        if (i < at) at = i, marker = &m;
-    }
-    if (marker) {
+    const size_t at = open_.empty() ? std::string::npos : pending_.find(open_, scanned_);
+    if (at != std::string::npos) {
         const std::string_view before(pending_.data(), at);
         const size_t keep = before.find_last_not_of(kWs) + 1;  // npos + 1 == 0: all whitespace
         emit_content(before.substr(0, keep), out);
         ws_before_ = std::string(before.substr(keep));
-        block_open_ = *marker;
-        pending_.erase(0, at + marker->size());
+        block_open_ = open_;
+        pending_.erase(0, at + open_.size());
         scanned_ = 0;
         in_block_ = true;
         return true;
     }
     // Hold back a tail that could begin a marker, and the whitespace before it.
     size_t hold = 0;
-    if (!at_end) {
-        for (const std::string& m : open_)
-            for (size_t k = std::min(m.size() - 1, pending_.size()); k > hold; --k)
-                if (pending_.compare(pending_.size() - k, k, m, 0, k) == 0) {
-                    hold = k;
-                    break;
-                }
+    if (!at_end && !open_.empty()) {
+        for (size_t k = std::min(open_.size() - 1, pending_.size()); k > 0; --k)
+            if (pending_.compare(pending_.size() - k, k, open_, 0, k) == 0) {
+                hold = k;
+                break;
+            }
     }
     size_t release = pending_.size() - hold;
     if (!at_end) {

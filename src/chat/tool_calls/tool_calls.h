@@ -73,7 +73,7 @@ class ToolCallParser {
     ToolCallFormat format_;
     std::set<std::string> names_;
     size_t max_calls_;
-    std::vector<std::string> open_;  // markers that start a block
+    std::string open_;               // the marker that starts a block
     std::string close_;              // the marker that ends one; empty: the end of the output
     std::string pending_;            // received, not yet given out
     size_t scanned_ = 0;             // pending_ before this holds no marker start (searches resume here)
