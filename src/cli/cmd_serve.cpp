@@ -34,7 +34,7 @@ struct ServeArgs {
     double max_step_stretch = serve::SchedulerOptions{}.max_step_stretch;
     std::string api_key;
     bool metrics_public = false;
-    int64_t kv_blocks = 0;
+    int64_t kv_blocks = 0, kv_sliding_blocks = 0;
     std::string chat_template;  // --chat-template FILE
     serve::HttpOptions http;  // the limits: max_body_bytes, max_connections, timeouts
 };
@@ -108,6 +108,7 @@ int run_serve(const ServeArgs& a) {
         so.context = eo.context;
         so.kv_dtype = eo.kv_dtype;
         so.kv_blocks = a.kv_blocks;
+        so.kv_sliding_blocks = a.kv_sliding_blocks;
         so.prefix_cache = eo.prefix_cache;
         scheduler = std::make_unique<serve::Scheduler>(*lm->model, *device, so);
 
@@ -121,8 +122,8 @@ int run_serve(const ServeArgs& a) {
         serve::Scheduler& s = *scheduler;
         server.set_ready(std::move(m), {[&s](serve::GenerationRequest r) { return s.submit(std::move(r)); },
                                         [&s] { return s.stats(); }});
-        std::fprintf(stderr, "ready: %s (numerics %s, KV cache %s, tool calls %s)\n", ho.model_id.c_str(),
-                     numerics == Numerics::Fast ? "fast" : "ggml",
+        std::fprintf(stderr, "ready: %s (numerics %s, weights %s, KV cache %s, tool calls %s)\n", ho.model_id.c_str(),
+                     numerics == Numerics::Fast ? "fast" : "ggml", weight_types(*lm->model).c_str(),
                      std::string(dtype_name(scheduler->kv_dtype())).c_str(), tools::format_name(tool_format));
     } catch (...) {
         shut_down();
@@ -174,6 +175,10 @@ Action add_serve(CLI::App& app) {
                                      "seconds for a request's body (default 30)")
         ->check(CLI::Range(0.1, 3600.0));
     app.add_option("--kv-blocks", a->kv_blocks, "KV cache blocks in the pool (default: max-seqs full contexts)")
+        ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+    app.add_option("--kv-sliding-blocks", a->kv_sliding_blocks,
+                   "blocks in the sliding-window layers' own pool (Gemma 3; default: each sequence's window and one "
+                   "prefill chunk, plus 4 cached windows per sequence)")
         ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
     add_chat_template_flag(app, a->chat_template);
     return [a] { return run_serve(*a); };

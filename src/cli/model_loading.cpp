@@ -36,13 +36,18 @@ LoadedModel load_model(const std::string& path, Backend& backend, Numerics numer
     return {std::move(model), std::move(tok), std::move(end_ids)};
 }
 
+std::string weight_types(const Model& model) {
+    std::string types;
+    for (const auto& [dt, n] : model.dtype_counts())
+        types += (types.empty() ? "" : ", ") + std::string(dtype_name(dt)) + " x" + std::to_string(n);
+    return types;
+}
+
 std::string model_summary(const Model& model, const Engine& engine) {
     const ModelConfig& c = model.config();
     char params[32];
     std::snprintf(params, sizeof(params), "%.1fM", static_cast<double>(model.parameters()) / 1e6);
-    std::string types;
-    for (const auto& [dt, n] : model.dtype_counts())
-        types += (types.empty() ? "" : ", ") + std::string(dtype_name(dt)) + " x" + std::to_string(n);
+    const std::string types = weight_types(model);
     char kv[32];
     std::snprintf(kv, sizeof(kv), "%.1f MiB %s", static_cast<double>(engine.kv_bytes()) / (1 << 20),
                   std::string(dtype_name(engine.kv_dtype())).c_str());

@@ -24,6 +24,8 @@ struct LoadedModel {
 LoadedModel load_model(const std::string& path, Backend& backend, Numerics numerics = Numerics::Ggml);
 // "llama, 134.5M parameters (q4_1 x210, f32 x61, q8_0 x1), context 8192 (using 4096), KV cache 90.0 MiB f16".
 std::string model_summary(const Model& model, const Engine& engine);
+// The weight tensors per type as loaded ("q4_0_r16 x7, f32 x9": repacked types name what the fast numerics made).
+std::string weight_types(const Model& model);
 
 struct GenerationStats {
     std::vector<int32_t> tokens;  // sampled ids, the end-of-generation token included

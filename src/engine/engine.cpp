@@ -65,7 +65,7 @@ Engine::Engine(const Model& model, Backend& backend, EngineOptions options)
       inert_pending_(rows_.size(), 0) {
     const ModelConfig& c = model.config();
     if (opt_.block_size <= 0 || opt_.max_seqs <= 0 || opt_.prefill_chunk <= 0 || opt_.context <= 0 ||
-        opt_.kv_blocks < 0) {
+        opt_.kv_blocks < 0 || opt_.kv_sliding_blocks < 0) {
         throw std::invalid_argument("engine: block size, sequences, prefill chunk and context must be positive");
     }
     context_ = std::min<int64_t>(opt_.context, c.max_position_embeddings);
@@ -83,21 +83,33 @@ Engine::Engine(const Model& model, Backend& backend, EngineOptions options)
     const int64_t kv_dim = static_cast<int64_t>(c.num_key_value_heads) * c.head_dim;
     // Sliding-window layers get a pool of their own when a row's window and one prefill forward take fewer blocks
     // than its context: every admitted row holds that many there (a query at c0 sees back to c0 - window + 1).
-    int sliding_pool = 0;
+    int64_t sliding_pool = 0;
     if (c.sliding_window > 0) {
-        const int64_t span = c.sliding_window - 1 + opt_.prefill_chunk;
-        const int64_t reserve = (span + opt_.block_size - 1) / opt_.block_size + 1;
+        const int64_t bs = opt_.block_size, span = c.sliding_window - 1 + opt_.prefill_chunk;
+        const int64_t reserve = (span + bs - 1) / bs + 1;
         if (reserve < max_blocks_) {
             window_ = c.sliding_window;
             sliding_reserve_ = static_cast<int>(reserve);
-            sliding_pool = sliding_reserve_ * opt_.max_seqs;
+            const int64_t least = reserve * opt_.max_seqs;
+            // Cached windows of earlier prompts: a query's window spans at most this many blocks.
+            const int64_t window_blocks = (c.sliding_window - 1 + bs - 1) / bs + 1;
+            const int64_t room = opt_.prefix_cache ? 4 * window_blocks * opt_.max_seqs : 0;
+            sliding_pool = opt_.kv_sliding_blocks > 0 ? opt_.kv_sliding_blocks : least + room;
+            if (sliding_pool < least || sliding_pool > std::numeric_limits<int32_t>::max() / opt_.block_size) {
+                throw std::invalid_argument("engine: a sliding-window KV pool of " + std::to_string(sliding_pool) +
+                                            " blocks cannot hold the windows of " + std::to_string(opt_.max_seqs) +
+                                            " sequences (" + std::to_string(reserve) + " blocks each) or is too large");
+            }
         }
     }
     kv_ = std::make_unique<PagedKvCache>(backend, c.num_hidden_layers, kv_dim, static_cast<int>(pool),
-                                         opt_.block_size, kv_dtype_for(model, opt_), c.layer_sliding, sliding_pool);
+                                         opt_.block_size, kv_dtype_for(model, opt_), c.layer_sliding,
+                                         static_cast<int>(sliding_pool));
     cache_ = std::make_unique<PrefixCache>(static_cast<int>(pool), opt_.block_size,
                                            prefix_seed(model, kv_->dtype(), opt_.block_size));
-    if (sliding_pool > 0) sliding_cache_ = std::make_unique<PrefixCache>(sliding_pool, opt_.block_size, 0);
+    if (sliding_pool > 0) {
+        sliding_cache_ = std::make_unique<PrefixCache>(static_cast<int>(sliding_pool), opt_.block_size, 0);
+    }
     decoder_ = std::make_unique<Decoder>(model, backend, *kv_, std::max(opt_.prefill_chunk, max_rows_), max_rows_);
 
     pf_ids_ = i32("prefill.token_ids", opt_.prefill_chunk);

@@ -11,6 +11,7 @@
 // bucket.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -44,6 +45,9 @@ struct EngineOptions {
     bool prefix_cache = true;
     // KV pool size in blocks; 0: enough for max_seqs sequences of the whole context.
     int64_t kv_blocks = 0;
+    // The sliding-window layers' own pool, in blocks (models that have one: Gemma 3); at least max_seqs times a
+    // row's reserve. 0: that, plus with prefix caching room for 4 cached windows per sequence.
+    int64_t kv_sliding_blocks = 0;
 };
 
 // The KV cache dtype `options` give for `model`.
@@ -164,7 +168,8 @@ class Engine {
     // of its blocks, enough for its window and one prefill forward, whatever the sequence's length.
     int kv_sliding_blocks_total() const { return sliding_cache_ ? sliding_cache_->num_blocks() : 0; }
     int kv_sliding_blocks_used() const {
-        return sliding_cache_ ? sliding_cache_->num_blocks() - sliding_cache_->free_count() : 0;
+        if (!sliding_cache_) return 0;
+        return sliding_cache_->num_blocks() - sliding_cache_->free_count() - sliding_cache_->lru_count();
     }
     // Block reuse so far.
     const PrefixCacheStats& prefix_stats() const { return cache_->stats(); }
@@ -229,17 +234,28 @@ class Engine {
     // to a single row where a run without sharing has several (attention sums one row in another order,
     // docs/ggml-numerics.md).
     int shareable_blocks(const std::vector<uint8_t>& one_row, int64_t n, int at_most) const;
-    // Publishes the row's full blocks among its first `written` positions.
+    // Publishes the row's full blocks among its first `written` positions, and their sliding-pool twins it maps.
     void publish(const Row& r, int64_t written);
     // llama.cpp ropes the llama architecture in "normal" mode, over interleaved q/k pairs (AttentionMeta).
     bool interleaved_pairs() const { return model_.config().arch == Arch::Llama; }
-    // Whether the sliding-window layers have their own pool; prefix sharing needs every layer's KV of a prefix, which
-    // that pool does not keep, so it is off then (docs/prefix-cache.md).
+    // Whether the sliding-window layers have their own pool. Its blocks are published under their twins, the global
+    // pool's blocks of the same positions (kv/prefix_cache.h): a prefix is shared when its global blocks and the
+    // sliding blocks of the window before its end are cached (docs/prefix-cache.md).
     bool slides() const { return sliding_cache_ != nullptr; }
-    bool sharing() const { return opt_.prefix_cache && !slides(); }
+    bool sharing() const { return opt_.prefix_cache; }
+    // The first logical block of the window of a query at position pos.
+    int64_t window_start_block(int64_t pos) const { return std::max<int64_t>(0, pos - window_ + 1) / opt_.block_size; }
+    // Whether the sliding-pool twins of the window before position k * block_size are cached, for a prompt whose
+    // leading cached global blocks are `chain` (at least k).
+    bool window_cached(const std::vector<int32_t>& chain, int k) const;
     // Maps the sliding-pool blocks a forward of positions [c0, c1) reads and writes (from the window of c0's query
-    // on) and returns those before it to the row's spare blocks. Returns whether the row's table changed.
+    // on); those before it leave the window (leave_window). Returns whether the row's table changed.
     bool map_sliding(Row& r, int64_t c0, int64_t c1);
+    // Logical block j is out of every later query's window: it is published under its twin for later prompts (when
+    // its tokens are known) and given back, and a free or evicted block takes its place among the row's spare ones.
+    void leave_window(Row& r, int64_t j);
+    // Gives back every sliding-pool block the row holds.
+    void release_sliding(Row& r);
     int32_t sliding_slot_of(const Row& r, int64_t pos) const;
 
     const Model& model_;
@@ -249,7 +265,7 @@ class Engine {
     int max_blocks_;
     std::unique_ptr<PagedKvCache> kv_;
     std::unique_ptr<PrefixCache> cache_;
-    std::unique_ptr<PrefixCache> sliding_cache_;  // the sliding pool's allocator (nothing published)
+    std::unique_ptr<PrefixCache> sliding_cache_;  // the sliding pool's allocator (blocks published under twins)
     int window_ = 0;
     int sliding_reserve_ = 0;  // sliding-pool blocks each admitted row holds
     std::unique_ptr<Decoder> decoder_;

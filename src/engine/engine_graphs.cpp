@@ -67,7 +67,10 @@ void Engine::capture_buckets() {
 }
 
 void Engine::touch_kv() {
-    if (cache_->free_count() != cache_->num_blocks()) throw std::logic_error("touch_kv() with KV blocks in use or cached");
+    if (cache_->free_count() != cache_->num_blocks() ||
+        (sliding_cache_ && sliding_cache_->free_count() != sliding_cache_->num_blocks())) {
+        throw std::logic_error("touch_kv() with KV blocks in use or cached");
+    }
     const ModelConfig& c = model_.config();
     std::vector<unsigned char> zeros;
     for (int l = 0; l < c.num_hidden_layers; ++l) {

@@ -59,17 +59,12 @@ int32_t Engine::sliding_slot_of(const Row& r, int64_t pos) const {
 }
 
 bool Engine::map_sliding(Row& r, int64_t c0, int64_t c1) {
-    const int bs = opt_.block_size;
-    const int64_t lo = std::max<int64_t>(0, c0 - window_ + 1) / bs, hi = (c1 - 1) / bs;
+    const int64_t lo = window_start_block(c0), hi = (c1 - 1) / opt_.block_size;
     bool changed = false;
     for (int64_t j = 0; j < static_cast<int64_t>(r.sliding.size()); ++j) {
-        int32_t& b = r.sliding[static_cast<size_t>(j)];
-        if (j >= lo && j <= hi) continue;
-        if (b >= 0) {  // out of every later query's window: back to the spare blocks
-            r.sliding_spare.push_back(b);
-            b = -1;
-            changed = true;
-        }
+        if ((j >= lo && j <= hi) || r.sliding[static_cast<size_t>(j)] < 0) continue;
+        leave_window(r, j);
+        changed = true;
     }
     for (int64_t j = lo; j <= hi; ++j) {
         int32_t& b = r.sliding[static_cast<size_t>(j)];
@@ -80,6 +75,33 @@ bool Engine::map_sliding(Row& r, int64_t c0, int64_t c1) {
         changed = true;
     }
     return changed;
+}
+
+void Engine::leave_window(Row& r, int64_t j) {
+    int32_t& b = r.sliding[static_cast<size_t>(j)];
+    const int32_t twin = r.blocks[static_cast<size_t>(j)];
+    if (sharing() && (j + 1) * opt_.block_size <= static_cast<int64_t>(r.tokens.size()))
+        sliding_cache_->publish_twin(b, twin, cache_->generation(twin));
+    // The row keeps its reserve: distinct held blocks never exceed max_seqs reserves, so one is free or evictable.
+    sliding_cache_->release({b});
+    b = -1;
+    r.sliding_spare.push_back(sliding_cache_->allocate(1).front());
+}
+
+void Engine::release_sliding(Row& r) {
+    for (const int32_t b : r.sliding)
+        if (b >= 0) r.sliding_spare.push_back(b);
+    r.sliding.clear();
+    sliding_cache_->release(r.sliding_spare);
+    r.sliding_spare.clear();
+}
+
+bool Engine::window_cached(const std::vector<int32_t>& chain, int k) const {
+    for (int64_t j = window_start_block(static_cast<int64_t>(k) * opt_.block_size); j < k; ++j) {
+        const int32_t g = chain[static_cast<size_t>(j)];
+        if (sliding_cache_->find_twin(g, cache_->generation(g)) < 0) return false;
+    }
+    return true;
 }
 
 int Engine::admit(const std::vector<int32_t>& prompt, const std::vector<int32_t>& generated,
@@ -94,7 +116,8 @@ int Engine::admit(const std::vector<int32_t>& prompt, const std::vector<int32_t>
     const int available = cache_->free_count() + cache_->lru_count();
     const int shareable = sharing() ? shareable_blocks(one_row, n, max_blocks_) : 0;
     if (need - shareable > available) return -1;
-    if (slides() && sliding_cache_->free_count() < sliding_reserve_) return -1;
+    // Never short while a row is free (distinct held blocks stay within the other rows' reserves); checked anyway.
+    if (slides() && sliding_cache_->free_count() + sliding_cache_->lru_count() < sliding_reserve_) return -1;
     if (std::none_of(rows_.begin(), rows_.end(), [](const Row& x) { return x.decoding; })) {
         // Nothing decodes: the step counter restarts (every row's draws count from its own draw_base). Written
         // before any block is taken, so a device error here leaves nothing held.
@@ -102,9 +125,14 @@ int Engine::admit(const std::vector<int32_t>& prompt, const std::vector<int32_t>
         backend_.upload(state_.step, &global_step_);
     }
     // A prompt's leading cached blocks (computed as this sequence computes them) are shared, as many as leave a
-    // canonical start for the rest, which gets fresh blocks.
-    const int shared =
+    // canonical start for the rest, which gets fresh blocks. With a sliding pool, as many again as have the window
+    // before the first recomputed position cached there too.
+    int shared =
         shareable > 0 ? shareable_blocks(one_row, n, cache_->cached(prompt.data(), one_row.data(), shareable)) : 0;
+    if (slides() && shared > 0) {
+        const std::vector<int32_t> chain = cache_->lookup(prompt.data(), one_row.data(), shared);
+        while (shared > 0 && !window_cached(chain, shared)) shared = shareable_blocks(one_row, n, shared - 1);
+    }
     std::vector<int32_t> blocks =
         shared > 0 ? cache_->match(prompt.data(), one_row.data(), shared) : std::vector<int32_t>{};
     const int fresh = need - static_cast<int>(blocks.size());
@@ -117,9 +145,18 @@ int Engine::admit(const std::vector<int32_t>& prompt, const std::vector<int32_t>
     const std::vector<int32_t> more = cache_->allocate(fresh);
     blocks.insert(blocks.end(), more.begin(), more.end());
     Row r;
-    r.sliding_spare = slides() ? sliding_cache_->allocate(sliding_reserve_) : std::vector<int32_t>{};
     try {
-        if (slides()) r.sliding.assign(static_cast<size_t>(max_blocks_), -1);
+        if (slides()) {
+            r.sliding.assign(static_cast<size_t>(max_blocks_), -1);
+            int twins = 0;
+            for (int64_t j = window_start_block(matched * opt_.block_size); j < matched; ++j, ++twins) {
+                const int32_t g = blocks[static_cast<size_t>(j)];
+                const int32_t b = sliding_cache_->find_twin(g, cache_->generation(g));
+                sliding_cache_->share(b);
+                r.sliding[static_cast<size_t>(j)] = b;
+            }
+            r.sliding_spare = sliding_cache_->allocate(sliding_reserve_ - twins);
+        }
         r.admitted = true;
         r.n = n;
         r.k = k;
@@ -131,7 +168,7 @@ int Engine::admit(const std::vector<int32_t>& prompt, const std::vector<int32_t>
         r.one_row.reserve(r.tokens.capacity());
     } catch (...) {
         cache_->release(blocks);  // the references match() and allocate() took
-        if (slides()) sliding_cache_->release(r.sliding_spare);
+        if (slides()) release_sliding(r);
         throw;
     }
     r.params = params;
@@ -303,11 +340,7 @@ void Engine::release(int row) {
     // device, or a retry releasing blocks twice. The device row is made inert before the next decode step.
     if (sharing()) publish(r, r.decoding ? r.pos : r.computed);
     cache_->release(r.blocks);
-    if (slides()) {
-        for (const int32_t b : r.sliding)
-            if (b >= 0) r.sliding_spare.push_back(b);
-        sliding_cache_->release(r.sliding_spare);
-    }
+    if (slides()) release_sliding(r);
     // Also a row that never joined: a join that failed partway may have written some of its state.
     inert_pending_[static_cast<size_t>(row)] = 1;
     r = Row{};
@@ -351,7 +384,12 @@ void Engine::publish(const Row& r, int64_t written) {
     // Only blocks the row holds, every position written, every token known.
     const int64_t known = std::min({written, static_cast<int64_t>(r.tokens.size()),
                                     static_cast<int64_t>(r.blocks.size()) * opt_.block_size});
-    cache_->publish(r.blocks, r.tokens.data(), r.one_row.data(), static_cast<int>(known / opt_.block_size));
+    const int full = static_cast<int>(known / opt_.block_size);
+    cache_->publish(r.blocks, r.tokens.data(), r.one_row.data(), full);
+    for (int j = 0; j < std::min(full, static_cast<int>(r.sliding.size())); ++j) {
+        const int32_t b = r.sliding[static_cast<size_t>(j)], twin = r.blocks[static_cast<size_t>(j)];
+        if (b >= 0) sliding_cache_->publish_twin(b, twin, cache_->generation(twin));
+    }
 }
 
 }  // namespace tracelm

@@ -15,6 +15,7 @@ uint64_t mix(uint64_t x) {
     x *= 0x94d049bb133111ebull;
     return x ^ (x >> 31);
 }
+uint64_t twin_key(int32_t twin, uint64_t twin_gen) { return mix(mix(static_cast<uint32_t>(twin)) ^ twin_gen); }
 }  // namespace
 
 PrefixCache::PrefixCache(int num_blocks, int block_size, uint64_t seed)
@@ -36,6 +37,7 @@ int32_t PrefixCache::find(uint64_t h, const int32_t* tokens, const uint8_t* kind
     const auto it = by_hash_.find(h);
     if (it == by_hash_.end()) return -1;
     const Block& b = blocks_[static_cast<size_t>(it->second)];
+    if (b.twin >= 0) return -1;
     const bool same_parent =
         b.parent == parent && (parent < 0 || b.parent_gen == blocks_[static_cast<size_t>(parent)].gen);
     return same_parent && std::equal(b.tokens.begin(), b.tokens.end(), tokens) &&
@@ -86,6 +88,7 @@ void PrefixCache::evict(int32_t b) {
     blk.in_lru = false;
     by_hash_.erase(blk.hash);
     blk.cached = false;
+    blk.twin = -1;
     blk.tokens.clear();
     blk.kinds.clear();
     ++stats_.evictions;
@@ -130,25 +133,61 @@ void PrefixCache::publish(const std::vector<int32_t>& blocks, const int32_t* tok
         if (b < 0) {
             // The hash is taken by other contents: a stale entry (its parent was handed out again) or a true
             // 64-bit collision. An unreferenced one gives way; one in use keeps it, and the rest stays private.
-            if (const auto it = by_hash_.find(h); it != by_hash_.end()) {
-                const int32_t other = it->second;  // evict() erases the entry
-                if (!blocks_[static_cast<size_t>(other)].in_lru) return;
-                evict(other);
-                blocks_[static_cast<size_t>(other)].free = true;
-                free_.push_back(other);
-            }
+            if (!claim(h)) return;
             b = blocks.at(static_cast<size_t>(i));
             Block& blk = blocks_[static_cast<size_t>(b)];
-            blk.cached = true;
-            blk.hash = h;
             blk.parent = parent;
             blk.parent_gen = parent < 0 ? 0 : blocks_[static_cast<size_t>(parent)].gen;
             blk.tokens.assign(t, t + block_size_);
             blk.kinds.assign(k, k + block_size_);
-            by_hash_.emplace(h, b);
+            mark_cached(b, h);
         }
         parent = b;
     }
+}
+
+bool PrefixCache::claim(uint64_t h) {
+    const auto it = by_hash_.find(h);
+    if (it == by_hash_.end()) return true;
+    const int32_t other = it->second;  // evict() erases the entry
+    if (!blocks_[static_cast<size_t>(other)].in_lru) return false;
+    evict(other);
+    blocks_[static_cast<size_t>(other)].free = true;
+    free_.push_back(other);
+    return true;
+}
+
+void PrefixCache::mark_cached(int32_t b, uint64_t h) {
+    Block& blk = blocks_[static_cast<size_t>(b)];
+    blk.cached = true;
+    blk.hash = h;
+    by_hash_.emplace(h, b);
+}
+
+void PrefixCache::publish_twin(int32_t block, int32_t twin, uint64_t twin_gen) {
+    Block& blk = blocks_.at(static_cast<size_t>(block));
+    if (blk.refs <= 0) throw std::invalid_argument("prefix cache: publish of a block that is not held");
+    if (blk.cached) return;
+    const uint64_t h = twin_key(twin, twin_gen);
+    if (!claim(h)) return;
+    blk.twin = twin;
+    blk.twin_gen = twin_gen;
+    mark_cached(block, h);
+}
+
+int32_t PrefixCache::find_twin(int32_t twin, uint64_t twin_gen) const {
+    const auto it = by_hash_.find(twin_key(twin, twin_gen));
+    if (it == by_hash_.end()) return -1;
+    const Block& b = blocks_[static_cast<size_t>(it->second)];
+    return b.twin == twin && b.twin_gen == twin_gen ? it->second : -1;
+}
+
+void PrefixCache::share(int32_t block) {
+    if (!blocks_.at(static_cast<size_t>(block)).cached)
+        throw std::invalid_argument("prefix cache: share of an unpublished block");
+    take(block);
+    ++stats_.hit_blocks;
+    stats_.hit_tokens += block_size_;
 }
 
 void PrefixCache::release(const std::vector<int32_t>& blocks) {

@@ -5,15 +5,21 @@
 // it and its own, seeded with whatever else decides the KV values (model, KV dtype, RoPE, block size). A position
 // is its token id and how it was computed (its `kind`: the engine's forwards of one row and of several sum
 // attention in different orders, so the same tokens computed differently are different KV). A later prompt whose
-// leading full blocks have the same chain shares those blocks (references) instead of recomputing them. Unreferenced cached blocks stay cached until the pool needs free blocks; then the least recently released
-// is evicted first. A shared block is never written: blocks are published only once fully written, and a sequence
+// leading full blocks have the same chain shares those blocks (references) instead of recomputing them.
+// Unreferenced cached blocks stay cached until the pool needs free blocks; then the least recently released is
+// evicted first. A shared block is never written: blocks are published only once fully written, and a sequence
 // writes only into blocks past its shared prefix.
 //
 // Hash collisions cannot return wrong KV: a match also compares the block's stored token ids and kinds and its
 // parent (the block it chains from, with that block's generation, which changes whenever the block is handed out
 // again), so a matched chain holds exactly the prompt's tokens, computed the way asked for.
+//
+// The sliding-window layers' pool (engine.h) publishes its blocks under a *twin* instead: the block of the global
+// pool that holds the same positions of the same sequence, with that block's generation. The twin's verified chain
+// names the prefix, so a sliding block is shared exactly when its twin is matched and has not been handed out again.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <list>
 #include <unordered_map>
@@ -49,6 +55,19 @@ class PrefixCache {
     // Drops one reference per block; the last block goes first to the LRU list, so a chain's tail is evicted before
     // its head.
     void release(const std::vector<int32_t>& blocks);
+    // The leading cached blocks match() would share (no reference taken).
+    std::vector<int32_t> lookup(const int32_t* tokens, const uint8_t* kinds, int max_blocks) const;
+    // Bumped whenever the block is handed out by allocate(): a twin is the block together with its generation.
+    uint64_t generation(int32_t block) const { return blocks_.at(static_cast<size_t>(block)).gen; }
+
+    // ---- Blocks published under a twin (a block of another PrefixCache, at a generation of it) ----
+    // Publishes a held block as the twin's, unless it is published already; an unreferenced block under the same
+    // key gives way, one in use keeps it.
+    void publish_twin(int32_t block, int32_t twin, uint64_t twin_gen);
+    // The block published as the twin's, or -1.
+    int32_t find_twin(int32_t twin, uint64_t twin_gen) const;
+    // Takes a reference on a block find_twin() returned; the stats count it.
+    void share(int32_t block);
 
     const PrefixCacheStats& stats() const { return stats_; }
 
@@ -72,6 +91,8 @@ class PrefixCache {
         uint64_t hash = 0;
         int32_t parent = -1;
         uint64_t parent_gen = 0;
+        int32_t twin = -1;  // published under a twin instead of a chain
+        uint64_t twin_gen = 0;
         std::vector<int32_t> tokens;
         std::vector<uint8_t> kinds;
         std::list<int32_t>::iterator lru;
@@ -81,10 +102,12 @@ class PrefixCache {
     uint64_t chain(uint64_t prev, const int32_t* tokens, const uint8_t* kinds) const;
     // The cached block with chain hash h holding `tokens` computed as `kinds` after `parent`, or -1.
     int32_t find(uint64_t h, const int32_t* tokens, const uint8_t* kinds, int32_t parent) const;
-    // The longest run of cached blocks that holds the leading positions, up to max_blocks.
-    std::vector<int32_t> lookup(const int32_t* tokens, const uint8_t* kinds, int max_blocks) const;
     void take(int32_t b);   // one more reference
     void evict(int32_t b);  // unpublish an unreferenced cached block
+    // Makes way for a block to be published under hash h: true when h is free (an unreferenced block holding it is
+    // evicted), false when a block in use holds it.
+    bool claim(uint64_t h);
+    void mark_cached(int32_t b, uint64_t h);
 
     int block_size_;
     uint64_t seed_;

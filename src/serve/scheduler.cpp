@@ -116,6 +116,7 @@ EngineOptions engine_options(const SchedulerOptions& o) {
     e.context = o.context;
     e.prefix_cache = o.prefix_cache;
     e.kv_blocks = o.kv_blocks;
+    e.kv_sliding_blocks = o.kv_sliding_blocks;
     e.kv_dtype = o.kv_dtype;
     return e;
 }

@@ -36,6 +36,7 @@ struct SchedulerOptions {
     double max_step_stretch = 1.75;
     int64_t context = 4096;         // tokens per sequence (prompt + generated); capped by the model
     int64_t kv_blocks = 0;          // KV pool size in blocks; 0: max_seqs full contexts
+    int64_t kv_sliding_blocks = 0;  // the sliding-window layers' pool (EngineOptions::kv_sliding_blocks)
     std::optional<DType> kv_dtype;  // unset: the model's default (EngineOptions::kv_dtype)
     int block_size = 16;
     bool prefix_cache = true;

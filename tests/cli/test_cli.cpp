@@ -250,20 +250,25 @@ TEST(Cli, ServeDefaultsToTheFastNumerics) {
         return testing::run_command(env + std::string(TRACELM_BINARY) + " serve --model " + quote(gguf) +
                                     " --port 0 --context 64 --max-seqs 2 " + extra + " >" + quote(log) +
                                     " 2>&1 & pid=$!; for i in $(seq 600); do grep -q '^ready' " + quote(log) +
-                                    " && break; sleep 0.1; done; kill -INT $pid; wait $pid; cat " + quote(log));
+                                    " && break; sleep 0.1; done; kill -INT $pid; wait $pid; code=$?; cat " +
+                                    quote(log) + "; exit $code");  // the server's exit status, not cat's
     };
+    // The ready line names the weight types the load made: the tiny checkpoint's 15 q4_0 matrices (its 9 norms stay
+    // f32), each repacked by the fast numerics.
     const Result dflt = serve("");
     EXPECT_EQ(dflt.code, 0) << dflt.out;
     const bool simd = cpu::active_isa() != cpu::Isa::Portable;  // the child reads the same machine and TRACELM_ISA
-    EXPECT_NE(dflt.out.find(simd ? "ready: tiny-q4_0 (numerics fast, KV cache f16, "
-                                 : "ready: tiny-q4_0 (numerics ggml, KV cache f16, "),
+    EXPECT_NE(dflt.out.find(simd ? "ready: tiny-q4_0 (numerics fast, weights f32 x9, q4_0_r16 x15, KV cache f16, "
+                                 : "ready: tiny-q4_0 (numerics ggml, weights f32 x9, q4_0 x15, KV cache f16, "),
               std::string::npos)
         << dflt.out;
     // The checkpoint carries the vendored Qwen3 tokenizer and template, which asks for <tool_call> blocks.
     EXPECT_NE(dflt.out.find(", tool calls hermes)"), std::string::npos) << dflt.out;
     const Result ggml = serve("--numerics ggml --kv-type f32");
     EXPECT_EQ(ggml.code, 0) << ggml.out;
-    EXPECT_NE(ggml.out.find("ready: tiny-q4_0 (numerics ggml, KV cache f32, "), std::string::npos) << ggml.out;
+    EXPECT_NE(ggml.out.find("ready: tiny-q4_0 (numerics ggml, weights f32 x9, q4_0 x15, KV cache f32, "),
+              std::string::npos)
+        << ggml.out;
     const Result portable = serve("", "TRACELM_ISA=portable ");
     EXPECT_EQ(portable.code, 0) << portable.out;
     EXPECT_NE(portable.out.find("ready: tiny-q4_0 (numerics ggml,"), std::string::npos) << portable.out;

@@ -162,29 +162,76 @@ TEST(PrefixCacheAllocator, RepublishedChainReplacesAnEntryWithAStaleParent) {
     EXPECT_EQ(c.free_count() + c.lru_count(), 4);
 }
 
+TEST(PrefixCacheAllocator, TwinsAreFoundOnlyAtTheirTwinsGeneration) {
+    // The sliding-window pool publishes blocks under a twin (a global block and its generation).
+    PrefixCache c(4, 2, 0);
+    const auto a = c.allocate(3);
+    c.publish_twin(a[0], 7, 1);
+    c.publish_twin(a[0], 8, 1);  // published already: it stays the twin of 7
+    EXPECT_EQ(c.find_twin(7, 1), a[0]);
+    EXPECT_EQ(c.find_twin(7, 2), -1);  // block 7 handed out again: another prefix
+    EXPECT_EQ(c.find_twin(8, 1), -1);
+    c.publish_twin(a[1], 7, 1);  // the key is held by a block in use: a[1] stays private
+    EXPECT_FALSE(c.state(a[1]).cached);
+    EXPECT_THROW(c.share(a[1]), std::invalid_argument);
+    c.share(a[0]);
+    EXPECT_EQ(c.state(a[0]).refs, 2);
+    EXPECT_EQ(c.stats().hit_blocks, 1);
+    EXPECT_EQ(c.stats().hit_tokens, 2);
+    // A twin's entry never answers a chain lookup (the block's tokens are not known to this pool).
+    const std::vector<int32_t> t = {0, 0};
+    EXPECT_TRUE(c.lookup(t.data(), kSeveral, 1).empty());
+    c.release({a[0]});
+    c.release(a);
+    expect_consistent(c, 0);
+    EXPECT_EQ(c.lru_count(), 1);
+    const auto b = c.allocate(4);  // the three free blocks, then the cached twin
+    EXPECT_EQ(c.find_twin(7, 1), -1);
+    EXPECT_EQ(c.stats().evictions, 1);
+    c.release(b);
+    EXPECT_THROW(c.publish_twin(b[0], 7, 1), std::invalid_argument);  // not held
+    expect_consistent(c, 0);
+}
+
 // ---- The engine: caching on equals caching off ----
 
 using testing::expect_same;
 using testing::Trace;
 
-// Nothing is held after finish(): reference counts are zero and every block is free or cached (evictable).
+// Nothing is held after finish(): reference counts are zero and every block is free or cached (evictable), in the
+// global pool and in the sliding-window layers' own pool.
 void expect_all_returned(const Engine& e) {
-    const PrefixCache& c = testing::EngineProbe(e).prefix_cache();
-    for (int b = 0; b < c.num_blocks(); ++b) {
-        const auto s = c.state(b);
-        EXPECT_EQ(s.refs, 0) << "block " << b;
-        EXPECT_TRUE(s.free != s.in_lru) << "block " << b;
+    const testing::EngineProbe probe(e);
+    const bool slides = e.kv_sliding_blocks_total() > 0;
+    for (const PrefixCache* c : {&probe.prefix_cache(), slides ? &probe.sliding_cache() : nullptr}) {
+        if (!c) continue;
+        for (int b = 0; b < c->num_blocks(); ++b) {
+            const auto s = c->state(b);
+            EXPECT_EQ(s.refs, 0) << "block " << b;
+            EXPECT_TRUE(s.free != s.in_lru) << "block " << b;
+        }
+        EXPECT_EQ(c->free_count() + c->lru_count(), c->num_blocks());
     }
-    EXPECT_EQ(c.free_count() + c.lru_count(), c.num_blocks());
 }
 
-class PrefixCacheEngine : public ::testing::TestWithParam<DType> {
+// The engine tests run on the tiny generated Qwen3 checkpoint and on the tiny Gemma 3 checkpoint, whose
+// sliding-window layers (window 8) keep their KV in a pool of their own: a shared prefix there also needs the window
+// before its end, shared from that pool (its blocks published under their global twins).
+struct EngineSetup {
+    bool sliding;
+    DType kv;
+};
+
+class PrefixCacheEngine : public ::testing::TestWithParam<EngineSetup> {
    protected:
-    PrefixCacheEngine() : model_(Model::load(testing::generated_checkpoint("tiny", 7, DType::F32), be_)) {}
+    PrefixCacheEngine()
+        : model_(Model::load(GetParam().sliding ? testing::repo_path("testdata/models/tiny-gemma3")
+                                                : testing::generated_checkpoint("tiny", 7, DType::F32),
+                             be_)) {}
 
     EngineOptions options(bool cache) const {
         EngineOptions o;
-        o.kv_dtype = GetParam();
+        o.kv_dtype = GetParam().kv;
         o.block_size = 16;
         o.context = 256;
         o.prefill_chunk = 32;  // small chunks: the chunk boundaries are cheap to reach
@@ -259,10 +306,23 @@ TEST_P(PrefixCacheEngine, PrefixesEndingAtOrJustBeforeABlockBoundaryChangeNoBit)
     // a forward of several rows, so one block fewer is shared) and right after a chunk boundary (33, 65: the
     // uncached run's last chunk is that single token too). Last, 49 tokens sharing one block: recomputed from 16,
     // cut at 32 (cut at 48 instead, token 48 would be a forward of one row).
-    expect_on_equals_off(on, off,
-                         {head(p, 48), head(p, 49), head(p, 47), head(p, 64), head(p, 65), head(p, 16), head(p, 17),
-                          head(p, 33), head(p, 120), cat(head(p, 16), random_tokens(33))},
-                         3);
+    const std::vector<std::vector<int32_t>> prompts = {head(p, 48), head(p, 49), head(p, 47), head(p, 64),
+                                                       head(p, 65), head(p, 16), head(p, 17), head(p, 33),
+                                                       head(p, 120), cat(head(p, 16), random_tokens(33))};
+    // Blocks shared by each: 49 tokens share 2 of 48's 3 cached blocks (token 48 alone would be a forward of one row
+    // where the uncached run's [32, 49) has 17); 47 its 2 full ones; 64 the 3 cached; 65 all 4 (the uncached run
+    // computes token 64 alone too); 16 none (one token must be computed); 17 none (token 16 alone); 33 two (token 32
+    // alone in both runs); 120 the 4 whose kinds match (block 4 was never full in a prompt); the last one block.
+    // On the tiny Gemma 3 the last one shares nothing: the sliding pool's block of the window before position 16 was
+    // evicted by then (the pool keeps 4 windows, 8 blocks, beyond the reserve, and the 120-token prompt's moving
+    // window published newer ones); with room for all of them it shares 1 block there too.
+    const std::vector<int64_t> shared = {0, 2, 2, 3, 4, 0, 0, 2, 4, GetParam().sliding ? 0 : 1};
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        const int64_t before = on.prefix_stats().hit_blocks;
+        expect_same(run(on, {prompts[i]}, 3), run(off, {prompts[i]}, 3), "prompt " + std::to_string(i));
+        EXPECT_EQ(on.prefix_stats().hit_blocks - before, shared[i]) << "prompt of " << prompts[i].size() << " tokens";
+    }
+    expect_all_returned(on);
 }
 
 TEST_P(PrefixCacheEngine, DivergingInsideASharedBlockChangesNoBit) {
@@ -426,6 +486,58 @@ TEST(PrefixCacheSmolLM2, TenTurnChatSharesItsReplies) {
     expect_all_returned(on);
 }
 
+// The real Gemma 3 270M GGUF (window 512 on 15 of its 18 layers, f16 cache, chunks of 512): two prompts behind one
+// 700-token prefix share its 43 full blocks, the last 32 of them (the window before position 688) from the sliding
+// layers' pool; then the first prompt's whole sequence continued. Tokens and logits bit for bit with caching off.
+TEST(PrefixCacheGemma3, PromptsBehindAPrefixLongerThanTheWindowChangeNoBit) {
+    TRACELM_NEED_GEMMA3();
+    cpu::CpuBackend be(2);
+    const auto model = Model::load(testing::gemma3_gguf_path(), be);
+    EngineOptions o;
+    o.context = 2048;  // a sliding pool needs a context longer than a window and a prefill chunk
+    Engine on(*model, be, o);
+    o.prefix_cache = false;
+    Engine off(*model, be, o);
+    ASSERT_GT(on.kv_sliding_blocks_total(), 0);
+    std::mt19937 rng(9);
+    std::uniform_int_distribution<int32_t> id(3, 200000);  // ordinary tokens
+    const auto tokens = [&](int n) {
+        std::vector<int32_t> t(static_cast<size_t>(n));
+        for (auto& x : t) x = id(rng);
+        return t;
+    };
+    const auto run = [](Engine& e, const std::vector<int32_t>& prompt) {
+        Trace t;
+        t.tokens = e.start({prompt}, 4);
+        t.logits.push_back(e.logits());
+        for (int i = 0; i < 3; ++i) {
+            e.step();
+            t.tokens.push_back(e.sampled().at(0));
+            t.logits.push_back(e.logits());
+        }
+        e.finish();
+        return t;
+    };
+    std::vector<int32_t> a = tokens(700), b = a;
+    const auto more_a = tokens(20), more_b = tokens(30);
+    a.insert(a.end(), more_a.begin(), more_a.end());
+    b.insert(b.end(), more_b.begin(), more_b.end());
+    const Trace first = run(on, a);
+    expect_same(first, run(off, a), "first prompt");
+    expect_same(run(on, b), run(off, b), "second prompt");
+    EXPECT_EQ(on.prefix_stats().hit_blocks, 43);
+    EXPECT_EQ(testing::EngineProbe(on).sliding_cache().stats().hit_blocks, 32);
+    // The first prompt continued by its reply and 10 more tokens, as one plain prompt: it shares the first prompt's 45
+    // full blocks (the reply's positions, which decode computed one row at a time, are recomputed as a prompt's).
+    a.insert(a.end(), first.tokens.begin(), first.tokens.end());
+    const auto more = tokens(10);
+    a.insert(a.end(), more.begin(), more.end());
+    expect_same(run(on, a), run(off, a), "continued");
+    EXPECT_EQ(on.prefix_stats().hit_blocks, 43 + 45);
+    EXPECT_EQ(testing::EngineProbe(on).sliding_cache().stats().hit_blocks, 32 + 32);
+    expect_all_returned(on);
+}
+
 // Two conversations take turns in a pool of just one context's blocks: each evicts the other's history, which is
 // then shared up to what is left and recomputed the canonical way from there. Outputs stay those of caching off.
 TEST_P(PrefixCacheEngine, ChatHistoryEvictedUnderASmallPoolKeepsOutputs) {
@@ -490,6 +602,27 @@ TEST_P(PrefixCacheEngine, EvictionUnderASmallPoolKeepsOutputsAndHeldBlocks) {
     EXPECT_GT(on.prefix_stats().evictions, 0);
     EXPECT_GT(on.prefix_stats().hit_blocks, 0);
     expect_all_returned(on);
+}
+
+// Sliding-window layers: the window before a shared prefix's end must be cached in their pool too. A prompt sharing
+// the first 60 tokens of an earlier 100-token one shares 3 blocks (48 tokens) with the default pool, whose room keeps
+// the window block (32-47) that left the earlier sequence's window during its prefill; with no room beyond the
+// sequences' reserves that block is evicted at once, so nothing is shared. Outputs equal caching off either way.
+TEST_P(PrefixCacheEngine, SlidingWindowsEvictedFromTheirPoolShareNothing) {
+    if (!GetParam().sliding) GTEST_SKIP() << "a model without sliding-window layers";
+    EngineOptions least = options(true);
+    least.kv_sliding_blocks = 4;  // the reserve: (8 - 1 + 32) / 16 rounded up, plus 1
+    Engine roomy(*model_, be_, options(true)), tight(*model_, be_, least), off(*model_, be_, options(false));
+    EXPECT_EQ(tight.kv_sliding_blocks_total(), 4);
+    EXPECT_EQ(roomy.kv_sliding_blocks_total(), 4 + 4 * 2);
+    least.kv_sliding_blocks = 3;
+    EXPECT_THROW(Engine(*model_, be_, least), std::invalid_argument);
+    const auto x = random_tokens(100), y = cat(head(x, 60), random_tokens(20));
+    for (Engine* e : {&roomy, &tight}) expect_on_equals_off(*e, off, {x, y}, 6);
+    EXPECT_EQ(roomy.prefix_stats().hit_blocks, 3);
+    EXPECT_EQ(testing::EngineProbe(roomy).sliding_cache().stats().hit_blocks, 1);
+    EXPECT_EQ(tight.prefix_stats().hit_blocks, 0);
+    EXPECT_GT(testing::EngineProbe(tight).sliding_cache().stats().evictions, 0);
 }
 
 TEST_P(PrefixCacheEngine, ReplayEqualsEagerWithSharedBlocks) {
@@ -575,8 +708,13 @@ TEST(PrefixCacheCli, BenchSharedPrefixModeReportsTtftAndCounters) {
     EXPECT_NE(refused.out.find("--no-prefix-cache does not apply"), std::string::npos) << refused.out;
 }
 
-INSTANTIATE_TEST_SUITE_P(KvDtypes, PrefixCacheEngine, ::testing::Values(DType::F32, DType::F16),
-                         [](const auto& param_info) { return std::string(dtype_name(param_info.param)); });
+INSTANTIATE_TEST_SUITE_P(ModelsAndKvDtypes, PrefixCacheEngine,
+                         ::testing::Values(EngineSetup{false, DType::F32}, EngineSetup{false, DType::F16},
+                                           EngineSetup{true, DType::F32}, EngineSetup{true, DType::F16}),
+                         [](const auto& param_info) {
+                             const EngineSetup& p = param_info.param;
+                             return (p.sliding ? "gemma3_" : "") + std::string(dtype_name(p.kv));
+                         });
 
 }  // namespace
 }  // namespace tracelm

@@ -15,6 +15,8 @@ class EngineProbe {
 
     // The allocator, whose state tests walk block by block.
     const PrefixCache& prefix_cache() const { return *e_.cache_; }
+    // The sliding-window layers' pool's allocator (Gemma 3).
+    const PrefixCache& sliding_cache() const { return *e_.sliding_cache_; }
     // Position of the token a decoding row feeds next (the sequence then holds position + 1 tokens).
     int64_t position(int row) const { return e_.rows_.at(static_cast<size_t>(row)).pos; }
     int free_rows() const {
