@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_EACH=${1:-60}
 BUILD_DIR=${FUZZ_BUILD_DIR:-build-fuzz}
-HARNESSES=(gguf safetensors tokenizer_json chat_template)
+HARNESSES=(gguf safetensors tokenizer_json chat_template tool_calls)
 
 bash scripts/install_deps.sh clang-14 libclang-rt-14-dev
 

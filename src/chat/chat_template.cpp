@@ -1,5 +1,6 @@
 #include "chat/chat_template.h"
 
+#include <algorithm>
 #include <set>
 #include <utility>
 #include <vector>
@@ -7,6 +8,7 @@
 #include "chat/jinja/ast_walk.h"
 #include "chat/jinja/error.h"
 #include "chat/jinja/json.h"
+#include "runtime/untrusted.h"
 
 namespace tracelm {
 
@@ -74,6 +76,35 @@ ordered_json joined_parts(const ordered_json& message) {
     return out;
 }
 
+// The messages with each tool call's function.arguments, when it is JSON text, parsed into what it holds ("" as {}).
+ordered_json object_arguments(const ordered_json& messages) {
+    ordered_json out = messages;
+    for (ordered_json& m : out) {
+        if (!m.is_object() || !m.contains("tool_calls") || !m["tool_calls"].is_array()) continue;
+        for (ordered_json& call : m["tool_calls"]) {
+            if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) continue;
+            ordered_json& fn = call["function"];
+            if (!fn.contains("arguments") || !fn["arguments"].is_string()) continue;
+            const std::string text = fn["arguments"].get<std::string>();
+            if (text.empty()) {
+                fn["arguments"] = ordered_json::object();
+                continue;
+            }
+            try {
+                fn["arguments"] = untrusted::parse_ordered_json(text);
+            } catch (const std::exception&) {
+                // not JSON: the template gets the text
+            }
+        }
+    }
+    return out;
+}
+
+bool has_tool_calls(const ordered_json& messages) {
+    return std::any_of(messages.begin(), messages.end(),
+                       [](const ordered_json& m) { return m.is_object() && m.contains("tool_calls"); });
+}
+
 }  // namespace
 
 ChatTemplate::ChatTemplate(const std::string& source, std::optional<std::string> bos_token,
@@ -88,7 +119,32 @@ ChatTemplate::ChatTemplate(const std::string& source, std::optional<std::string>
       bos_(std::move(bos_token)),
       eos_(std::move(eos_token)),
       strip_bos_(strip_bos && bos_ && !bos_->empty()),
-      content_parts_(loops_over_content(template_.body())) {}
+      content_parts_(loops_over_content(template_.body())) {
+    // A template that fails or loses the arguments when they are an object, but shows them as text, takes text.
+    const std::string needle = "tracelm_probe_value";
+    const auto renders_needle = [&](const ordered_json& args) {
+        ChatInput in;
+        in.messages = ordered_json::array(
+            {{{"role", "user"}, {"content", "x"}},
+             {{"role", "assistant"},
+              {"content", ""},
+              {"tool_calls", ordered_json::array({{{"id", "abcdefghi"},
+                                                   {"type", "function"},
+                                                   {"function", {{"name", "probe"}, {"arguments", args}}}}})}},
+             {{"role", "tool"}, {"tool_call_id", "abcdefghi"}, {"content", "y"}}});
+        const ordered_json parameters = {{"type", "object"}, {"properties", ordered_json::object()}};
+        in.tools = ordered_json::array(
+            {{{"type", "function"}, {"function", {{"name", "probe"}, {"parameters", parameters}}}}});
+        in.now = 0;
+        try {
+            return apply_as_given(in).find(needle) != std::string::npos;
+        } catch (const std::exception&) {
+            return false;
+        }
+    };
+    const ordered_json args = {{"p", needle}};
+    object_arguments_ = renders_needle(args) || !renders_needle(args.dump());
+}
 
 ChatTemplate ChatTemplate::for_tokenizer(const Tokenizer& tok, const std::string& source) {
     const std::string& text = source.empty() ? tok.chat_template() : source;
@@ -102,6 +158,15 @@ ChatTemplate ChatTemplate::for_tokenizer(const Tokenizer& tok, const std::string
 }
 
 std::string ChatTemplate::apply(const ChatInput& input) const {
+    if (!input.arguments_as_json_text || !object_arguments_ || !input.messages.is_array() ||
+        !has_tool_calls(input.messages))
+        return apply_as_given(input);
+    ChatInput converted = input;
+    converted.messages = object_arguments(input.messages);
+    return apply_as_given(converted);
+}
+
+std::string ChatTemplate::apply_as_given(const ChatInput& input) const {
     if (!input.messages.is_array()) throw ChatTemplateError("messages must be a list");
     if (!input.kwargs.is_null() && !input.kwargs.is_object()) throw ChatTemplateError("kwargs must be an object");
     std::string text;

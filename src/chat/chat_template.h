@@ -25,6 +25,10 @@ struct ChatInput {
     nlohmann::ordered_json documents;  // null: no documents
     nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();  // further variables; they win over the above
     bool add_generation_prompt = true;
+    // Tool calls' function.arguments are JSON text, as OpenAI's API sends them: each reaches the template as the
+    // object it holds (what transformers documents and vLLM converts to), unless the template only works with the
+    // text (one that concatenates it to a string).
+    bool arguments_as_json_text = false;
     std::optional<std::time_t> now;  // the time strftime_now reads (UTC); default: the local time
 };
 
@@ -53,12 +57,17 @@ class ChatTemplate {
     std::string apply(const ChatInput& input) const;
 
     bool takes_content_parts() const { return content_parts_; }
+    // Whether tool call arguments reach the template as objects (found by rendering a probe call both ways).
+    bool takes_object_arguments() const { return object_arguments_; }
 
    private:
+    std::string apply_as_given(const ChatInput& input) const;
+
     jinja::Template template_;
     std::optional<std::string> bos_, eos_;
     bool strip_bos_;
     bool content_parts_;
+    bool object_arguments_ = true;
 };
 
 }  // namespace tracelm

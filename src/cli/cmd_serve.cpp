@@ -118,14 +118,17 @@ int run_serve(const ServeArgs& a) {
         const int64_t vocab = lm->model->config().vocab_size;
         serve::ServedModel m{tok, std::nullopt, lm->end_ids, scheduler->context(), vocab,
                              std::make_shared<const grammar::Compiler>(tok, vocab, lm->end_ids)};
-        if (!tok.chat_template().empty() || !template_source.empty())
+        if (!tok.chat_template().empty() || !template_source.empty()) {
             m.chat_template = ChatTemplate::for_tokenizer(tok, template_source);
+            m.tool_format = tools::detect_format(template_source.empty() ? tok.chat_template() : template_source);
+        }
+        const tools::ToolCallFormat tool_format = m.tool_format;
         serve::Scheduler& s = *scheduler;
         server.set_ready(std::move(m), {[&s](serve::GenerationRequest r) { return s.submit(std::move(r)); },
                                         [&s] { return s.stats(); }});
-        std::fprintf(stderr, "ready: %s (numerics %s, weights %s, KV cache %s)\n", ho.model_id.c_str(),
+        std::fprintf(stderr, "ready: %s (numerics %s, weights %s, KV cache %s, tool calls %s)\n", ho.model_id.c_str(),
                      numerics == Numerics::Fast ? "fast" : "ggml", weight_types(*lm->model).c_str(),
-                     std::string(dtype_name(scheduler->kv_dtype())).c_str());
+                     std::string(dtype_name(scheduler->kv_dtype())).c_str(), tools::format_name(tool_format));
     } catch (...) {
         shut_down();
         throw;

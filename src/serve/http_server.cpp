@@ -13,6 +13,7 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <set>
 #include <stdexcept>
 #include <thread>
 #include <utility>
@@ -56,6 +57,25 @@ bool same_key(std::string_view given, const std::string& key) {
     return diff == 0;
 }
 
+// The parser of a chat answer's tool calls: when tools are offered, tool_choice is not "none" and the model's
+// format is known.
+std::optional<tools::ToolCallParser> tool_parser(const OpenAIRequest& r, tools::ToolCallFormat format) {
+    if (r.endpoint != Endpoint::ChatCompletions || r.tools.is_null() || r.tool_choice == ToolChoice::None ||
+        format == tools::ToolCallFormat::None)
+        return std::nullopt;
+    std::set<std::string> names;
+    for (const nlohmann::ordered_json& t : r.tools) names.insert(t["function"]["name"].get<std::string>());
+    return tools::ToolCallParser(format, std::move(names), r.parallel_tool_calls ? SIZE_MAX : 1);
+}
+
+// The format's markers that the tokenizer holds as special tokens: decoded into the text the parser reads.
+std::vector<int32_t> kept_markers(const Tokenizer& tok, tools::ToolCallFormat format) {
+    std::vector<int32_t> ids;
+    for (const std::string& m : tools::marker_tokens(format))
+        if (const auto id = tok.token_id(m); id && tok.is_special(*id)) ids.push_back(*id);
+    return ids;
+}
+
 // A submitted request, ready to be answered.
 struct Started {
     std::shared_ptr<Stream> stream;
@@ -84,7 +104,10 @@ class Job {
           include_usage_(s.request.include_usage),
           logprobs_(s.request.sampling.logprobs.has_value()),
           meta_(std::move(s.meta)),
-          text_(ready_->model.tokenizer, s.request.stop) {
+          format_(ready_->model.tool_format),
+          parser_(tool_parser(s.request, format_)),
+          text_(ready_->model.tokenizer, s.request.stop,
+                parser_ ? kept_markers(ready_->model.tokenizer, format_) : std::vector<int32_t>{}) {
         usage_.prompt_tokens = s.prompt_tokens;
     }
     ~Job() {
@@ -118,15 +141,30 @@ class Job {
         }
         out.finished = finish != Finish::None;
         out.error = finish == Finish::Error;
+        std::vector<tools::ToolEvent> parsed;
+        if (parser_) {
+            parsed = parser_->push(text);
+            if (finish == Finish::Stop || finish == Finish::Length)
+                for (tools::ToolEvent& e : parser_->finish()) parsed.push_back(std::move(e));
+        }
         if (streamed_) {
-            out.data = events(finish, u.error, text, batch);
+            out.data = parser_ ? tool_events(finish, u.error, parsed, batch) : events(finish, u.error, text, batch);
         } else {
-            answer_ += text;
+            if (parser_) {
+                for (tools::ToolEvent& e : parsed) {
+                    if (const auto* content = std::get_if<std::string>(&e))
+                        answer_ += *content;
+                    else
+                        calls_.push_back(tool_call_json(new_id(), std::get<tools::ToolCall>(e)));
+                }
+            } else {
+                answer_ += text;
+            }
             all_logprobs_.insert(all_logprobs_.end(), batch.begin(), batch.end());
             if (out.finished)
                 out.data = dump(out.error ? error_body(ApiError(500, u.error, "server_error"))
                                           : response_body(endpoint_, meta_, answer_, finish, usage_,
-                                                          logprobs(all_logprobs_, offsets_)));
+                                                          logprobs(all_logprobs_, offsets_), calls_));
         }
         return out;
     }
@@ -168,6 +206,43 @@ class Job {
         return out;
     }
 
+    // events() for an answer whose tool calls are parsed: content deltas, each call as its two chunks, the finish
+    // on a chunk of its own. Logprobs ride on the first chunk (an empty content delta when nothing else goes out).
+    std::string tool_events(Finish finish, const std::string& error, const std::vector<tools::ToolEvent>& parsed,
+                            const std::vector<sampling::TokenLogprobs>& batch) {
+        if (finish == Finish::Error)
+            return sse(error_body(ApiError(500, error, "server_error"))) + std::string(kSseDone);
+        std::vector<json> chunks;
+        for (const tools::ToolEvent& e : parsed) {
+            if (const auto* content = std::get_if<std::string>(&e)) {
+                chunks.push_back(chunk(endpoint_, meta_, *content, Finish::None, nullptr));
+            } else {
+                for (json& c : tool_call_chunks(meta_, calls_.size(), new_id(), std::get<tools::ToolCall>(e)))
+                    chunks.push_back(std::move(c));
+                calls_.push_back(nullptr);  // counts the calls streamed
+            }
+        }
+        if (!batch.empty()) {
+            if (chunks.empty()) chunks.push_back(chunk(endpoint_, meta_, "", Finish::None, nullptr));
+            const std::vector<size_t> offsets(offsets_.end() - static_cast<std::ptrdiff_t>(batch.size()),
+                                              offsets_.end());
+            chunks.front()["choices"][0]["logprobs"] = logprobs(batch, offsets);
+        }
+        const bool finished = finish != Finish::None;
+        if (finished) chunks.push_back(chunk(endpoint_, meta_, "", finish, nullptr, false, !calls_.empty()));
+        std::string out;
+        for (const json& c : chunks) out += sse(c);
+        if (!finished) return out;
+        if (include_usage_) out += sse(usage_chunk(endpoint_, meta_, usage_));
+        out += kSseDone;
+        return out;
+    }
+
+    std::string new_id() const {
+        thread_local std::mt19937_64 rng{std::random_device{}()};
+        return tools::new_call_id(format_, rng);
+    }
+
     json logprobs(const std::vector<sampling::TokenLogprobs>& lps, const std::vector<size_t>& offsets) const {
         return logprobs_ ? logprobs_json(endpoint_, ready_->model.tokenizer, lps, offsets) : json(nullptr);
     }
@@ -177,7 +252,10 @@ class Job {
     Endpoint endpoint_;
     bool streamed_, include_usage_, logprobs_;
     ResponseMeta meta_;
+    tools::ToolCallFormat format_;
+    std::optional<tools::ToolCallParser> parser_;  // set when the answer's tool calls are parsed
     TextStream text_;
+    json calls_ = json::array();                   // the calls so far (streamed: one entry per call)
     Usage usage_;
     bool done_ = false;
     std::string answer_;
@@ -191,6 +269,10 @@ std::string chat_prompt(const ChatTemplate& tmpl, const OpenAIRequest& r) {
     ChatInput input;
     input.messages = r.messages;
     input.kwargs = r.chat_template_kwargs;
+    // tool_choice "none" still shows the tools (as vLLM does by default): the model knows them but its answer is
+    // not parsed for calls.
+    input.tools = r.tools;
+    input.arguments_as_json_text = true;
     try {
         return tmpl.apply(input);
     } catch (const ChatTemplateError& e) {
@@ -210,6 +292,15 @@ Started start_request(const HttpOptions& opt, const std::shared_ptr<const Ready>
     const ServedModel& m = rd->model;
     const bool chat = endpoint == Endpoint::ChatCompletions;
     const char* prompt_param = chat ? "messages" : "prompt";
+
+    // A forced call is constrained decoding's to enforce (tools::forced_call_forms gives each allowed call's text
+    // and schema); this build has none, so it refuses rather than hope the model calls.
+    if (r.tool_choice == ToolChoice::Required || r.tool_choice == ToolChoice::Named) {
+        const std::string what = r.tool_choice == ToolChoice::Required ? "'required'" : "naming a function";
+        throw invalid_param("tool_choice", "'tool_choice' " + what +
+                                               " needs constrained decoding, which this server does not have yet; "
+                                               "use 'auto'");
+    }
 
     GenerationRequest g;
     if (r.prompt_ids) {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "chat/chat_template.h"
+#include "chat/tool_calls/tool_calls.h"
 #include "serve/scheduler.h"
 #include "tokenizer/tokenizer.h"
 
@@ -53,6 +54,7 @@ struct ServedModel {
     int64_t vocab_size = 0;                     // logits per row: logit_bias ids must be below it
     // Compiles response_format and the guided_* / grammar fields; null: those get a 400.
     std::shared_ptr<const grammar::Compiler> grammar;
+    tools::ToolCallFormat tool_format = tools::ToolCallFormat::None;  // how the template's model writes tool calls
 };
 
 // The scheduler's side, as functions.

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <climits>
 #include <limits>
+#include <set>
 #include <utility>
 
 #include "runtime/untrusted.h"
@@ -69,6 +70,126 @@ void check_content(const json& content, const std::string& param) {
     }
 }
 
+// An assistant message's tool_calls: [{"id", "type": "function", "function": {"name", "arguments": JSON text}}].
+void check_tool_calls(const json& m, const std::string& p) {
+    const json* calls = field(m, "tool_calls");
+    if (!calls) return;
+    const std::string param = p + ".tool_calls";
+    if (!calls->is_array()) wrong_type(param, "a list of tool calls");
+    for (size_t j = 0; j < calls->size(); ++j) {
+        const json& c = (*calls)[j];
+        const std::string cp = param + "[" + std::to_string(j) + "]";
+        if (!c.is_object()) wrong_type(cp, "an object {\"type\": \"function\", \"function\": ...}");
+        if (const json* type = field(c, "type"); type && (!type->is_string() || type->get<std::string>() != "function"))
+            throw invalid_param(cp + ".type", "only tool calls of type 'function' are supported");
+        if (const json* id = field(c, "id"); id && !id->is_string()) wrong_type(cp + ".id", "a string");
+        const json* fn = field(c, "function");
+        if (!fn || !fn->is_object()) wrong_type(cp + ".function", "an object with 'name' and 'arguments'");
+        const json* name = field(*fn, "name");
+        if (!name || !name->is_string()) wrong_type(cp + ".function.name", "a string");
+        const json* args = field(*fn, "arguments");
+        if (!args || !args->is_string()) wrong_type(cp + ".function.arguments", "a string of JSON");
+        if (!args->get<std::string>().empty()) {
+            try {
+                (void)untrusted::parse_ordered_json(args->get<std::string>());
+            } catch (const std::exception& e) {
+                throw invalid_param(cp + ".function.arguments",
+                                    "'" + cp + ".function.arguments' is not JSON: " + e.what());
+            }
+        }
+    }
+}
+
+bool valid_function_name(const std::string& n) {
+    if (n.empty() || n.size() > 64) return false;
+    return std::all_of(n.begin(), n.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+    });
+}
+
+// tools: [{"type": "function", "function": {"name", "description"?, "parameters"?, "strict"?}}].
+json parse_tools(const json& body) {
+    const json* v = field(body, "tools");
+    if (!v) return nullptr;
+    if (!v->is_array()) wrong_type("tools", "a list of tools");
+    if (v->empty()) return nullptr;
+    std::set<std::string> names;
+    for (size_t i = 0; i < v->size(); ++i) {
+        const json& t = (*v)[i];
+        const std::string p = "tools[" + std::to_string(i) + "]";
+        if (!t.is_object()) wrong_type(p, "an object {\"type\": \"function\", \"function\": ...}");
+        const json* type = field(t, "type");
+        if (!type || !type->is_string() || type->get<std::string>() != "function")
+            throw invalid_param(p + ".type", "'" + p + ".type' must be 'function' (the only tools supported)");
+        const json* fn = field(t, "function");
+        if (!fn || !fn->is_object()) wrong_type(p + ".function", "an object with a 'name'");
+        const json* name = field(*fn, "name");
+        if (!name || !name->is_string()) wrong_type(p + ".function.name", "a string");
+        const std::string n = name->get<std::string>();
+        if (!valid_function_name(n))
+            throw invalid_param(p + ".function.name", "'" + p + ".function.name' must be 1 to 64 of a-z, A-Z, 0-9, "
+                                                      "underscores and dashes, got '" + untrusted::escape(n) + "'");
+        if (!names.insert(n).second)
+            throw invalid_param(p + ".function.name", "'" + p + ".function.name': the function '" + n +
+                                                          "' is given twice");
+        if (const json* d = field(*fn, "description"); d && !d->is_string())
+            wrong_type(p + ".function.description", "a string");
+        if (const json* ps = field(*fn, "parameters"); ps && !ps->is_object())
+            wrong_type(p + ".function.parameters", "a JSON schema object");
+        if (const json* st = field(*fn, "strict"); st && !st->is_boolean())
+            wrong_type(p + ".function.strict", "a boolean");
+    }
+    return *v;
+}
+
+// tool_choice: "none", "auto", "required" or {"type": "function", "function": {"name"}} naming one of the tools.
+void parse_tool_choice(const json& body, OpenAIRequest& r) {
+    for (const char* legacy : {"functions", "function_call"})
+        if (field(body, legacy))
+            throw invalid_param(legacy,
+                                std::string("'") + legacy + "' is not supported; use 'tools' and 'tool_choice'");
+    if (const auto p = boolean(body, "parallel_tool_calls")) r.parallel_tool_calls = *p;
+    const json* v = field(body, "tool_choice");
+    if (!v) return;
+    if (v->is_string()) {
+        const std::string c = v->get<std::string>();
+        if (c == "none") {
+            r.tool_choice = ToolChoice::None;
+        } else if (c == "auto") {
+            r.tool_choice = ToolChoice::Auto;
+        } else if (c == "required") {
+            r.tool_choice = ToolChoice::Required;
+        } else {
+            throw invalid_param("tool_choice", "'tool_choice' must be 'none', 'auto', 'required' or a function, got '" +
+                                                   untrusted::escape(c) + "'");
+        }
+    } else if (v->is_object()) {
+        const json* type = field(*v, "type");
+        if (!type || !type->is_string() || type->get<std::string>() != "function")
+            throw invalid_param("tool_choice.type", "'tool_choice.type' must be 'function'");
+        const json* fn = field(*v, "function");
+        if (!fn || !fn->is_object()) wrong_type("tool_choice.function", "an object with a 'name'");
+        const json* name = field(*fn, "name");
+        if (!name || !name->is_string()) wrong_type("tool_choice.function.name", "a string");
+        r.tool_choice = ToolChoice::Named;
+        r.tool_choice_name = name->get<std::string>();
+    } else {
+        wrong_type("tool_choice", "a string or an object");
+    }
+    const bool forced = r.tool_choice == ToolChoice::Required || r.tool_choice == ToolChoice::Named;
+    if (forced && r.tools.is_null())
+        throw invalid_param("tool_choice", "'tool_choice' needs 'tools' to choose from");
+    if (r.tool_choice == ToolChoice::Named) {
+        const bool known = std::any_of(r.tools.begin(), r.tools.end(), [&](const json& t) {
+            return t["function"]["name"].get<std::string>() == r.tool_choice_name;
+        });
+        if (!known)
+            throw invalid_param("tool_choice.function.name", "'tool_choice.function.name' is '" +
+                                                                 untrusted::escape(r.tool_choice_name) +
+                                                                 "', a function not in 'tools'");
+    }
+}
+
 json parse_messages(const json& body) {
     const json* v = field(body, "messages");
     if (!v) throw invalid_param("messages", "'messages' is required", "missing_required_parameter");
@@ -83,9 +204,16 @@ json parse_messages(const json& body) {
         if (!role || !role->is_string()) wrong_type(p + ".role", "a string");
         std::string r = role->get<std::string>();
         if (r == "developer") r = "system";  // OpenAI's newer name for the system role
-        if (r != "system" && r != "user" && r != "assistant")
+        if (r != "system" && r != "user" && r != "assistant" && r != "tool")
             throw invalid_param(p + ".role", "role '" + untrusted::escape(r) +
-                                                 "' is not supported (system, developer, user or assistant)");
+                                                 "' is not supported (system, developer, user, assistant or tool)");
+        if (r == "tool") {
+            const json* id = field(m, "tool_call_id");
+            if (!id) throw invalid_param(p + ".tool_call_id", "'" + p + ".tool_call_id' is required",
+                                         "missing_required_parameter");
+            if (!id->is_string()) wrong_type(p + ".tool_call_id", "a string");
+        }
+        if (r == "assistant") check_tool_calls(m, p);
         const json* content = field(m, "content");
         if (!content && r != "assistant")
             throw invalid_param(p + ".content", "'" + p + ".content' is required", "missing_required_parameter");
@@ -316,6 +444,8 @@ OpenAIRequest parse_request(Endpoint endpoint, std::string_view text) {
     if (chat) {
         r.messages = parse_messages(body);
         r.chat_template_kwargs = parse_template_kwargs(body);
+        r.tools = parse_tools(body);
+        parse_tool_choice(body, r);
     } else {
         parse_prompt(body, r);
     }

@@ -36,6 +36,9 @@ enum class Endpoint { ChatCompletions, Completions };
 
 constexpr int kMaxStopStrings = 4;  // as OpenAI
 
+// tool_choice: whether the model may, must or must not call a tool (Named: the function tool_choice_name).
+enum class ToolChoice { Auto, None, Required, Named };
+
 struct OpenAIRequest {
     Endpoint endpoint = Endpoint::ChatCompletions;
     std::string model;                               // empty: not given
@@ -43,6 +46,12 @@ struct OpenAIRequest {
     // becomes system, a missing or null content ""), every other field as the client sent it
     nlohmann::ordered_json messages = nlohmann::ordered_json::array();
     nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();  // chat: more template variables
+    // chat: the function tools as sent (checked: type "function", a name of [A-Za-z0-9_-]{1,64} given once, an
+    // object of parameters); null when none
+    nlohmann::ordered_json tools;
+    ToolChoice tool_choice = ToolChoice::Auto;
+    std::string tool_choice_name;      // Named: the function
+    bool parallel_tool_calls = true;   // false: at most one call per answer
     std::string prompt;                              // completions, as text ...
     std::optional<std::vector<int32_t>> prompt_ids;  // ... or as token ids
     bool stream = false;

@@ -74,13 +74,38 @@ json logprobs_json(Endpoint endpoint, const Tokenizer& tok, const std::vector<sa
             {"text_offset", text_offsets}};
 }
 
+json tool_call_json(const std::string& id, const tools::ToolCall& call) {
+    return {{"id", id}, {"type", "function"}, {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
+}
+
+namespace {
+
+json finish_json(Finish finish, bool made_calls) {
+    if (finish != Finish::Stop && finish != Finish::Length) return nullptr;
+    return made_calls && finish == Finish::Stop ? "tool_calls" : finish_reason(finish);
+}
+
+json delta_chunk(const ResponseMeta& meta, json delta, json finish, const json& logprobs) {
+    json body = envelope(meta, "chat.completion.chunk");
+    body["choices"] = json::array(
+        {{{"index", 0}, {"delta", std::move(delta)}, {"logprobs", logprobs}, {"finish_reason", std::move(finish)}}});
+    return body;
+}
+
+}  // namespace
+
 json response_body(Endpoint endpoint, const ResponseMeta& meta, const std::string& text, Finish finish,
-                   const Usage& usage, const json& logprobs) {
-    json choice = {{"index", 0}, {"logprobs", logprobs}, {"finish_reason", finish_reason(finish)}};
-    if (chat(endpoint))
-        choice["message"] = {{"role", "assistant"}, {"content", text}};
-    else
+                   const Usage& usage, const json& logprobs, const json& tool_calls) {
+    const bool calls = !tool_calls.empty();
+    json choice = {{"index", 0},
+                   {"logprobs", logprobs},
+                   {"finish_reason", calls && finish == Finish::Stop ? "tool_calls" : finish_reason(finish)}};
+    if (chat(endpoint)) {
+        choice["message"] = {{"role", "assistant"}, {"content", calls && text.empty() ? json(nullptr) : json(text)}};
+        if (calls) choice["message"]["tool_calls"] = tool_calls;
+    } else {
         choice["text"] = text;
+    }
     json body = envelope(meta, chat(endpoint) ? "chat.completion" : "text_completion");
     body["choices"] = json::array({std::move(choice)});
     body["usage"] = usage_json(usage);
@@ -88,20 +113,27 @@ json response_body(Endpoint endpoint, const ResponseMeta& meta, const std::strin
 }
 
 json chunk(Endpoint endpoint, const ResponseMeta& meta, const std::string& text, Finish finish, const json& logprobs,
-           bool first) {
-    const bool done = finish == Finish::Stop || finish == Finish::Length;
-    json choice = {
-        {"index", 0}, {"logprobs", logprobs}, {"finish_reason", done ? json(finish_reason(finish)) : json(nullptr)}};
+           bool first, bool made_calls) {
     if (chat(endpoint)) {
         json delta = {{"content", text}};
         if (first) delta["role"] = "assistant";
-        choice["delta"] = std::move(delta);
-    } else {
-        choice["text"] = text;
+        return delta_chunk(meta, std::move(delta), finish_json(finish, made_calls), logprobs);
     }
-    json body = envelope(meta, chat(endpoint) ? "chat.completion.chunk" : "text_completion");
-    body["choices"] = json::array({std::move(choice)});
+    json body = envelope(meta, "text_completion");
+    body["choices"] = json::array(
+        {{{"index", 0}, {"logprobs", logprobs}, {"finish_reason", finish_json(finish, false)}, {"text", text}}});
     return body;
+}
+
+std::vector<json> tool_call_chunks(const ResponseMeta& meta, size_t index, const std::string& id,
+                                   const tools::ToolCall& call) {
+    json head = {{"index", index},
+                 {"id", id},
+                 {"type", "function"},
+                 {"function", {{"name", call.name}, {"arguments", ""}}}};
+    json args = {{"index", index}, {"function", {{"arguments", call.arguments}}}};
+    return {delta_chunk(meta, {{"tool_calls", json::array({std::move(head)})}}, nullptr, nullptr),
+            delta_chunk(meta, {{"tool_calls", json::array({std::move(args)})}}, nullptr, nullptr)};
 }
 
 json usage_chunk(Endpoint endpoint, const ResponseMeta& meta, const Usage& usage) {

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "chat/tool_calls/tool_calls.h"
 #include "ops/sampling/sampling.h"
 #include "serve/openai_request.h"
 #include "serve/scheduler.h"
@@ -35,13 +36,22 @@ const char* finish_reason(Finish f);
 nlohmann::json logprobs_json(Endpoint endpoint, const Tokenizer& tok, const std::vector<sampling::TokenLogprobs>& lps,
                              const std::vector<size_t>& text_offsets = {});
 
-// The non-streamed answer. `logprobs` null when not asked for.
+// A parsed tool call as OpenAI shows it: {"id", "type": "function", "function": {"name", "arguments"}}.
+nlohmann::json tool_call_json(const std::string& id, const tools::ToolCall& call);
+
+// The non-streamed answer. `logprobs` null when not asked for. With tool calls (chat: a list of tool_call_json),
+// the message carries them, its content is null when empty, and a Stop finishes with "tool_calls".
 nlohmann::json response_body(Endpoint endpoint, const ResponseMeta& meta, const std::string& text, Finish finish,
-                             const Usage& usage, const nlohmann::json& logprobs);
+                             const Usage& usage, const nlohmann::json& logprobs,
+                             const nlohmann::json& tool_calls = nlohmann::json::array());
 // One streamed chunk: `text` as the delta (chat: with the assistant role when `first`), finish_reason null until
-// `finish` is Stop or Length.
+// `finish` is Stop or Length ("tool_calls" for a Stop when the answer made calls).
 nlohmann::json chunk(Endpoint endpoint, const ResponseMeta& meta, const std::string& text, Finish finish,
-                     const nlohmann::json& logprobs, bool first = false);
+                     const nlohmann::json& logprobs, bool first = false, bool made_calls = false);
+// The two chunks that stream the call at `index`, as OpenAI streams one: its id, type, name and empty arguments,
+// then the arguments.
+std::vector<nlohmann::json> tool_call_chunks(const ResponseMeta& meta, size_t index, const std::string& id,
+                                             const tools::ToolCall& call);
 // The last chunk of a stream with stream_options.include_usage: no choices, the usage.
 nlohmann::json usage_chunk(Endpoint endpoint, const ResponseMeta& meta, const Usage& usage);
 

@@ -5,14 +5,19 @@
 
 namespace tracelm::serve {
 
-TextStream::TextStream(const Tokenizer& tokenizer, std::vector<std::string> stop)
-    : decoder_(tokenizer, /*skip_special=*/true), stop_(std::move(stop)) {
+TextStream::TextStream(const Tokenizer& tokenizer, std::vector<std::string> stop, std::vector<int32_t> keep_special)
+    : tokenizer_(tokenizer),
+      decoder_(tokenizer, /*skip_special=*/false),
+      stop_(std::move(stop)),
+      keep_special_(std::move(keep_special)) {
     for (const std::string& s : stop_)
         if (s.empty()) throw std::invalid_argument("TextStream: empty stop string");
 }
 
 std::string TextStream::push(int32_t id) {
     if (stopped_) return {};
+    if (tokenizer_.is_special(id) && std::find(keep_special_.begin(), keep_special_.end(), id) == keep_special_.end())
+        return release(false);
     const std::string text = decoder_.push(id);
     for (const unsigned char c : text) decoded_chars_ += (c & 0xC0) != 0x80;  // lead bytes count characters
     pending_ += text;

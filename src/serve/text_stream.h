@@ -18,8 +18,9 @@ namespace tracelm::serve {
 class TextStream {
    public:
     // Stop strings must be non-empty. Special tokens (e.g. an end-of-turn token generated with ignore_eos) are
-    // not text and are skipped, as in vLLM's default.
-    TextStream(const Tokenizer& tokenizer, std::vector<std::string> stop);
+    // not text and are skipped, as in vLLM's default, except those in `keep_special` (the markers a tool call
+    // parser reads, such as Mistral's [TOOL_CALLS]).
+    TextStream(const Tokenizer& tokenizer, std::vector<std::string> stop, std::vector<int32_t> keep_special = {});
 
     // The text that can be sent after token `id`; empty once stopped().
     std::string push(int32_t id);
@@ -33,8 +34,10 @@ class TextStream {
    private:
     std::string release(bool at_end);
 
+    Tokenizer tokenizer_;  // shares the tables
     StreamDecoder decoder_;
     std::vector<std::string> stop_;
+    std::vector<int32_t> keep_special_;
     std::string pending_;  // decoded but not yet sent
     bool stopped_ = false;
     size_t decoded_chars_ = 0;

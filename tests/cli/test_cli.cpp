@@ -258,13 +258,15 @@ TEST(Cli, ServeDefaultsToTheFastNumerics) {
     const Result dflt = serve("");
     EXPECT_EQ(dflt.code, 0) << dflt.out;
     const bool simd = cpu::active_isa() != cpu::Isa::Portable;  // the child reads the same machine and TRACELM_ISA
-    EXPECT_NE(dflt.out.find(simd ? "ready: tiny-q4_0 (numerics fast, weights f32 x9, q4_0_r16 x15, KV cache f16)"
-                                 : "ready: tiny-q4_0 (numerics ggml, weights f32 x9, q4_0 x15, KV cache f16)"),
+    EXPECT_NE(dflt.out.find(simd ? "ready: tiny-q4_0 (numerics fast, weights f32 x9, q4_0_r16 x15, KV cache f16, "
+                                 : "ready: tiny-q4_0 (numerics ggml, weights f32 x9, q4_0 x15, KV cache f16, "),
               std::string::npos)
         << dflt.out;
+    // The checkpoint carries the vendored Qwen3 tokenizer and template, which asks for <tool_call> blocks.
+    EXPECT_NE(dflt.out.find(", tool calls hermes)"), std::string::npos) << dflt.out;
     const Result ggml = serve("--numerics ggml --kv-type f32");
     EXPECT_EQ(ggml.code, 0) << ggml.out;
-    EXPECT_NE(ggml.out.find("ready: tiny-q4_0 (numerics ggml, weights f32 x9, q4_0 x15, KV cache f32)"),
+    EXPECT_NE(ggml.out.find("ready: tiny-q4_0 (numerics ggml, weights f32 x9, q4_0 x15, KV cache f32, "),
               std::string::npos)
         << ggml.out;
     const Result portable = serve("", "TRACELM_ISA=portable ");

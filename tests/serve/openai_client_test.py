@@ -11,7 +11,6 @@ TRACELM_REQUIRE_MODELS is set. Every wait is bounded and the server is always ki
 """
 import http.client
 import json
-import os
 import re
 import subprocess
 import sys
@@ -19,7 +18,7 @@ import threading
 import time
 import unittest
 
-from server_process import MODEL, MODEL_ID, SKIP, Server, metric, model_or_skip
+from server_process import MODEL, MODEL_ID, Server, metric, run_openai_tests
 
 BINARY = None
 API_KEY = "test-key"
@@ -297,22 +296,7 @@ class OpenAIClientTest(unittest.TestCase):
 
 
 def main():
-    global BINARY
-    if len(sys.argv) != 2:
-        print(__doc__, file=sys.stderr)
-        return 2
-    BINARY = sys.argv[1]
-    required = bool(os.environ.get("TRACELM_REQUIRE_MODELS"))
-    if model_or_skip() is None:
-        return SKIP
-    try:
-        import openai  # noqa: F401
-    except ImportError:
-        print("skipped: the Python package 'openai' is not installed (scripts/run_tests.sh installs it)",
-              file=sys.stderr)
-        return 1 if required else SKIP
-    result = unittest.main(argv=[sys.argv[0], "-v"], exit=False).result
-    return 0 if result.wasSuccessful() else 1
+    return run_openai_tests(__doc__, globals())
 
 
 if __name__ == "__main__":

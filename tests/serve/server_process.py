@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+import unittest
 
 SKIP = 77
 MODEL = os.path.join(os.environ.get("TRACELM_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "tracelm"),
@@ -112,3 +113,24 @@ class Server:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(timeout=30)
+
+
+def run_openai_tests(doc, module_globals):
+    """main() of a unittest module driven by the `openai` client: sets the module's BINARY from argv (usage and 2
+    without it) and runs its tests; 77 (skipped) without the model or the package unless TRACELM_REQUIRE_MODELS is
+    set."""
+    if len(sys.argv) != 2:
+        print(doc, file=sys.stderr)
+        return 2
+    required = bool(os.environ.get("TRACELM_REQUIRE_MODELS"))
+    if model_or_skip() is None:
+        return SKIP
+    try:
+        import openai  # noqa: F401
+    except ImportError:
+        print("skipped: the Python package 'openai' is not installed (scripts/run_tests.sh installs it)",
+              file=sys.stderr)
+        return 1 if required else SKIP
+    module_globals["BINARY"] = sys.argv[1]
+    result = unittest.main(module="__main__", argv=[sys.argv[0], "-v"], exit=False).result
+    return 0 if result.wasSuccessful() else 1

@@ -79,13 +79,14 @@ class HttpServerTest : public ::testing::Test {
     // The model's chat template is Qwen3's, or `chat_template` when given (as serve's --chat-template).
     void make_ready(const std::string& chat_template = "") {
         ServedModel m{qwen(),   ChatTemplate::for_tokenizer(qwen(), chat_template), qwen().end_of_generation_ids(),
-                      kContext, qwen().vocab_size(), nullptr};
+                      context_, qwen().vocab_size(), nullptr};
+        m.tool_format = tools::detect_format(chat_template.empty() ? qwen().chat_template() : chat_template);
         Generator g;
         g.submit = [this](GenerationRequest r) -> std::shared_ptr<Stream> {
             // The scheduler's refusals (Engine::check_prompt): ids outside the vocabulary, a prompt that cannot fit.
             for (const int32_t id : r.prompt)
                 if (id < 0 || id >= qwen().vocab_size()) throw RequestError("invalid token id " + std::to_string(id));
-            if (static_cast<int64_t>(r.prompt.size()) + 1 > kContext)
+            if (static_cast<int64_t>(r.prompt.size()) + 1 > context_)
                 throw RequestError("prompt of " + std::to_string(r.prompt.size()) + " tokens does not fit");
             std::lock_guard<std::mutex> lock(mu_);
             submitted_.push_back(r);
@@ -154,6 +155,7 @@ class HttpServerTest : public ::testing::Test {
     int port_ = 0;
     std::mutex mu_;
     std::vector<StreamUpdate> script_ = updates_of("Hello 世界 😀!");
+    int64_t context_ = kContext;  // a tool-offering prompt needs more
     std::vector<GenerationRequest> submitted_;
     std::shared_ptr<ScriptedStream> last_;
 };
@@ -260,6 +262,142 @@ TEST_F(HttpServerTest, ChatStreamedEqualsNonStreamed) {
         if (e.is_object()) {
             EXPECT_FALSE(e.contains("usage"));
         }
+}
+
+// A Qwen-format answer with text before two parallel calls (Qwen's function-calling docs show Qwen2.5's output in
+// this shape), as the scheduler's tokens.
+const std::string kQwenCalls =
+    "Let me check both.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n"
+    "<tool_call>\n{\"name\": \"search\", \"arguments\": {\"query\": \"Paris news\"}}\n</tool_call>";
+const std::string kToolsRequest = R"({"messages": [{"role": "user", "content": "Paris?"}],
+    "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+               "properties": {"city": {"type": "string"}}}}},
+              {"type": "function", "function": {"name": "search"}}])";
+
+// The message a client assembles from streamed chunks, as the openai client does: content concatenated, each call's
+// id, type and name from its first delta and its arguments concatenated.
+json assemble(const std::vector<json>& events, std::string& finish) {
+    std::string content;
+    json calls = json::array();
+    for (const json& e : events) {
+        if (!e.is_object() || e["choices"].empty()) continue;
+        const json& choice = e["choices"][0];
+        if (!choice["finish_reason"].is_null()) finish = choice["finish_reason"];
+        const json& d = choice["delta"];
+        if (d.contains("content") && d["content"].is_string()) content += d["content"].get<std::string>();
+        if (!d.contains("tool_calls")) continue;
+        for (const json& tc : d["tool_calls"]) {
+            const size_t i = tc["index"];
+            if (i == calls.size()) {
+                EXPECT_TRUE(tc.contains("id")) << tc;  // the first delta of a call names it
+                calls.push_back({{"id", tc["id"]}, {"type", tc["type"]},
+                                 {"function", {{"name", tc["function"]["name"]}, {"arguments", ""}}}});
+            }
+            json& args = calls.at(i)["function"]["arguments"];
+            args = args.get<std::string>() + tc["function"]["arguments"].get<std::string>();
+        }
+    }
+    return {{"content", content.empty() ? json(nullptr) : json(content)}, {"tool_calls", calls}};
+}
+
+TEST_F(HttpServerTest, ToolCallsAreParsedAndStreamedDeltasEqualTheAnswer) {
+    context_ = 4096;
+    script_ = updates_of(kQwenCalls);
+    start();
+    const auto plain = post("/v1/chat/completions", kToolsRequest + "}");
+    ASSERT_TRUE(plain);
+    ASSERT_EQ(plain->status, 200) << plain->body;
+    const json choice = json::parse(plain->body)["choices"][0];
+    EXPECT_EQ(choice["finish_reason"], "tool_calls");
+    const json& msg = choice["message"];
+    EXPECT_EQ(msg["content"], "Let me check both.");
+    ASSERT_EQ(msg["tool_calls"].size(), 2u);
+    EXPECT_EQ(msg["tool_calls"][0]["type"], "function");
+    EXPECT_EQ(msg["tool_calls"][0]["id"].get<std::string>().rfind("call_", 0), 0u);
+    EXPECT_NE(msg["tool_calls"][0]["id"], msg["tool_calls"][1]["id"]);
+    EXPECT_EQ(msg["tool_calls"][0]["function"]["name"], "get_weather");
+    EXPECT_EQ(json::parse(msg["tool_calls"][0]["function"]["arguments"].get<std::string>()), json({{"city", "Paris"}}));
+    EXPECT_EQ(msg["tool_calls"][1]["function"]["name"], "search");
+
+    const auto streamed = post("/v1/chat/completions", kToolsRequest + R"(, "stream": true})");
+    ASSERT_TRUE(streamed);
+    const std::vector<json> ev = events(streamed->body);
+    std::string finish;
+    json got = assemble(ev, finish);
+    EXPECT_EQ(finish, "tool_calls");
+    EXPECT_EQ(got["content"], msg["content"]);
+    ASSERT_EQ(got["tool_calls"].size(), 2u);
+    for (size_t i = 0; i < 2; ++i) {
+        EXPECT_EQ(got["tool_calls"][i]["id"].get<std::string>().rfind("call_", 0), 0u);
+        got["tool_calls"][i]["id"] = msg["tool_calls"][i]["id"];  // ids are fresh per answer
+    }
+    EXPECT_EQ(got["tool_calls"], msg["tool_calls"]);
+    for (const json& e : ev) {  // the markers never leak into content
+        if (e.is_object() && e["choices"][0]["delta"].contains("content")) {
+            EXPECT_EQ(e["choices"][0]["delta"]["content"].get<std::string>().find("tool_call"), std::string::npos);
+        }
+    }
+}
+
+TEST_F(HttpServerTest, ToolsReachThePromptAndToolResultsAreAccepted) {
+    context_ = 4096;
+    start();
+    ASSERT_EQ(post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "Paris?"}]})")->status, 200);
+    ASSERT_EQ(post("/v1/chat/completions", kToolsRequest + "}")->status, 200);
+    const auto loop = post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "Paris?"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+         "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "21 C"}],
+        "tools": [{"type": "function", "function": {"name": "get_weather"}}]})");
+    ASSERT_TRUE(loop);
+    EXPECT_EQ(loop->status, 200) << loop->body;
+    const auto s = submitted();
+    ASSERT_EQ(s.size(), 3u);
+    EXPECT_GT(s[1].prompt.size(), s[0].prompt.size());
+    const std::string with_tools = qwen().decode(s[1].prompt);
+    EXPECT_NE(with_tools.find("<tools>"), std::string::npos);
+    EXPECT_NE(with_tools.find("\"name\": \"get_weather\""), std::string::npos);
+    // Qwen3's template writes the call's arguments as the object they hold, and the result as a tool_response.
+    const std::string loop_prompt = qwen().decode(s[2].prompt);
+    EXPECT_NE(loop_prompt.find("{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}"), std::string::npos)
+        << loop_prompt;
+    EXPECT_NE(loop_prompt.find("<tool_response>\n21 C\n</tool_response>"), std::string::npos) << loop_prompt;
+}
+
+TEST_F(HttpServerTest, ToolChoiceNoneAndMalformedCallsLeaveContent) {
+    context_ = 4096;
+    script_ = updates_of(kQwenCalls);
+    start();
+    const json none = json::parse(post("/v1/chat/completions", kToolsRequest + R"(, "tool_choice": "none"})")->body);
+    EXPECT_EQ(none["choices"][0]["message"]["content"], kQwenCalls);
+    EXPECT_FALSE(none["choices"][0]["message"].contains("tool_calls"));
+    EXPECT_EQ(none["choices"][0]["finish_reason"], "stop");
+    EXPECT_NE(qwen().decode(submitted().back().prompt).find("<tools>"), std::string::npos);  // still offered
+
+    const std::string bad = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": }\n</tool_call>";
+    script_ = updates_of(bad);
+    for (const char* stream : {"false", "true"}) {
+        const auto r = post("/v1/chat/completions", kToolsRequest + R"(, "stream": )" + stream + "}");
+        ASSERT_TRUE(r);
+        ASSERT_EQ(r->status, 200) << r->body;
+        std::string finish;
+        const json msg = std::string(stream) == "true" ? assemble(events(r->body), finish)
+                                                       : json::parse(r->body)["choices"][0]["message"];
+        if (finish.empty()) finish = json::parse(r->body)["choices"][0]["finish_reason"];
+        EXPECT_EQ(msg["content"], bad) << stream;
+        EXPECT_TRUE(!msg.contains("tool_calls") || msg["tool_calls"].empty()) << stream;
+        EXPECT_EQ(finish, "stop") << stream;
+    }
+}
+
+TEST_F(HttpServerTest, ForcedToolChoiceIsRefusedUntilConstrainedDecoding) {
+    context_ = 4096;
+    start();
+    for (const char* choice : {R"("required")", R"({"type": "function", "function": {"name": "search"}})"}) {
+        expect_error(post("/v1/chat/completions", kToolsRequest + R"(, "tool_choice": )" + choice + "}"), 400,
+                     "tool_choice");
+    }
+    EXPECT_TRUE(submitted().empty());
 }
 
 TEST_F(HttpServerTest, StopStringEndsTheRequest) {

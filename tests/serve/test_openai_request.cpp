@@ -192,7 +192,7 @@ TEST(OpenAIRequest, InvalidMessagesAndPromptsNameTheirParameter) {
     EXPECT_EQ(param_of(c, R"({"messages": "hi"})"), "messages");
     EXPECT_EQ(param_of(c, R"({"messages": [5]})"), "messages[0]");
     EXPECT_EQ(param_of(c, R"({"messages": [{"content": "x"}]})"), "messages[0].role");
-    EXPECT_EQ(param_of(c, R"({"messages": [{"role": "tool", "content": "x"}]})"), "messages[0].role");
+    EXPECT_EQ(param_of(c, R"({"messages": [{"role": "function", "content": "x"}]})"), "messages[0].role");
     EXPECT_EQ(param_of(c, R"({"messages": [{"role": "user"}]})"), "messages[0].content");
     EXPECT_EQ(param_of(c, R"({"messages": [{"role": "user", "content": 3}]})"), "messages[0].content");
     EXPECT_EQ(param_of(c, R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})"),
@@ -263,6 +263,93 @@ TEST(OpenAIRequest, ResponseFormatAndExtensionFieldsBecomeOneConstraint) {
     expect_param_error(R"(, "structured_outputs": {"regex": "a"})", "structured_outputs", "not supported");
     expect_param_error(R"(, "guided_decoding_backend": "outlines")", "guided_decoding_backend");
     expect_param_error(R"(, "guided_regex": 5)", "guided_regex");
+
+constexpr const char* kTools = R"(, "tools": [{"type": "function", "function": {"name": "get_weather",
+    "description": "Weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}},
+    {"type": "function", "function": {"name": "ping"}}])";
+
+TEST(OpenAIRequest, ToolsToolChoiceAndToolMessagesAreRead) {
+    const OpenAIRequest r = chat(std::string(kTools) + R"(, "tool_choice": "auto", "parallel_tool_calls": false)");
+    ASSERT_TRUE(r.tools.is_array());
+    ASSERT_EQ(r.tools.size(), 2u);
+    EXPECT_EQ(r.tools[0]["function"]["name"], "get_weather");
+    EXPECT_EQ(r.tool_choice, ToolChoice::Auto);
+    EXPECT_FALSE(r.parallel_tool_calls);
+    EXPECT_TRUE(chat("").tools.is_null());
+    EXPECT_TRUE(chat(R"(, "tools": [])").tools.is_null());
+    EXPECT_EQ(chat(std::string(kTools) + R"(, "tool_choice": "none")").tool_choice, ToolChoice::None);
+    EXPECT_EQ(chat(std::string(kTools) + R"(, "tool_choice": "required")").tool_choice, ToolChoice::Required);
+    const OpenAIRequest named =
+        chat(std::string(kTools) + R"(, "tool_choice": {"type": "function", "function": {"name": "ping"}})");
+    EXPECT_EQ(named.tool_choice, ToolChoice::Named);
+    EXPECT_EQ(named.tool_choice_name, "ping");
+
+    // An agent loop's second request: the assistant's call (arguments as JSON text) and the tool's result.
+    const OpenAIRequest loop = parse_request(Endpoint::ChatCompletions, std::string(R"({"messages": [
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+         "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "21 C"}])") + kTools + "}");
+    ASSERT_EQ(loop.messages.size(), 3u);
+    EXPECT_EQ(loop.messages[1]["content"], "");
+    EXPECT_EQ(loop.messages[1]["tool_calls"][0]["function"]["arguments"], "{\"city\": \"Paris\"}");
+    EXPECT_EQ(loop.messages[2]["role"], "tool");
+    EXPECT_EQ(loop.messages[2]["tool_call_id"], "call_1");
+}
+
+TEST(OpenAIRequest, EveryBadToolFieldIsA400NamingIt) {
+    const std::string t = kTools;
+    expect_param_error(R"(, "tools": {})", "tools");
+    expect_param_error(R"(, "tools": [5])", "tools[0]");
+    expect_param_error(R"(, "tools": [{"type": "code_interpreter"}])", "tools[0].type");
+    expect_param_error(R"(, "tools": [{"type": "function"}])", "tools[0].function");
+    expect_param_error(R"(, "tools": [{"type": "function", "function": {}}])", "tools[0].function.name");
+    expect_param_error(R"(, "tools": [{"type": "function", "function": {"name": "a b"}}])", "tools[0].function.name");
+    expect_param_error(R"(, "tools": [{"type": "function", "function": {"name": ")" + std::string(65, 'x') + R"("}}])",
+                       "tools[0].function.name");
+    expect_param_error(R"(, "tools": [{"type": "function", "function": {"name": "f"}},
+                                      {"type": "function", "function": {"name": "f"}}])",
+                       "tools[1].function.name", "twice");
+    expect_param_error(R"(, "tools": [{"type": "function", "function": {"name": "f", "parameters": []}}])",
+                       "tools[0].function.parameters");
+    expect_param_error(R"(, "tools": [{"type": "function", "function": {"name": "f", "description": 1}}])",
+                       "tools[0].function.description");
+    expect_param_error(R"(, "tools": [{"type": "function", "function": {"name": "f", "strict": "yes"}}])",
+                       "tools[0].function.strict");
+    expect_param_error(t + R"(, "tool_choice": "sometimes")", "tool_choice");
+    expect_param_error(t + R"(, "tool_choice": 1)", "tool_choice");
+    expect_param_error(R"(, "tool_choice": "required")", "tool_choice", "tools");
+    expect_param_error(t + R"(, "tool_choice": {"type": "x"})", "tool_choice.type");
+    expect_param_error(t + R"(, "tool_choice": {"type": "function"})", "tool_choice.function");
+    expect_param_error(t + R"(, "tool_choice": {"type": "function", "function": {}})", "tool_choice.function.name");
+    expect_param_error(t + R"(, "tool_choice": {"type": "function", "function": {"name": "nope"}})",
+                       "tool_choice.function.name", "nope");
+    expect_param_error(t + R"(, "parallel_tool_calls": "yes")", "parallel_tool_calls");
+    expect_param_error(R"(, "functions": [])", "functions");
+    expect_param_error(R"(, "function_call": "auto")", "function_call");
+}
+
+TEST(OpenAIRequest, EveryBadToolMessageFieldIsA400NamingIt) {
+    const auto param_of = [](const std::string& message) {
+        return error_of(Endpoint::ChatCompletions, R"({"messages": [{"role": "user", "content": "hi"}, )" + message +
+                                                       "]}").param;
+    };
+    EXPECT_EQ(param_of(R"({"role": "tool", "content": "x"})"), "messages[1].tool_call_id");
+    EXPECT_EQ(param_of(R"({"role": "tool", "tool_call_id": 3, "content": "x"})"), "messages[1].tool_call_id");
+    EXPECT_EQ(param_of(R"({"role": "tool", "tool_call_id": "c"})"), "messages[1].content");
+    const std::string a = R"({"role": "assistant", "tool_calls": )";
+    EXPECT_EQ(param_of(a + "{}}"), "messages[1].tool_calls");
+    EXPECT_EQ(param_of(a + "[1]}"), "messages[1].tool_calls[0]");
+    EXPECT_EQ(param_of(a + R"([{"type": "x", "function": {"name": "f", "arguments": "{}"}}]})"),
+              "messages[1].tool_calls[0].type");
+    EXPECT_EQ(param_of(a + R"([{"id": 1, "function": {"name": "f", "arguments": "{}"}}]})"),
+              "messages[1].tool_calls[0].id");
+    EXPECT_EQ(param_of(a + R"([{"type": "function"}]})"), "messages[1].tool_calls[0].function");
+    EXPECT_EQ(param_of(a + R"([{"function": {"arguments": "{}"}}]})"), "messages[1].tool_calls[0].function.name");
+    EXPECT_EQ(param_of(a + R"([{"function": {"name": "f", "arguments": {"a": 1}}}]})"),
+              "messages[1].tool_calls[0].function.arguments");
+    EXPECT_EQ(param_of(a + R"([{"function": {"name": "f", "arguments": "{not json"}}]})"),
+              "messages[1].tool_calls[0].function.arguments");
 }
 
 }  // namespace

@@ -199,5 +199,21 @@ TEST(TextStream, DecodedCharactersCountTheText) {
     EXPECT_THROW(TextStream(qwen(), {""}), std::invalid_argument);
 }
 
+TEST(TextStream, KeptSpecialTokensAreText) {
+    // A tool call parser reads markers some tokenizers hold as special tokens (Mistral's [TOOL_CALLS]); Qwen3's
+    // <|im_start|> stands in for one here. Other special tokens are still skipped.
+    const int32_t kept = *qwen().token_id("<|im_start|>"), skipped = *qwen().token_id("<|im_end|>");
+    ASSERT_TRUE(qwen().is_special(kept) && qwen().is_special(skipped));
+    std::vector<int32_t> ids = {kept};
+    for (const int32_t id : qwen().encode("call")) ids.push_back(id);
+    ids.push_back(skipped);
+    TextStream ts(qwen(), {}, {kept});
+    std::string text;
+    for (const int32_t id : ids) text += ts.push(id);
+    text += ts.finish();
+    EXPECT_EQ(text, "<|im_start|>call");
+    EXPECT_EQ(stream(ids, {}).text, "call");  // without keeping, as before
+}
+
 }  // namespace
 }  // namespace tracelm::serve
