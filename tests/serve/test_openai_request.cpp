@@ -263,6 +263,7 @@ TEST(OpenAIRequest, ResponseFormatAndExtensionFieldsBecomeOneConstraint) {
     expect_param_error(R"(, "structured_outputs": {"regex": "a"})", "structured_outputs", "not supported");
     expect_param_error(R"(, "guided_decoding_backend": "outlines")", "guided_decoding_backend");
     expect_param_error(R"(, "guided_regex": 5)", "guided_regex");
+}
 
 constexpr const char* kTools = R"(, "tools": [{"type": "function", "function": {"name": "get_weather",
     "description": "Weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}},
