@@ -12,9 +12,10 @@ namespace {
 
 // The spec's flags, width and precision as a C format, for the numeric conversions C formats as Python does.
 std::string c_format(const std::string& flags, int width, int precision, const char* length, char conv) {
-    std::string f = "%" + flags;
+    std::string f = "%";
+    f += flags;
     if (width >= 0) f += std::to_string(width);
-    if (precision >= 0) f += "." + std::to_string(precision);
+    if (precision >= 0) f.append(".").append(std::to_string(precision));
     f += length;
     f += conv;
     return f;
@@ -66,10 +67,10 @@ std::string convert(char conv, const Value& v, const std::string& flags, int wid
         case 'x':
         case 'X':
         case 'o': {
-            if (!v.is_number())
-                fail("%" + std::string(1, conv) + " format: a real number is required, not " + type_name(v));
+            const std::string spec{'%', conv};
+            if (!v.is_number()) fail(spec + " format: a real number is required, not " + type_name(v));
             if (v.is_float() && (conv == 'x' || conv == 'X' || conv == 'o'))
-                fail("%" + std::string(1, conv) + " format: an integer is required, not float");
+                fail(spec + " format: an integer is required, not float");
             const double d = v.number();
             if (v.is_float() && !std::isfinite(d)) fail("cannot convert float infinity or NaN to integer");
             const long long i = v.is_float() ? static_cast<long long>(std::trunc(d)) : v.integer();
