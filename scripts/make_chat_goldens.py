@@ -232,6 +232,10 @@ SNIPPETS = [
                     "{{ 'x' in undefined_name }}", {}),
     ("logic", "{{ 0 or 'x' }} {{ 1 and 'y' }} {{ [] or [] }} {{ not none }} {{ none and 1 }} "
               "{{ 'a' if 0 else 'b' }} [{{ 'c' if false }}]", {}),
+    ("percent_format", "{{ '%s and %s' % ('a', 'b') }}|{{ '%d%%' % 5 }}|{{ '%5.2f|%-5s|%05d|%x|%#o|%e|%g|%r' % "
+                       "(3.14159, 'ab', 42, 255, 8, 12345.678, 0.0001, 'q') }}"
+                       "|{{ '%(n)s=%(v).1f' % {'n': 'x', 'v': 2} }}|{{ '%s' % [1, 'a'] }}|{{ '%c%.2s' % (65, 'hello') }}|{{ '%d' % 3.9 }}", {}),
+    ("percent_format_missing_argument", "{{ '%s %s' % ('a',) }}", {}),
     ("bad_add", "{{ 'x' + 1 }}", {}),
     ("bad_compare", "{{ 'a' < 1 }}", {}),
     ("divide_by_zero", "{{ 1 / 0 }}", {}),

@@ -368,8 +368,17 @@ TEST(HostileInputs, ChatWithoutTemplateSaysSoForChat) {
 }
 
 // A model whose chat template loops without end, recurses or builds a gigabyte string: generate --chat stops with the
-// limit's message (docs/security.md), quickly and in bounded memory.
+// limit's message (docs/security.md), quickly, and within 128 MiB of what the same command takes with the model's own
+// template (AddressSanitizer keeps up to 256 MiB of freed memory in quarantine on top).
 TEST(HostileInputs, AHostileChatTemplateStopsAtItsLimit) {
+#ifdef __SANITIZE_ADDRESS__
+    constexpr long kSlackMib = 128 + 256;
+#else
+    constexpr long kSlackMib = 128;
+#endif
+    const ModelFolder plain;
+    const Child baseline = plain.generate({"--chat"});
+    ASSERT_EQ(baseline.code, 0) << baseline.err;
     const std::pair<std::string, std::string> cases[] = {
         {"{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
          "the template exceeded its limit of 1000000 loop iterations"},
@@ -383,7 +392,7 @@ TEST(HostileInputs, AHostileChatTemplateStopsAtItsLimit) {
         write(model.dir / "tokenizer_config.json", config.dump());
         const Child c = model.generate({"--chat"});
         expect_refused(c, message);
-        EXPECT_LT(c.peak_rss_mib, kPeakRssBoundMib);
+        EXPECT_LT(c.peak_rss_mib, baseline.peak_rss_mib + kSlackMib) << message;
     }
 }
 

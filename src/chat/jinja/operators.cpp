@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "chat/jinja/error.h"
+#include "chat/jinja/percent_format.h"
 #include "chat/jinja/py_text.h"
 
 namespace tracelm::jinja {
@@ -102,10 +103,7 @@ std::pair<double, double> float_divmod(double x, double y) {
 }
 
 Value arithmetic(std::string_view op, const Value& a, const Value& b) {
-    if (!a.is_number() || !b.is_number()) {
-        if (op == "%" && a.is_string()) fail("string formatting with % is not supported by tracelm's template engine");
-        unsupported(op, a, b);
-    }
+    if (!a.is_number() || !b.is_number()) unsupported(op, a, b);
     const bool ints = !a.is_float() && !b.is_float();
     if (op == "-") {
         if (!ints) return Value::number(a.number() - b.number());
@@ -152,6 +150,7 @@ Value binary_op(Runtime& rt, std::string_view op, const Value& a, const Value& b
     if (b.is_undefined()) fail(b.undefined_hint());
     if (op == "+") return add(rt, a, b);
     if (op == "*") return multiply(rt, a, b);
+    if (op == "%" && a.is_string()) return Value::string(percent_format(rt, a.str(), b));
     return arithmetic(op, a, b);
 }
 
