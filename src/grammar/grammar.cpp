@@ -23,14 +23,18 @@ Compiled::~Compiled() = default;
 
 namespace {
 
-// The vocabulary as xgrammar matches it: each token's raw bytes; special and end-of-generation tokens (and ids past
-// the tokenizer's) empty, which xgrammar never lets grammar text match.
+// The vocabulary as xgrammar matches it: each token's raw bytes. End-of-generation tokens (and ids past the
+// tokenizer's) are empty, which xgrammar treats as special: never matched, never accepted. Other special tokens get
+// a byte 0xFF before their text: no grammar text can hold that byte (grammars come as valid UTF-8 and xgrammar's
+// character classes match code points), so text never matches them either, yet a constraint may ask for one by id
+// (a forced tool call's [TOOL_CALLS] marker), which xgrammar refuses for the tokens it holds special.
 xgrammar::TokenizerInfo tokenizer_info(const Tokenizer& tok, int64_t vocab_size, std::vector<int32_t> end_ids) {
     if (end_ids.empty()) end_ids = tok.end_of_generation_ids();
     std::vector<std::string> vocab(static_cast<size_t>(vocab_size));
     for (int32_t id = 0; id < std::min<int64_t>(vocab_size, tok.vocab_size()); ++id) {
-        const bool ends = std::find(end_ids.begin(), end_ids.end(), id) != end_ids.end();
-        if (!tok.is_special(id) && !ends) vocab[static_cast<size_t>(id)] = tok.token_text(id);
+        if (std::find(end_ids.begin(), end_ids.end(), id) != end_ids.end()) continue;
+        std::string& text = vocab[static_cast<size_t>(id)] = tok.token_text(id);
+        if (tok.is_special(id)) text.insert(text.begin(), '\xff');
     }
     return xgrammar::TokenizerInfo(vocab, xgrammar::VocabType::RAW, static_cast<int>(vocab_size), end_ids, false);
 }

@@ -4,9 +4,9 @@
 // takes the sampled token after it. The engine underneath is xgrammar's C++ core (the one vLLM, SGLang and
 // TensorRT-LLM use); nothing of it shows in this header.
 //
-// A forced tool call (tool_choice "required" or a named function) is meant to reach the decoder the same way: the
-// tool-call format of a model written as an EBNF grammar (Kind::Ebnf) or as xgrammar's structural tag
-// (Kind::StructuralTag), compiled here and matched per row like any other constraint.
+// A forced tool call (tool_choice "required" or a named function) reaches the decoder the same way: the model's
+// tool-call format written as xgrammar's structural tag (Kind::StructuralTag, serve/forced_tool_call.h), compiled
+// here and matched per row like any other constraint.
 #pragma once
 
 #include <cstdint>
@@ -70,8 +70,9 @@ class Compiled {
 // Thread-safe: HTTP handler threads compile before they queue a request.
 class Compiler {
    public:
-    // vocab_size: the model's logits (at least the tokenizer's ids). Special tokens never match grammar text;
-    // end_ids (empty: the tokenizer's end-of-generation ids) end a complete constraint, and only they.
+    // vocab_size: the model's logits (at least the tokenizer's ids). Special tokens never match grammar text (a
+    // structural tag may still ask for one by id); end_ids (empty: the tokenizer's end-of-generation ids) end a
+    // complete constraint, and only they.
     Compiler(const Tokenizer& tokenizer, int64_t vocab_size, const std::vector<int32_t>& end_ids = {},
              int64_t cache_bytes = 256LL << 20);
     ~Compiler();

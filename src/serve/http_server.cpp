@@ -21,6 +21,7 @@
 
 #include "engine/prompt.h"
 #include "runtime/untrusted.h"
+#include "serve/forced_tool_call.h"
 #include "serve/metrics.h"
 #include "serve/openai_request.h"
 #include "serve/openai_response.h"
@@ -281,6 +282,26 @@ std::string chat_prompt(const ChatTemplate& tmpl, const OpenAIRequest& r) {
     }
 }
 
+// What the answer is held to, and the parameter that asked for it: a forced tool call (tool_choice "required" or
+// a function) enforced by constrained decoding, as response_format is; the two together would contradict.
+std::pair<std::optional<grammar::Spec>, std::string> answer_constraint(const ServedModel& m, const OpenAIRequest& r) {
+    if (r.tool_choice != ToolChoice::Required && r.tool_choice != ToolChoice::Named)
+        return {r.constraint, r.constraint_param};
+    if (r.constraint)
+        throw invalid_param(r.constraint_param,
+                            "'" + r.constraint_param + "' cannot be combined with a 'tool_choice' that forces a call");
+    if (m.tool_format == tools::ToolCallFormat::None)
+        throw invalid_param("tool_choice", "'tool_choice' forces a call, but the model's chat template shows no "
+                                           "tool-call format to write it in; use 'auto' or --chat-template");
+    try {
+        // A named function is one call of it, as OpenAI and vLLM answer; "required" may call several.
+        const bool several = r.tool_choice == ToolChoice::Required && r.parallel_tool_calls;
+        return {forced_call_constraint(m.tokenizer, m.tool_format, r.tools, r.tool_choice_name, several), "tools"};
+    } catch (const grammar::GrammarError& e) {
+        throw invalid_param("tools", "'tools': " + untrusted::escape(e.what()));
+    }
+}
+
 // Parses, tokenizes and submits a completion request (on the work pool: a long prompt takes a while to encode).
 Started start_request(const HttpOptions& opt, const std::shared_ptr<const Ready>& rd, Endpoint endpoint,
                       const std::string& body) {
@@ -292,15 +313,6 @@ Started start_request(const HttpOptions& opt, const std::shared_ptr<const Ready>
     const ServedModel& m = rd->model;
     const bool chat = endpoint == Endpoint::ChatCompletions;
     const char* prompt_param = chat ? "messages" : "prompt";
-
-    // A forced call is constrained decoding's to enforce (tools::forced_call_forms gives each allowed call's text
-    // and schema); this build has none, so it refuses rather than hope the model calls.
-    if (r.tool_choice == ToolChoice::Required || r.tool_choice == ToolChoice::Named) {
-        const std::string what = r.tool_choice == ToolChoice::Required ? "'required'" : "naming a function";
-        throw invalid_param("tool_choice", "'tool_choice' " + what +
-                                               " needs constrained decoding, which this server does not have yet; "
-                                               "use 'auto'");
-    }
 
     GenerationRequest g;
     if (r.prompt_ids) {
@@ -330,13 +342,14 @@ Started start_request(const HttpOptions& opt, const std::shared_ptr<const Ready>
                                                   " tokens)");
     }
     g.logit_bias = r.logit_bias;
-    if (r.constraint) {
-        if (!m.grammar) throw invalid_param(r.constraint_param, "structured output is not available for this model");
+    const auto [constraint, constraint_param] = answer_constraint(m, r);
+    if (constraint) {
+        if (!m.grammar) throw invalid_param(constraint_param, "constrained decoding is not available for this model");
         // Here, on the work pool: a schema's first compilation takes a while (then it is cached); no step waits.
         try {
-            g.constraint = m.grammar->compile(*r.constraint);
+            g.constraint = m.grammar->compile(*constraint);
         } catch (const grammar::GrammarError& e) {
-            throw invalid_param(r.constraint_param, "'" + r.constraint_param + "': " + untrusted::escape(e.what()));
+            throw invalid_param(constraint_param, "'" + constraint_param + "': " + untrusted::escape(e.what()));
         }
     }
 

@@ -192,8 +192,18 @@ TEST(ToolCalls, ForcedFormsParseBackToTheirCall) {
         EXPECT_EQ(r.calls[0].name, "get_weather");
         EXPECT_EQ(ordered_json::parse(r.calls[0].arguments), args);
         EXPECT_EQ(r.content, "");
+        // Repeated blocks joined by the format's separator are each a call.
+        if (const auto sep = call_separator(f)) {
+            const std::string two = all[0].prefix + args.dump() + all[0].suffix + *sep + all[1].prefix + "{}" +
+                                    all[1].suffix;
+            const ParsedOutput both = parse_output(f, two, {"get_weather", "ping"});
+            ASSERT_EQ(both.calls.size(), 2u) << two;
+            EXPECT_EQ(both.calls[1].name, "ping");
+            EXPECT_EQ(both.content, "");
+        }
     }
     EXPECT_TRUE(forced_call_forms(ToolCallFormat::None, tools).empty());
+    EXPECT_FALSE(call_separator(ToolCallFormat::Granite).has_value());
 }
 
 TEST(ToolCalls, CallIdsAreRandomAndShapedForTheFormat) {

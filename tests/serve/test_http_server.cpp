@@ -81,6 +81,7 @@ class HttpServerTest : public ::testing::Test {
         ServedModel m{qwen(),   ChatTemplate::for_tokenizer(qwen(), chat_template), qwen().end_of_generation_ids(),
                       context_, qwen().vocab_size(), nullptr};
         m.tool_format = tools::detect_format(chat_template.empty() ? qwen().chat_template() : chat_template);
+        if (with_grammar_) m.grammar = std::make_shared<const grammar::Compiler>(qwen(), qwen().vocab_size());
         Generator g;
         g.submit = [this](GenerationRequest r) -> std::shared_ptr<Stream> {
             // The scheduler's refusals (Engine::check_prompt): ids outside the vocabulary, a prompt that cannot fit.
@@ -156,6 +157,7 @@ class HttpServerTest : public ::testing::Test {
     std::mutex mu_;
     std::vector<StreamUpdate> script_ = updates_of("Hello 世界 😀!");
     int64_t context_ = kContext;  // a tool-offering prompt needs more
+    bool with_grammar_ = false;   // constrained decoding (compiling Qwen3's vocabulary takes a moment)
     std::vector<GenerationRequest> submitted_;
     std::shared_ptr<ScriptedStream> last_;
 };
@@ -390,14 +392,27 @@ TEST_F(HttpServerTest, ToolChoiceNoneAndMalformedCallsLeaveContent) {
     }
 }
 
-TEST_F(HttpServerTest, ForcedToolChoiceIsRefusedUntilConstrainedDecoding) {
+// A forced call reaches the scheduler as a constraint (what it allows: ForcedToolCall.*); a template that shows no
+// tool-call format cannot force one, and a forced call contradicts response_format.
+TEST_F(HttpServerTest, ForcedToolChoiceIsAConstraint) {
     context_ = 4096;
+    with_grammar_ = true;
     start();
     for (const char* choice : {R"("required")", R"({"type": "function", "function": {"name": "search"}})"}) {
-        expect_error(post("/v1/chat/completions", kToolsRequest + R"(, "tool_choice": )" + choice + "}"), 400,
-                     "tool_choice");
+        const auto r = post("/v1/chat/completions", kToolsRequest + R"(, "tool_choice": )" + choice + "}");
+        ASSERT_TRUE(r);
+        EXPECT_EQ(r->status, 200) << r->body;
+        ASSERT_FALSE(submitted().empty());
+        EXPECT_NE(submitted().back().constraint, nullptr) << choice;
     }
-    EXPECT_TRUE(submitted().empty());
+    EXPECT_EQ(post("/v1/chat/completions", kToolsRequest + "}")->status, 200);
+    EXPECT_EQ(submitted().back().constraint, nullptr) << "tool_choice auto constrains nothing";
+    expect_error(post("/v1/chat/completions",
+                      kToolsRequest + R"(, "tool_choice": "required", "response_format": {"type": "json_object"}})"),
+                 400, "response_format");
+    make_ready("{% for m in messages %}{{ m.content }}{% endfor %}");
+    expect_error(post("/v1/chat/completions", kToolsRequest + R"(, "tool_choice": "required"})"), 400,
+                 "tool_choice");
 }
 
 TEST_F(HttpServerTest, StopStringEndsTheRequest) {

@@ -8,8 +8,10 @@ testdata/chat_templates/qwen3.jinja), which offers tools in a system block and a
 (the `ready:` line names it). Checks that tools change prompt_tokens, that an agent loop's second turn (an assistant
 call with JSON-text arguments and a `role: tool` result) is accepted, that with tool_choice auto the answer goes
 through the parser and streamed deltas assemble to the non-streamed message, that tool_choice none keeps the tools
-in the prompt, and the 400s of bad tools and of forced choices (constrained decoding's, not in this build). A forced
-call's end-to-end round trip needs constrained decoding: SmolLM2-135M rarely writes a well-formed call by itself.
+in the prompt, and the 400s of bad tools. Forced calls (tool_choice "required" or a named function) are enforced by
+constrained decoding: SmolLM2-135M rarely writes a well-formed call by itself, yet every forced answer here is a call
+whose arguments `jsonschema` (an implementation independent of tracelm's) validates against the tool's parameters,
+greedy and sampled, streamed and not, and a full agent round trip (forced call, tool result, answer) completes.
 Exits 77 (skipped) without the model or the `openai` package, unless TRACELM_REQUIRE_MODELS is set.
 """
 import json
@@ -103,14 +105,68 @@ class ToolCallsClientTest(unittest.TestCase):
                 self.assertTrue(c.id.startswith("call_"))
                 json.loads(c.function.arguments)
 
+    def check_calls(self, message, names):
+        """The message holds calls of the given functions only, each with arguments valid under its parameters."""
+        import jsonschema
+        self.assertTrue(message.tool_calls, message)
+        schemas = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
+        for c in message.tool_calls:
+            self.assertIn(c.function.name, names)
+            self.assertTrue(c.id.startswith("call_"))
+            jsonschema.validate(json.loads(c.function.arguments), schemas[c.function.name])
+
+    def test_forced_named_call_round_trip(self):
+        named = {"type": "function", "function": {"name": "get_weather"}}
+        r = self.create(tools=TOOLS, tool_choice=named)
+        choice = r.choices[0]
+        self.assertEqual(choice.finish_reason, "tool_calls")
+        self.check_calls(choice.message, {"get_weather"})
+        self.assertEqual(len(choice.message.tool_calls), 1)
+        self.assertFalse(choice.message.content)
+        call = choice.message.tool_calls[0]
+        messages = USER + [
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": call.id, "type": "function",
+                 "function": {"name": call.function.name, "arguments": call.function.arguments}}]},
+            {"role": "tool", "tool_call_id": call.id, "content": json.dumps({"temperature_c": 21, "sky": "clear"})},
+        ]
+        answer = self.create(messages=messages, tools=TOOLS, tool_choice="none", max_tokens=32).choices[0]
+        self.assertIn(answer.finish_reason, ("stop", "length"))
+        self.assertTrue(answer.message.content and answer.message.content.strip(), answer)
+        self.assertIsNone(answer.message.tool_calls)
+
+    def test_required_calls_stream_as_they_answer(self):
+        for parallel in (True, False):
+            r = self.create(tools=TOOLS, tool_choice="required", parallel_tool_calls=parallel,
+                            messages=[{"role": "user", "content": "Say hello."}], max_tokens=96)
+            msg = r.choices[0].message
+            self.check_calls(msg, {"get_weather", "search"})
+            if not parallel:
+                self.assertEqual(len(msg.tool_calls), 1)
+            want = [{"name": c.function.name, "arguments": c.function.arguments} for c in msg.tool_calls]
+            content, calls, finish = assemble(self.create(
+                tools=TOOLS, tool_choice="required", parallel_tool_calls=parallel, stream=True,
+                messages=[{"role": "user", "content": "Say hello."}], max_tokens=96))
+            self.assertEqual((content, calls, finish), (msg.content, want, r.choices[0].finish_reason))
+
+    def test_forced_calls_hold_when_sampled(self):
+        named = {"type": "function", "function": {"name": "search"}}
+        for seed in range(4):
+            r = self.create(tools=TOOLS, tool_choice=named, temperature=1.0, seed=seed, max_tokens=96)
+            self.assertEqual(r.choices[0].finish_reason, "tool_calls", r)
+            self.check_calls(r.choices[0].message, {"search"})
+
     def test_bad_tools_and_forced_choices_are_400s(self):
         cases = [
             ({"tools": [{"type": "retrieval"}]}, "tools[0].type"),
             ({"tools": [{"type": "function", "function": {"name": "has space"}}]}, "tools[0].function.name"),
             ({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "nope"}}},
              "tool_choice.function.name"),
-            ({"tools": TOOLS, "tool_choice": "required"}, "tool_choice"),
-            ({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "search"}}}, "tool_choice"),
+            ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {
+                "type": "object", "properties": {"x": {"not": {"type": "string"}}}}}}],
+              "tool_choice": "required"}, "tools"),
+            ({"tools": TOOLS, "tool_choice": "required", "response_format": {"type": "json_object"}},
+             "response_format"),
             ({"messages": [{"role": "tool", "content": "x"}]}, "messages[0].tool_call_id"),
         ]
         for kw, param in cases:

@@ -426,4 +426,21 @@ std::vector<ForcedCallForm> forced_call_forms(ToolCallFormat format, const order
     return forms;
 }
 
+std::optional<std::string> call_separator(ToolCallFormat format) {
+    switch (format) {
+        case ToolCallFormat::Hermes:
+            return "\n";
+        case ToolCallFormat::Llama3Json:
+            return "; ";
+        case ToolCallFormat::Mistral:
+        case ToolCallFormat::MistralArgs:
+            return "";
+        case ToolCallFormat::DeepSeekR1:
+        case ToolCallFormat::Granite:
+        case ToolCallFormat::None:
+            break;
+    }
+    return std::nullopt;
+}
+
 }  // namespace tracelm::tools

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -103,5 +104,9 @@ struct ForcedCallForm {
 };
 std::vector<ForcedCallForm> forced_call_forms(ToolCallFormat format, const nlohmann::ordered_json& tools,
                                               const std::string& name = "");
+
+// The text between two calls where the format writes several as repeated blocks (Hermes, Llama 3.x, Mistral);
+// nullopt where several calls share one block (Granite's and DeepSeek-R1's lists): a forced answer then holds one.
+std::optional<std::string> call_separator(ToolCallFormat format);
 
 }  // namespace tracelm::tools
