@@ -105,6 +105,37 @@ bool has_tool_calls(const ordered_json& messages) {
                        [](const ordered_json& m) { return m.is_object() && m.contains("tool_calls"); });
 }
 
+// The text of a message to continue: its content, or its last text part (transformers' choice).
+std::string final_text(const ordered_json& messages) {
+    if (messages.empty() || !messages.back().is_object())
+        throw ChatTemplateError("continue_final_message: there is no final message");
+    const auto content = messages.back().find("content");
+    if (content != messages.back().end() && content->is_string()) return content->get<std::string>();
+    if (content != messages.back().end() && content->is_array())
+        for (auto part = content->rbegin(); part != content->rend(); ++part)
+            if (part->is_object() && part->contains("text") && (*part)["text"].is_string())
+                return (*part)["text"].get<std::string>();
+    throw ChatTemplateError("continue_final_message: the final message has no text to continue");
+}
+
+// transformers' continue_final_message: the text is cut right after the last occurrence of the final message's
+// content. A template may strip the content's surrounding whitespace; then the cut goes after the stripped text,
+// else after the content as written (transformers compares the same way).
+std::string cut_after_final_message(std::string text, const ordered_json& messages) {
+    const std::string content = final_text(messages);
+    static constexpr const char* kSpace = " \t\n\r\f\v";
+    const size_t first = content.find_first_not_of(kSpace);
+    const std::string lstripped = first == std::string::npos ? "" : content.substr(first);
+    const std::string stripped = lstripped.substr(0, lstripped.find_last_not_of(kSpace) + 1);
+    const size_t at = text.rfind(stripped);
+    if (at == std::string::npos)
+        throw ChatTemplateError("continue_final_message: the final message does not appear in the rendered chat "
+                                "(the template changed its text)");
+    const bool as_written = text.compare(at, lstripped.size(), content) == 0;
+    text.resize(at + (as_written ? lstripped.size() : stripped.size()));
+    return text;
+}
+
 }  // namespace
 
 ChatTemplate::ChatTemplate(const std::string& source, std::optional<std::string> bos_token,
@@ -158,12 +189,16 @@ ChatTemplate ChatTemplate::for_tokenizer(const Tokenizer& tok, const std::string
 }
 
 std::string ChatTemplate::apply(const ChatInput& input) const {
+    std::string text;
     if (!input.arguments_as_json_text || !object_arguments_ || !input.messages.is_array() ||
-        !has_tool_calls(input.messages))
-        return apply_as_given(input);
-    ChatInput converted = input;
-    converted.messages = object_arguments(input.messages);
-    return apply_as_given(converted);
+        !has_tool_calls(input.messages)) {
+        text = apply_as_given(input);
+    } else {
+        ChatInput converted = input;
+        converted.messages = object_arguments(input.messages);
+        text = apply_as_given(converted);
+    }
+    return input.continue_final_message ? cut_after_final_message(std::move(text), input.messages) : text;
 }
 
 std::string ChatTemplate::apply_as_given(const ChatInput& input) const {

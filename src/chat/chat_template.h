@@ -25,6 +25,9 @@ struct ChatInput {
     nlohmann::ordered_json documents;  // null: no documents
     nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();  // further variables; they win over the above
     bool add_generation_prompt = true;
+    // The text ends right after the last message's content (transformers' continue_final_message), so that the
+    // model goes on with that message rather than after its end.
+    bool continue_final_message = false;
     // Tool calls' function.arguments are JSON text, as OpenAI's API sends them: each reaches the template as the
     // object it holds (what transformers documents and vLLM converts to), unless the template only works with the
     // text (one that concatenates it to a string).
@@ -53,7 +56,7 @@ class ChatTemplate {
 
     // The prompt text. A template that never loops over a message's content gets list contents as their text parts
     // joined by newlines (as vLLM does for such templates); others get the list as it is. Throws
-    // ChatTemplateError.
+    // ChatTemplateError (also when continue_final_message is set and the text does not hold the last message's).
     std::string apply(const ChatInput& input) const;
 
     bool takes_content_parts() const { return content_parts_; }

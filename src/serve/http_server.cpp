@@ -77,6 +77,12 @@ std::vector<int32_t> kept_markers(const Tokenizer& tok, tools::ToolCallFormat fo
     return ids;
 }
 
+// echo's text: the prompt as sent, or its token ids decoded.
+std::string echo_text(const OpenAIRequest& r, const Tokenizer& tok) {
+    if (!r.echo) return "";
+    return r.prompt_ids ? tok.decode(*r.prompt_ids) : r.prompt;
+}
+
 // A submitted request, ready to be answered.
 struct Started {
     std::shared_ptr<Stream> stream;
@@ -105,11 +111,13 @@ class Job {
           include_usage_(s.request.include_usage),
           logprobs_(s.request.sampling.logprobs.has_value()),
           meta_(std::move(s.meta)),
+          echo_(echo_text(s.request, ready_->model.tokenizer)),
           format_(ready_->model.tool_format),
           parser_(tool_parser(s.request, format_)),
           text_(ready_->model.tokenizer, s.request.stop,
                 parser_ ? kept_markers(ready_->model.tokenizer, format_) : std::vector<int32_t>{}) {
         usage_.prompt_tokens = s.prompt_tokens;
+        if (!streamed_) answer_ = echo_;
     }
     ~Job() {
         stream_->on_update({});
@@ -121,11 +129,12 @@ class Job {
     bool streamed() const { return streamed_; }
     void on_update(std::function<void()> fn) { stream_->on_update(std::move(fn)); }
 
-    // What a streamed chat answer opens with: the assistant's role.
+    // What a streamed answer opens with: a chat's, the assistant's role; a completion's, the echoed prompt.
     std::string opening() const {
-        return streamed_ && endpoint_ == Endpoint::ChatCompletions
-                   ? sse(chunk(endpoint_, meta_, "", Finish::None, nullptr, true))
-                   : std::string();
+        if (!streamed_) return "";
+        if (endpoint_ == Endpoint::ChatCompletions)
+            return sse(chunk(endpoint_, meta_, "", Finish::None, nullptr, true));
+        return echo_.empty() ? "" : sse(chunk(endpoint_, meta_, echo_, Finish::None, nullptr));
     }
 
     // What arrived since the last call, without waiting; nothing when no update is ready.
@@ -253,6 +262,7 @@ class Job {
     Endpoint endpoint_;
     bool streamed_, include_usage_, logprobs_;
     ResponseMeta meta_;
+    const std::string echo_;  // the prompt's text the answer opens with (completions' echo); empty: none
     tools::ToolCallFormat format_;
     std::optional<tools::ToolCallParser> parser_;  // set when the answer's tool calls are parsed
     TextStream text_;
@@ -274,6 +284,8 @@ std::string chat_prompt(const ChatTemplate& tmpl, const OpenAIRequest& r) {
     // not parsed for calls.
     input.tools = r.tools;
     input.arguments_as_json_text = true;
+    input.add_generation_prompt = r.add_generation_prompt;
+    input.continue_final_message = r.continue_final_message;
     try {
         return tmpl.apply(input);
     } catch (const ChatTemplateError& e) {
@@ -324,13 +336,14 @@ Started start_request(const HttpOptions& opt, const std::shared_ptr<const Ready>
     }
     const auto prompt_tokens = static_cast<int64_t>(g.prompt.size());
     // A prompt that leaves no room at all is the scheduler's refusal (naming the prompt); a max_tokens beyond the
-    // room left is refused here, as vLLM and OpenAI do, rather than cut short.
+    // room left is refused here, in OpenAI's and vLLM's words, rather than cut short.
     if (r.max_tokens && prompt_tokens < m.context && prompt_tokens + *r.max_tokens > m.context)
-        throw invalid_param(r.max_tokens_param, "'" + r.max_tokens_param + "' is " + std::to_string(*r.max_tokens) +
-                                                    ", but the context of " + std::to_string(m.context) +
-                                                    " tokens has room for " +
-                                                    std::to_string(m.context - prompt_tokens) + " after the prompt's " +
-                                                    std::to_string(prompt_tokens));
+        throw invalid_param(r.max_tokens_param,
+                            "This model's maximum context length is " + std::to_string(m.context) +
+                                " tokens. However, you requested " + std::to_string(prompt_tokens + *r.max_tokens) +
+                                " tokens (" + std::to_string(prompt_tokens) + " in the " + prompt_param + ", " +
+                                std::to_string(*r.max_tokens) + " in the completion; '" + r.max_tokens_param +
+                                "'). Please reduce the length of the " + prompt_param + " or completion.");
     const int64_t budget = r.max_tokens ? *r.max_tokens : m.context - prompt_tokens;
     g.max_new_tokens = static_cast<int>(std::clamp<int64_t>(budget, 1, INT_MAX));
     g.params = sampling::row_params(r.sampling, sampling::resolve_seed(r.sampling));

@@ -5,6 +5,8 @@
 #include <climits>
 #include <limits>
 #include <set>
+#include <span>
+#include <string_view>
 #include <utility>
 
 #include "runtime/untrusted.h"
@@ -231,12 +233,31 @@ json parse_template_kwargs(const json& body) {
     const json* v = field(body, "chat_template_kwargs");
     if (!v) return json::object();
     if (!v->is_object()) wrong_type("chat_template_kwargs", "an object");
-    for (const char* reserved : {"messages", "tools", "documents"})
+    for (const char* reserved : {"messages", "tools", "documents", "add_generation_prompt"})
         if (v->contains(reserved))
             throw invalid_param(std::string("chat_template_kwargs.") + reserved,
                                 std::string("'chat_template_kwargs.") + reserved +
                                     "' cannot be set: the request itself gives the template its " + reserved);
     return *v;
+}
+
+// add_generation_prompt and continue_final_message (vLLM's chat fields). Continuing needs a last message of the
+// assistant's and no new turn opened after it; add_generation_prompt then defaults to false.
+void parse_continuation(const json& body, OpenAIRequest& r) {
+    const auto add = boolean(body, "add_generation_prompt");
+    r.continue_final_message = boolean(body, "continue_final_message").value_or(false);
+    if (r.continue_final_message) {
+        if (add.value_or(false))
+            throw invalid_param("continue_final_message", "'continue_final_message' cannot be combined with "
+                                                          "'add_generation_prompt': true (one continues the last "
+                                                          "message, the other opens a new one)");
+        const std::string role = r.messages.back()["role"].get<std::string>();
+        if (role != "assistant")
+            throw invalid_param("continue_final_message",
+                                "'continue_final_message' needs the last message to be the assistant's, not the " +
+                                    role + "'s");
+    }
+    r.add_generation_prompt = add.value_or(!r.continue_final_message);
 }
 
 std::vector<int32_t> token_ids(const json& list, const std::string& param) {
@@ -423,6 +444,80 @@ void parse_constraint(const json& body, OpenAIRequest& r) {
     }
 }
 
+// OpenAI's range of presence_penalty and frequency_penalty.
+std::optional<double> penalty(const json& body, const char* name) {
+    const auto v = number(body, name);
+    if (v && !(*v >= -2.0 && *v <= 2.0))
+        throw invalid_param(name, "'" + std::string(name) + "' must be in [-2, 2], got " + field(body, name)->dump());
+    return v;
+}
+
+// max_tokens, or chat's newer name for it, max_completion_tokens (one of the two: they are the same limit).
+void parse_max_tokens(const json& body, bool chat, OpenAIRequest& r) {
+    const bool newer = chat && field(body, "max_completion_tokens");
+    if (newer && field(body, "max_tokens"))
+        throw invalid_param("max_tokens", "'max_tokens' cannot be combined with 'max_completion_tokens' (the same "
+                                          "limit): give one");
+    const char* name = newer ? "max_completion_tokens" : "max_tokens";
+    r.max_tokens = integer(body, name);
+    r.max_tokens_param = name;
+    if (r.max_tokens && *r.max_tokens < 1)
+        throw invalid_param(name,
+                            "'" + std::string(name) + "' must be at least 1, got " + std::to_string(*r.max_tokens));
+}
+
+// echo (the prompt before the answer), and the fields of /v1/completions this server refuses by name.
+void parse_completion_options(const json& body, OpenAIRequest& r) {
+    r.echo = boolean(body, "echo").value_or(false);
+    if (r.echo && r.sampling.logprobs)
+        throw invalid_param("echo", "'echo' cannot be combined with 'logprobs' (this server has no log-probabilities "
+                                    "of prompt tokens)");
+    if (const auto best_of = integer(body, "best_of"); best_of && *best_of != 1)
+        throw invalid_param("best_of", "'best_of' must be 1, as 'n' (one choice per request), got " +
+                                           std::to_string(*best_of));
+    if (field(body, "suffix"))
+        throw invalid_param("suffix", "'suffix' is not supported (the server has no fill-in-the-middle template)");
+}
+
+// Fields that only label a request for the client's own records: checked, nothing to do. store: true would ask
+// for the completion to be kept, which this server never does.
+void check_labels(const json& body) {
+    if (const json* u = field(body, "user"); u && !u->is_string()) wrong_type("user", "a string");
+    if (const json* m = field(body, "metadata"); m && !m->is_object()) wrong_type("metadata", "an object");
+    if (boolean(body, "store").value_or(false))
+        throw invalid_param("store", "'store': true is not supported (this server keeps no completions)");
+}
+
+// The fields a body may carry: the ones implemented (OpenAI's and the vLLM / llama-server extensions) and the
+// labels of check_labels. A field outside them (null: not given) is refused by name, as OpenAI refuses an argument
+// it does not know: a parameter the server cannot honour must not be silently dropped.
+constexpr std::string_view kFields[] = {
+    "model", "stream", "stream_options", "max_tokens", "stop", "temperature", "top_p", "top_k", "min_p",
+    "presence_penalty", "frequency_penalty", "repetition_penalty", "seed", "n", "ignore_eos", "logprobs",
+    "logit_bias", "response_format", "guided_json", "guided_regex", "guided_grammar", "guided_decoding_backend",
+    "json_schema", "grammar", "user", "metadata", "store"};
+constexpr std::string_view kChatFields[] = {
+    "messages", "max_completion_tokens", "top_logprobs", "tools", "tool_choice", "parallel_tool_calls",
+    "chat_template_kwargs", "add_generation_prompt", "continue_final_message"};
+constexpr std::string_view kCompletionFields[] = {"prompt", "echo", "best_of"};
+
+[[noreturn]] void unrecognized(const std::string& name) {
+    throw invalid_param(name, "Unrecognized request argument supplied: " + untrusted::escape(name), "");
+}
+
+void refuse_unknown_fields(const json& body, bool chat) {
+    using Names = std::span<const std::string_view>;
+    const auto listed = [](Names list, const std::string& name) {
+        return std::find(list.begin(), list.end(), name) != list.end();
+    };
+    const Names own = chat ? Names(kChatFields) : Names(kCompletionFields);
+    for (const auto& [name, value] : body.items())
+        if (!value.is_null() && !listed(kFields, name) && !listed(own, name)) unrecognized(name);
+    if (const json* so = field(body, "stream_options"))
+        for (const auto& [name, value] : so->items())
+            if (!value.is_null() && name != "include_usage") unrecognized("stream_options." + name);
+}
+
 }  // namespace
 
 OpenAIRequest parse_request(Endpoint endpoint, std::string_view text) {
@@ -446,6 +541,7 @@ OpenAIRequest parse_request(Endpoint endpoint, std::string_view text) {
         r.chat_template_kwargs = parse_template_kwargs(body);
         r.tools = parse_tools(body);
         parse_tool_choice(body, r);
+        parse_continuation(body, r);
     } else {
         parse_prompt(body, r);
     }
@@ -457,12 +553,7 @@ OpenAIRequest parse_request(Endpoint endpoint, std::string_view text) {
         r.include_usage = boolean(*so, "include_usage", "stream_options.include_usage").value_or(false);
     }
 
-    const char* max_name = chat && field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
-    r.max_tokens = integer(body, max_name);
-    r.max_tokens_param = max_name;
-    if (r.max_tokens && *r.max_tokens < 1)
-        throw invalid_param(max_name,
-                            "'" + std::string(max_name) + "' must be at least 1, got " + std::to_string(*r.max_tokens));
+    parse_max_tokens(body, chat, r);
 
     if (const auto n = integer(body, "n"); n && *n != 1)
         throw invalid_param("n", "'n' must be 1 (one choice per request), got " + std::to_string(*n));
@@ -476,8 +567,8 @@ OpenAIRequest parse_request(Endpoint endpoint, std::string_view text) {
     // top_k -1 means off in vLLM's API.
     if (const auto k = integer(body, "top_k")) s.top_k = *k == -1 ? 0 : *k;
     s.min_p = number(body, "min_p").value_or(s.min_p);
-    s.presence_penalty = number(body, "presence_penalty").value_or(s.presence_penalty);
-    s.frequency_penalty = number(body, "frequency_penalty").value_or(s.frequency_penalty);
+    s.presence_penalty = penalty(body, "presence_penalty").value_or(s.presence_penalty);
+    s.frequency_penalty = penalty(body, "frequency_penalty").value_or(s.frequency_penalty);
     s.repeat_penalty = number(body, "repetition_penalty").value_or(s.repeat_penalty);
     if (const auto seed = integer(body, "seed")) s.seed = static_cast<uint64_t>(*seed);
 
@@ -494,8 +585,11 @@ OpenAIRequest parse_request(Endpoint endpoint, std::string_view text) {
         s.logprobs = static_cast<int>(std::clamp<int64_t>(*n, INT32_MIN, INT32_MAX));
     }
     validate_sampling(s, logprobs_param);
+    if (!chat) parse_completion_options(body, r);
     r.logit_bias = parse_logit_bias(body);
     parse_constraint(body, r);
+    check_labels(body);
+    refuse_unknown_fields(body, chat);
     return r;
 }
 

@@ -1,6 +1,6 @@
 // The JSON bodies of POST /v1/chat/completions and /v1/completions, parsed and validated into a plain request.
-// Unknown fields are ignored (OpenAI clients send extras); every invalid value throws ApiError naming its
-// parameter, in OpenAI's error shape.
+// Every invalid value throws ApiError naming its parameter, in OpenAI's error shape; so does a field the server does
+// not implement (as OpenAI answers one it does not know): no parameter is silently ignored.
 #pragma once
 
 #include <cstdint>
@@ -52,8 +52,13 @@ struct OpenAIRequest {
     ToolChoice tool_choice = ToolChoice::Auto;
     std::string tool_choice_name;      // Named: the function
     bool parallel_tool_calls = true;   // false: at most one call per answer
+    // chat: the template's add_generation_prompt; continue_final_message: the prompt ends inside the last message
+    // (an assistant's), which the answer continues (vLLM's fields)
+    bool add_generation_prompt = true;
+    bool continue_final_message = false;
     std::string prompt;                              // completions, as text ...
     std::optional<std::vector<int32_t>> prompt_ids;  // ... or as token ids
+    bool echo = false;                               // completions: the answer's text opens with the prompt's
     bool stream = false;
     bool include_usage = false;         // stream_options.include_usage
     std::optional<int64_t> max_tokens;  // max_tokens or max_completion_tokens; unset: the rest of the context

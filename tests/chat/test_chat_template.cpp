@@ -123,6 +123,39 @@ TEST(ChatTemplate, ContentPartsAreJoinedUnlessTheTemplateLoopsOverThem) {
     EXPECT_EQ(via_set.apply(in), "[one][ two]");
 }
 
+// transformers' continue_final_message: the text ends right after the last occurrence of the final message's
+// content: after the content as written where the template kept it, after its stripped text where the template
+// stripped it; a list content continues its last text part; content the template changed is an error.
+TEST(ChatTemplate, ContinuingTheFinalMessageCutsTheTextAfterItsContent) {
+    const auto continuing = [](const std::string& user, const ordered_json& assistant) {
+        ChatInput in = user_says(user);
+        in.messages.push_back({{"role", "assistant"}, {"content", assistant}});
+        in.add_generation_prompt = false;
+        in.continue_final_message = true;
+        return in;
+    };
+    const std::string turns = "{% for m in messages %}<{{ m.role }}>{{ m.content%s }}</{{ m.role }}>{% endfor %}";
+    const auto tmpl = [&](const std::string& filter) {
+        std::string t = turns;
+        t.replace(t.find("%s"), 2, filter);
+        return ChatTemplate::for_tokenizer(qwen3(), t);
+    };
+    EXPECT_EQ(tmpl("").apply(continuing("hi", "Once upon ")), "<user>hi</user><assistant>Once upon ");
+    EXPECT_EQ(tmpl(" | trim").apply(continuing("hi", " Once upon ")), "<user>hi</user><assistant>Once upon");
+    EXPECT_EQ(tmpl("").apply(continuing("Hello", "Hello")), "<user>Hello</user><assistant>Hello");
+    const ordered_json parts = ordered_json::parse(R"([{"type": "text", "text": "A"}, {"type": "text", "text": "B"}])");
+    EXPECT_EQ(tmpl("").apply(continuing("hi", parts)), "<user>hi</user><assistant>A\nB");
+    ChatInput closed = continuing("hi", "Once upon");
+    closed.continue_final_message = false;
+    EXPECT_EQ(tmpl("").apply(closed), "<user>hi</user><assistant>Once upon</assistant>");
+    try {
+        tmpl(" | upper").apply(continuing("hi", "once"));
+        FAIL() << "a final message the template changed was continued";
+    } catch (const ChatTemplateError& e) {
+        EXPECT_NE(std::string(e.what()).find("does not appear"), std::string::npos) << e.what();
+    }
+}
+
 TEST(ChatTemplate, StrftimeNowReadsTheGivenTime) {
     ChatInput in = user_says("x");
     in.now = 1736944496;  // 2025-01-15 12:34:56 UTC

@@ -3,13 +3,14 @@
 
 Usage: load_fault_test.py TRACELM_BINARY
 
-64 concurrent streaming clients with mixed prompt lengths (greedy and seeded), together with malformed bodies,
-oversized bodies, bodies with unknown fields and clients that disconnect mid-stream, on a server whose KV pool is
-too small for the load (so sequences wait and are preempted). Afterwards: every completed answer equals the same
-request run alone, /metrics shows nothing running and no KV block in use, and the server still answers. Whether that
-load preempts depends on timing, so a last phase forces it: three long generations that each fit the pool alone but
-together outgrow it must preempt, and still answer as they do alone. Bounded: every request has a timeout and the
-server is killed at the end. Exits 77 (skipped) without the model, unless TRACELM_REQUIRE_MODELS is set.
+64 concurrent streaming clients with mixed prompt lengths (greedy and seeded, some with a `user` label), together with
+malformed bodies, oversized bodies, a body with an unknown field (400) and clients that disconnect mid-stream, on a
+server whose KV pool is too small for the load (so sequences wait and are preempted). Afterwards: every completed
+answer equals the same request run alone, /metrics shows nothing running and no KV block in use, and the server still
+answers. Whether that load preempts depends on timing, so a last phase forces it: three long generations that each fit
+the pool alone but together outgrow it must preempt, and still answer as they do alone. Bounded: every request has a
+timeout and the server is killed at the end. Exits 77 (skipped) without the model, unless TRACELM_REQUIRE_MODELS is
+set.
 """
 import http.client
 import json
@@ -43,7 +44,7 @@ def completion_body(i, stream):
     else:
         body["temperature"] = 0
     if i % 8 == 3:
-        body["some_unknown_field"] = {"nested": [1, 2, 3]}  # clients send extras; they are ignored
+        body["user"] = f"client-{i}"  # a label: accepted, changes nothing
     return body
 
 
@@ -177,7 +178,8 @@ def main():
             threads.append(threading.Thread(target=disconnect_mid_stream,
                                             args=(server.port, completion_body(i, True) | {"max_tokens": 150}, results, i)))
         malformed = ['{"prompt": "x", "max_tokens": ', "[1, 2", '{"prompt": 5}', '{"prompt": "x", "max_tokens": -3}',
-                     '{"prompt": "x", "temperature": "hot"}', "\xff\xfe"]
+                     '{"prompt": "x", "temperature": "hot"}', "\xff\xfe",
+                     '{"prompt": "x", "some_unknown_field": {"nested": [1, 2, 3]}}']  # refused as OpenAI does
         for j, payload in enumerate(malformed):
             i = CLIENTS + DISCONNECTS + j
             threads.append(threading.Thread(target=bad_request, args=(server.port, payload, 400, results, i)))

@@ -4,13 +4,16 @@
 Usage: openai_client_test.py TRACELM_BINARY
 
 Starts `tracelm serve --port 0` on the default model (SmolLM2-135M-Instruct Q4_1 in the model cache) and checks chat
-and completions, streamed and not; that streamed text equals the non-streamed text of the same greedy request byte
-for byte; stop strings that span streamed chunks; multi-byte text; usage against `tracelm tokenize`; every error
-status; /health, /v1/models and /metrics. Exits 77 (skipped) without the model or the `openai` package, unless
-TRACELM_REQUIRE_MODELS is set. Every wait is bounded and the server is always killed at the end.
+and completions, streamed and not; that streamed text equals the non-streamed text of the same greedy request byte for
+byte; stop strings that span streamed chunks; multi-byte text; usage against `tracelm tokenize`; every error status
+and every refused parameter (unknown fields included); echo; continue_final_message and add_generation_prompt against
+SmolLM2's template rendered by Python jinja2; /health, /v1/models and /metrics. Exits 77 (skipped) without the model
+or the `openai` package, unless TRACELM_REQUIRE_MODELS is set. Every wait is bounded and the server is always killed
+at the end.
 """
 import http.client
 import json
+import pathlib
 import re
 import subprocess
 import sys
@@ -29,6 +32,26 @@ def tokenize(text):
     out = subprocess.run([BINARY, "tokenize", "--model", MODEL, "--text", text], capture_output=True, text=True,
                          timeout=60, check=True)
     return json.loads(out.stdout)
+
+
+SMOLLM2_TEMPLATE = pathlib.Path(__file__).resolve().parents[2] / "testdata/chat_templates/smollm2-135m-instruct.jinja"
+
+
+def jinja2_prompt(messages, add_generation_prompt, continue_final_message=False):
+    """SmolLM2's template rendered by Python jinja2 as transformers' apply_chat_template renders it, with its
+    continue_final_message cut: after the last occurrence of the final message's content (as written when the
+    rendering kept it so, else stripped). Independent of tracelm's template code."""
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    text = env.from_string(SMOLLM2_TEMPLATE.read_text()).render(
+        messages=messages, add_generation_prompt=add_generation_prompt, bos_token="<|im_start|>",
+        eos_token="<|im_end|>")
+    if continue_final_message:
+        final = messages[-1]["content"]
+        at = text.rindex(final.strip())
+        kept = text[at:at + len(final.lstrip())] == final
+        text = text[:at + len(final.lstrip() if kept else final.strip())]
+    return text
 
 
 def chatml(messages):
@@ -182,6 +205,41 @@ class OpenAIClientTest(unittest.TestCase):
         self.assertFalse(any(t.is_alive() for t in threads), "a concurrent stream did not finish in 120 s")
         self.assertEqual(results, alone)
 
+    def test_completion_echo_prepends_the_prompt(self):
+        prompt = "The capital of France is"
+        kw = dict(model=MODEL_ID, prompt=prompt, max_tokens=8, temperature=0, extra_body={"ignore_eos": True})
+        alone = self.client.completions.create(**kw)
+        echoed = self.client.completions.create(echo=True, **kw)
+        self.assertEqual(echoed.choices[0].text, prompt + alone.choices[0].text)
+        self.assertEqual(echoed.usage.completion_tokens, alone.usage.completion_tokens)
+        chunks = list(self.client.completions.create(echo=True, stream=True, **kw))
+        self.assertEqual(chunks[0].choices[0].text, prompt)
+        self.assertEqual("".join(c.choices[0].text for c in chunks), prompt + alone.choices[0].text)
+
+    def test_continue_final_message_prompt_is_jinja2s(self):
+        messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Tell me a story."},
+                    {"role": "assistant", "content": "Once upon a time, "}]
+
+        def chat(**fields):
+            return self.client.chat.completions.create(model=MODEL_ID, messages=messages, max_tokens=12,
+                                                       temperature=0, extra_body={"ignore_eos": True, **fields})
+
+        cases = [({}, jinja2_prompt(messages, True)),
+                 ({"add_generation_prompt": False}, jinja2_prompt(messages, False)),
+                 ({"continue_final_message": True}, jinja2_prompt(messages, False, True))]
+        self.assertTrue(cases[2][1].endswith("<|im_start|>assistant\nOnce upon a time, "), cases[2][1])
+        for fields, prompt in cases:
+            with self.subTest(fields=fields):
+                r = chat(**fields)
+                self.assertEqual(r.usage.prompt_tokens, len(tokenize(prompt)))
+                # The same prompt sent as text gives the same greedy answer.
+                same = self.client.completions.create(model=MODEL_ID, prompt=prompt, max_tokens=12, temperature=0,
+                                                      extra_body={"ignore_eos": True})
+                self.assertEqual(r.choices[0].message.content, same.choices[0].text)
+        with self.assertRaises(self.openai.BadRequestError) as cm:
+            chat(continue_final_message=True, add_generation_prompt=True)
+        self.assertEqual(cm.exception.body["param"], "continue_final_message")
+
     def test_seeded_sampling_reproduces(self):
         kw = dict(model=MODEL_ID, prompt="Once upon a time", max_tokens=12, temperature=0.9, top_p=0.95, seed=1234)
         a = self.client.completions.create(**kw).choices[0].text
@@ -219,7 +277,9 @@ class OpenAIClientTest(unittest.TestCase):
 
     def test_invalid_parameters_are_400_and_named(self):
         cases = [dict(top_p=2), dict(temperature=-1), dict(n=2), dict(max_tokens=0), dict(stop=["a", "b", "c", "d", "e"]),
-                 dict(extra_body={"top_k": -5}), dict(extra_body={"repetition_penalty": 0})]
+                 dict(extra_body={"top_k": -5}), dict(extra_body={"repetition_penalty": 0}),
+                 dict(presence_penalty=2.5), dict(frequency_penalty=-2.01), dict(reasoning_effort="high"),
+                 dict(extra_body={"some_future_field": {"x": 1}}), dict(extra_body={"echo": True})]
         for kw in cases:
             with self.subTest(kw=kw):
                 with self.assertRaises(self.openai.BadRequestError) as cm:
@@ -229,6 +289,18 @@ class OpenAIClientTest(unittest.TestCase):
                 self.assertEqual(err["param"], name)
                 self.assertEqual(err["type"], "invalid_request_error")
                 self.assertIn(name, err["message"])
+
+    def test_refused_completion_parameters_are_400_and_named(self):
+        cases = [("suffix", dict(suffix="}")), ("best_of", dict(best_of=2)), ("echo", dict(echo=True, logprobs=1)),
+                 ("presence_penalty", dict(presence_penalty=-3)),
+                 ("some_future_field", dict(extra_body={"some_future_field": 1})),
+                 ("top_logprobs", dict(extra_body={"top_logprobs": 1}))]
+        for name, kw in cases:
+            with self.subTest(kw=kw):
+                with self.assertRaises(self.openai.BadRequestError) as cm:
+                    self.client.completions.create(model=MODEL_ID, prompt="hi", max_tokens=2, **kw)
+                self.assertEqual(cm.exception.body["param"], name)
+                self.assertIn(name, cm.exception.body["message"])
 
     def test_error_statuses(self):
         with self.assertRaises(self.openai.NotFoundError) as cm:
@@ -251,8 +323,11 @@ class OpenAIClientTest(unittest.TestCase):
         status, _, body = self.server.request("GET", "/v1/nothing", None, auth)
         self.assertEqual(status, 404)
         self.assertIn("error", json.loads(body))
-        # Unknown fields are ignored.
-        _, r = self.chat("hi", max_tokens=2, extra_body={"some_future_field": {"x": 1}})
+        # A field the server does not implement is refused as OpenAI refuses one; labels are accepted.
+        with self.assertRaises(self.openai.BadRequestError) as cm:
+            self.chat("hi", max_tokens=2, extra_body={"some_future_field": {"x": 1}})
+        self.assertEqual(cm.exception.body["message"], "Unrecognized request argument supplied: some_future_field")
+        _, r = self.chat("hi", max_tokens=2, user="someone", metadata={"k": "v"}, store=False)
         self.assertTrue(r.choices)
 
     # --- monitoring -----------------------------------------------------------------------------------------------

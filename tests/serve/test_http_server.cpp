@@ -528,6 +528,51 @@ TEST_F(HttpServerTest, ATemplateErrorIsA400NamingTheTemplatesMessage) {
     EXPECT_EQ(submitted().at(0).prompt, qwen().encode("HI"));
 }
 
+// add_generation_prompt and continue_final_message reach the template's rendering: a closed last turn, a new
+// turn opened, or the assistant's last message left open right after its content.
+TEST_F(HttpServerTest, ContinuingTheFinalMessageLeavesItOpen) {
+    start("", false);
+    make_ready("{% for m in messages %}<{{ m.role }}>{{ m.content }}</{{ m.role }}>{% endfor %}"
+               "{% if add_generation_prompt %}<assistant>{% endif %}");
+    const std::string msgs = R"({"messages": [{"role": "user", "content": "hi"},
+                                              {"role": "assistant", "content": "Once upon"}])";
+    for (const char* extra : {"", R"(, "add_generation_prompt": false)", R"(, "continue_final_message": true)"})
+        ASSERT_EQ(post("/v1/chat/completions", msgs + extra + "}")->status, 200) << extra;
+    ASSERT_EQ(submitted().size(), 3u);
+    EXPECT_EQ(submitted()[0].prompt, qwen().encode("<user>hi</user><assistant>Once upon</assistant><assistant>"));
+    EXPECT_EQ(submitted()[1].prompt, qwen().encode("<user>hi</user><assistant>Once upon</assistant>"));
+    EXPECT_EQ(submitted()[2].prompt, qwen().encode("<user>hi</user><assistant>Once upon"));
+    expect_error(post("/v1/chat/completions", msgs + R"(, "continue_final_message": true,
+                                                        "add_generation_prompt": true})"),
+                 400, "continue_final_message");
+    EXPECT_EQ(submitted().size(), 3u);
+}
+
+// echo: a completion's text opens with its prompt (token ids: decoded); streamed, the prompt is the first chunk.
+// usage still counts the generated tokens only.
+TEST_F(HttpServerTest, EchoPrependsThePrompt) {
+    start();
+    const json plain = json::parse(post("/v1/completions", R"({"prompt": "Say hi", "echo": true})")->body);
+    EXPECT_EQ(plain["choices"][0]["text"], "Say hi" "Hello 世界 😀!");
+    EXPECT_EQ(plain["usage"]["completion_tokens"], qwen().encode("Hello 世界 😀!").size());
+    const std::vector<int32_t> ids = qwen().encode("Say hi");
+    const json from_ids = json::parse(
+        post("/v1/completions", R"({"prompt": )" + json(ids).dump() + R"(, "echo": true})")->body);
+    EXPECT_EQ(from_ids["choices"][0]["text"], "Say hi" "Hello 世界 😀!");
+    const auto streamed = post("/v1/completions", R"({"prompt": "Say hi", "echo": true, "stream": true})");
+    ASSERT_TRUE(streamed);
+    const std::vector<json> ev = events(streamed->body);
+    ASSERT_GE(ev.size(), 3u);
+    EXPECT_EQ(ev[0]["choices"][0]["text"], "Say hi");
+    std::string text;
+    for (const json& e : ev)
+        if (e.is_object()) text += e["choices"][0]["text"].get<std::string>();
+    EXPECT_EQ(text, "Say hi" "Hello 世界 😀!");
+    // Without echo the answer is the generated text alone.
+    EXPECT_EQ(json::parse(post("/v1/completions", R"({"prompt": "Say hi"})")->body)["choices"][0]["text"],
+              "Hello 世界 😀!");
+}
+
 TEST_F(HttpServerTest, AnApiKeyGuardsEveryRouteButHealth) {
     start("sesame");
     const std::string body = R"({"prompt": "x"})";
@@ -555,9 +600,14 @@ TEST_F(HttpServerTest, MetricsCanBePublicUnderAnApiKey) {
 // As vLLM and OpenAI: a max_tokens the context cannot hold after the prompt is refused, not cut short.
 TEST_F(HttpServerTest, MaxTokensBeyondTheContextIsA400) {
     start();
-    const int64_t room = kContext - static_cast<int64_t>(qwen().encode("x").size());
-    expect_error(post("/v1/completions", R"({"prompt": "x", "max_tokens": )" + std::to_string(room + 1) + "}"), 400,
-                 "max_tokens");
+    const int64_t prompt = static_cast<int64_t>(qwen().encode("x").size()), room = kContext - prompt;
+    const auto over = post("/v1/completions", R"({"prompt": "x", "max_tokens": )" + std::to_string(room + 1) + "}");
+    expect_error(over, 400, "max_tokens");
+    EXPECT_EQ(json::parse(over->body)["error"]["message"],
+              "This model's maximum context length is " + std::to_string(kContext) + " tokens. However, you "
+              "requested " + std::to_string(kContext + 1) + " tokens (" + std::to_string(prompt) + " in the prompt, " +
+              std::to_string(room + 1) + " in the completion; 'max_tokens'). Please reduce the length of the prompt "
+              "or completion.");
     expect_error(post("/v1/chat/completions",
                       R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 100000})"),
                  400, "max_completion_tokens");

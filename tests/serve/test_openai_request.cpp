@@ -67,7 +67,7 @@ TEST(OpenAIRequest, EveryFieldIsRead) {
     const OpenAIRequest r = chat(R"(, "stream": true, "stream_options": {"include_usage": true}, "max_tokens": 7,
         "stop": ["a", "bc"], "temperature": 0.5, "top_p": 0.9, "top_k": 40, "min_p": 0.05, "presence_penalty": 0.25,
         "frequency_penalty": -0.5, "repetition_penalty": 1.1, "seed": 1234, "logprobs": true, "top_logprobs": 3,
-        "n": 1, "ignore_eos": true, "user": "someone", "tools": [], "unknown_field": {"x": 1})");
+        "n": 1, "ignore_eos": true, "user": "someone", "tools": [])");
     EXPECT_TRUE(r.stream);
     EXPECT_TRUE(r.include_usage);
     EXPECT_EQ(r.max_tokens, 7);
@@ -126,6 +126,73 @@ TEST(OpenAIRequest, ChatTemplateKwargsAreAnObjectThatCannotReplaceTheRequestsOwn
     expect_param_error(R"(, "chat_template_kwargs": [1])", "chat_template_kwargs", "an object");
     expect_param_error(R"(, "chat_template_kwargs": {"messages": []})", "chat_template_kwargs.messages");
     expect_param_error(R"(, "chat_template_kwargs": {"tools": []})", "chat_template_kwargs.tools");
+    expect_param_error(R"(, "chat_template_kwargs": {"add_generation_prompt": false})",
+                       "chat_template_kwargs.add_generation_prompt");
+}
+
+// vLLM's add_generation_prompt and continue_final_message: continuing needs the assistant's message last and
+// opens no new turn (add_generation_prompt false unless given, and refused when given true).
+TEST(OpenAIRequest, ContinuingTheFinalMessageNeedsTheAssistantsMessageAndNoGenerationPrompt) {
+    EXPECT_TRUE(chat("").add_generation_prompt);
+    EXPECT_FALSE(chat("").continue_final_message);
+    EXPECT_FALSE(chat(R"(, "add_generation_prompt": false)").add_generation_prompt);
+    const std::string last_assistant = R"({"messages": [{"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "Hello"}], "continue_final_message": true)";
+    const OpenAIRequest r = parse_request(Endpoint::ChatCompletions, last_assistant + "}");
+    EXPECT_TRUE(r.continue_final_message);
+    EXPECT_FALSE(r.add_generation_prompt);
+    EXPECT_FALSE(parse_request(Endpoint::ChatCompletions, last_assistant + R"(, "add_generation_prompt": false})")
+                     .add_generation_prompt);
+    const ApiError both =
+        error_of(Endpoint::ChatCompletions, last_assistant + R"(, "add_generation_prompt": true})");
+    EXPECT_EQ(both.param, "continue_final_message");
+    EXPECT_NE(std::string(both.what()).find("add_generation_prompt"), std::string::npos) << both.what();
+    expect_param_error(R"(, "continue_final_message": true)", "continue_final_message", "assistant");
+    expect_param_error(R"(, "continue_final_message": 1)", "continue_final_message", "a boolean");
+    expect_param_error(R"(, "add_generation_prompt": "no")", "add_generation_prompt", "a boolean");
+}
+
+// OpenAI's answer to an argument it does not know: a 400 naming it. Null is "not given"; user, metadata and
+// store: false only label a request.
+TEST(OpenAIRequest, UnknownFieldsAreRefusedByName) {
+    for (const char* name : {"some_future_field", "audio", "modalities", "prediction", "reasoning_effort",
+                             "web_search_options", "service_tier", "echo", "best_of", "suffix", "prompt"}) {
+        const ApiError e =
+            error_of(Endpoint::ChatCompletions, std::string(R"({"messages": [{"role": "user", "content": "hi"}], ")") +
+                                                    name + R"(": {"x": 1}})");
+        EXPECT_EQ(e.status, 400) << name;
+        EXPECT_EQ(e.param, name);
+        EXPECT_EQ(std::string(e.what()), std::string("Unrecognized request argument supplied: ") + name);
+        EXPECT_EQ(e.code, "");
+    }
+    // Chat's own fields are unknown to /v1/completions.
+    for (const char* name : {"messages", "max_completion_tokens", "top_logprobs", "tools", "tool_choice",
+                             "parallel_tool_calls", "chat_template_kwargs", "continue_final_message",
+                             "add_generation_prompt", "functions"}) {
+        const ApiError e = error_of(Endpoint::Completions, std::string(R"({"prompt": "x", ")") + name + R"(": 1})");
+        EXPECT_EQ(e.param, name);
+        EXPECT_EQ(std::string(e.what()), std::string("Unrecognized request argument supplied: ") + name);
+    }
+    const ApiError nested = error_of(
+        Endpoint::Completions, R"({"prompt": "x", "stream": true, "stream_options": {"include_obfuscation": false}})");
+    EXPECT_EQ(nested.param, "stream_options.include_obfuscation");
+    EXPECT_NO_THROW(chat(R"(, "some_future_field": null, "stream": true, "stream_options": {"x": null})"));
+    EXPECT_NO_THROW(chat(R"(, "user": "u-1", "metadata": {"k": "v"}, "store": false)"));
+    EXPECT_NO_THROW(completion(R"("prompt": "x", "user": "u-1", "metadata": {}, "store": false)"));
+    expect_param_error(R"(, "store": true)", "store", "keeps no completions");
+    expect_param_error(R"(, "user": 5)", "user", "a string");
+    expect_param_error(R"(, "metadata": [1])", "metadata", "an object");
+}
+
+// OpenAI's ranges: presence_penalty and frequency_penalty in [-2, 2].
+TEST(OpenAIRequest, PenaltiesOutsideOpenAIsRangeAreRefused) {
+    EXPECT_EQ(chat(R"(, "presence_penalty": 2, "frequency_penalty": -2)").sampling.presence_penalty, 2.0);
+    EXPECT_EQ(chat(R"(, "presence_penalty": 2, "frequency_penalty": -2)").sampling.frequency_penalty, -2.0);
+    for (const char* param : {"presence_penalty", "frequency_penalty"}) {
+        for (const char* value : {"2.01", "-2.5", "1e39"}) {
+            expect_param_error(std::string(", \"") + param + "\": " + value, param, "must be in [-2, 2]");
+        }
+    }
 }
 
 TEST(OpenAIRequest, CompletionPromptsAreTextOrTokenIds) {
@@ -136,8 +203,21 @@ TEST(OpenAIRequest, CompletionPromptsAreTextOrTokenIds) {
     EXPECT_EQ(completion(R"("prompt": "x", "logprobs": 5)").sampling.logprobs, 5);
     EXPECT_EQ(completion(R"("prompt": "x", "logprobs": 0)").sampling.logprobs, 0);
     EXPECT_EQ(completion(R"("prompt": "x", "max_tokens": 3)").max_tokens, 3);
-    // max_completion_tokens is chat's name; completions read max_tokens only.
-    EXPECT_FALSE(completion(R"("prompt": "x", "max_completion_tokens": 3)").max_tokens.has_value());
+}
+
+// echo prepends the prompt (not with logprobs: no prompt log-probabilities); best_of only as n, 1; no suffix.
+TEST(OpenAIRequest, CompletionsEchoBestOfAndSuffix) {
+    EXPECT_FALSE(completion(R"("prompt": "x")").echo);
+    EXPECT_TRUE(completion(R"("prompt": "x", "echo": true, "best_of": 1)").echo);
+    const auto param_of = [](const std::string& fields) { return error_of(Endpoint::Completions, "{" + fields + "}"); };
+    EXPECT_EQ(param_of(R"("prompt": "x", "echo": true, "logprobs": 0)").param, "echo");
+    EXPECT_EQ(param_of(R"("prompt": "x", "echo": "yes")").param, "echo");
+    const ApiError best_of = param_of(R"("prompt": "x", "best_of": 2)");
+    EXPECT_EQ(best_of.param, "best_of");
+    EXPECT_NE(std::string(best_of.what()).find("must be 1"), std::string::npos) << best_of.what();
+    const ApiError suffix = param_of(R"("prompt": "x", "suffix": "}")");
+    EXPECT_EQ(suffix.param, "suffix");
+    EXPECT_NE(std::string(suffix.what()).find("fill-in-the-middle"), std::string::npos) << suffix.what();
 }
 
 TEST(OpenAIRequest, MalformedBodiesAreA400WithoutAParameter) {
@@ -161,12 +241,13 @@ TEST(OpenAIRequest, InvalidValuesNameTheirParameter) {
     expect_param_error(R"(, "top_k": 1.5)", "top_k", "an integer");
     expect_param_error(R"(, "min_p": 2)", "min_p", "[0, 1]");
     expect_param_error(R"(, "repetition_penalty": 0)", "repetition_penalty", "> 0");
-    expect_param_error(R"(, "presence_penalty": 1e39)", "presence_penalty", "finite");
+    expect_param_error(R"(, "presence_penalty": 1e39)", "presence_penalty", "[-2, 2]");
     expect_param_error(R"(, "frequency_penalty": "x")", "frequency_penalty");
     expect_param_error(R"(, "seed": 0.5)", "seed", "an integer");
     expect_param_error(R"(, "max_tokens": 0)", "max_tokens", "at least 1");
     expect_param_error(R"(, "max_tokens": "5")", "max_tokens");
     expect_param_error(R"(, "max_completion_tokens": -3)", "max_completion_tokens");
+    expect_param_error(R"(, "max_completion_tokens": 3, "max_tokens": 3)", "max_tokens", "max_completion_tokens");
     expect_param_error(R"(, "n": 2)", "n", "must be 1");
     expect_param_error(R"(, "stream": "yes")", "stream", "a boolean");
     expect_param_error(R"(, "stream_options": {"include_usage": true})", "stream_options");
