@@ -263,33 +263,74 @@ class Job {
     std::vector<size_t> offsets_;
 };
 
-// The chat template's text of a chat request; the template's errors (its raise_exception, an operation it cannot do,
-// a limit) are the client's: a 400 that names the template's message.
-std::string chat_prompt(const ChatTemplate& tmpl, const OpenAIRequest& r) {
-    ChatInput input;
-    input.messages = r.messages;
-    input.kwargs = r.chat_template_kwargs;
-    // tool_choice "none" still shows the tools (as vLLM does by default): the model knows them but its answer is
-    // not parsed for calls.
-    input.tools = r.tools;
+// The ids of a chat's prompt: the chat template's text, encoded as every prompt is. The template's errors (its
+// raise_exception, an operation it cannot do, a limit) are the client's: a 400 that names the template's message.
+std::vector<int32_t> chat_ids(const ServedModel& m, ChatInput input) {
+    if (!m.chat_template) throw invalid_param("messages", "the model has no chat template; use /v1/completions");
     input.arguments_as_json_text = true;
+    std::string text;
     try {
-        return tmpl.apply(input);
+        text = m.chat_template->apply(input);
     } catch (const ChatTemplateError& e) {
         throw invalid_param("messages", std::string("the model's chat template refused the request: ") + e.what(),
                             "chat_template_error");
     }
+    return encode_prompt(m.tokenizer, text);
+}
+
+ApiError model_not_found(const std::string& model, const std::string& served) {
+    return ApiError(404, "the model '" + model + "' does not exist (this server serves '" + served + "')",
+                    "invalid_request_error", "model", "model_not_found");
+}
+
+// A request's "model", when it names one, must be the served model; and the model must be loaded.
+const ServedModel& served(const HttpOptions& opt, const std::shared_ptr<const Ready>& rd, const std::string& model) {
+    if (!model.empty() && model != opt.model_id) throw model_not_found(model, opt.model_id);
+    if (!rd) throw ApiError(503, "the model is loading", "server_error");
+    return rd->model;
+}
+
+// POST /tokenize (docs/serve.md): vLLM's answer {"tokens", "count", "max_model_len"}, or llama-server's {"tokens"}.
+std::string tokenize_answer(const HttpOptions& opt, const std::shared_ptr<const Ready>& rd, const std::string& body) {
+    const TokenizeRequest r = parse_tokenize(body);
+    const ServedModel& m = served(opt, rd, r.model);
+    std::vector<int32_t> ids;
+    if (r.chat) {
+        ChatInput input;
+        input.messages = r.messages;
+        input.kwargs = r.chat_template_kwargs;
+        input.tools = r.tools;
+        input.add_generation_prompt = r.add_generation_prompt;
+        ids = chat_ids(m, std::move(input));
+    } else {
+        ids = r.add_special ? encode_prompt(m.tokenizer, r.text) : m.tokenizer.encode(r.text);
+    }
+    if (r.llama_server) return dump({{"tokens", ids}});
+    return dump({{"tokens", ids}, {"count", ids.size()}, {"max_model_len", m.context}});
+}
+
+// POST /detokenize: the ids' text under both servers' names for it, vLLM's "prompt" and llama-server's "content"
+// (their requests look alike). At most a context of ids, which bounds the answer's size.
+std::string detokenize_answer(const HttpOptions& opt, const std::shared_ptr<const Ready>& rd,
+                              const std::string& body) {
+    const DetokenizeRequest r = parse_detokenize(body);
+    const ServedModel& m = served(opt, rd, r.model);
+    if (static_cast<int64_t>(r.tokens.size()) > m.context)
+        throw invalid_param("tokens", "'tokens' holds " + std::to_string(r.tokens.size()) +
+                                          " ids, more than the model's context of " + std::to_string(m.context));
+    for (const int32_t id : r.tokens)
+        if (id >= m.vocab_size)
+            throw invalid_param("tokens", "'tokens' id " + std::to_string(id) + " is outside the vocabulary (" +
+                                              std::to_string(m.vocab_size) + " tokens)");
+    const std::string text = m.tokenizer.decode(r.tokens);
+    return dump({{"prompt", text}, {"content", text}});
 }
 
 // Parses, tokenizes and submits a completion request (on the work pool: a long prompt takes a while to encode).
 Started start_request(const HttpOptions& opt, const std::shared_ptr<const Ready>& rd, Endpoint endpoint,
                       const std::string& body) {
     const OpenAIRequest r = parse_request(endpoint, body);
-    if (!r.model.empty() && r.model != opt.model_id)
-        throw ApiError(404, "the model '" + r.model + "' does not exist (this server serves '" + opt.model_id + "')",
-                       "invalid_request_error", "model", "model_not_found");
-    if (!rd) throw ApiError(503, "the model is loading", "server_error");
-    const ServedModel& m = rd->model;
+    const ServedModel& m = served(opt, rd, r.model);
     const bool chat = endpoint == Endpoint::ChatCompletions;
     const char* prompt_param = chat ? "messages" : "prompt";
 
@@ -305,10 +346,16 @@ Started start_request(const HttpOptions& opt, const std::shared_ptr<const Ready>
     GenerationRequest g;
     if (r.prompt_ids) {
         g.prompt = *r.prompt_ids;  // the scheduler checks the ids (Engine::check_prompt): a 400 naming `prompt`
+    } else if (chat) {
+        ChatInput input;
+        input.messages = r.messages;
+        input.kwargs = r.chat_template_kwargs;
+        // tool_choice "none" still shows the tools (as vLLM does by default): the model knows them but its answer is
+        // not parsed for calls.
+        input.tools = r.tools;
+        g.prompt = chat_ids(m, std::move(input));
     } else {
-        if (chat && !m.chat_template)
-            throw invalid_param("messages", "the model has no chat template; use /v1/completions");
-        g.prompt = encode_prompt(m.tokenizer, chat ? chat_prompt(*m.chat_template, r) : r.prompt);
+        g.prompt = encode_prompt(m.tokenizer, r.prompt);
     }
     const auto prompt_tokens = static_cast<int64_t>(g.prompt.size());
     // A prompt that leaves no room at all is the scheduler's refusal (naming the prompt); a max_tokens beyond the
@@ -364,6 +411,26 @@ Response json_response(int status, const std::string& body) {
 }
 
 Response error_response(const ApiError& e) { return json_response(e.status, dump(error_body(e))); }
+
+// A URL path segment with its %XX escapes decoded (a malformed escape stays as it is).
+std::string percent_decoded(std::string_view s) {
+    const auto hex = [](char c) {
+        if (c >= '0' && c <= '9') return c - '0';
+        if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+        if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+        return -1;
+    };
+    std::string out;
+    for (size_t i = 0; i < s.size(); ++i) {
+        if (s[i] == '%' && i + 2 < s.size() && hex(s[i + 1]) >= 0 && hex(s[i + 2]) >= 0) {
+            out += static_cast<char>(hex(s[i + 1]) * 16 + hex(s[i + 2]));
+            i += 2;
+        } else {
+            out += s[i];
+        }
+    }
+    return out;
+}
 
 // The reset a fully closed peer answers our first bytes with: the socket is then closed (a half-closed one is not).
 bool peer_reset(int fd) {
@@ -452,6 +519,14 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
         stream_.close();
     }
 
+    // OpenAI's model object of the served model (with vLLM's max_model_len once it is loaded).
+    json model_object() const {
+        json model = {{"id", srv_.opt.model_id}, {"object", "model"}, {"created", srv_.started},
+                      {"owned_by", "tracelm"}};
+        if (const auto r = srv_.current()) model["max_model_len"] = r->model.context;
+        return model;
+    }
+
     // --- reading a request ---
 
     void read_header() {
@@ -529,8 +604,9 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
                 return send(error_response(ApiError(401, why, "invalid_request_error", "", "invalid_api_key")));
             }
         }
-        if (post && (path == "/v1/chat/completions" || path == "/v1/completions")) {
-            endpoint_ = path == "/v1/completions" ? Endpoint::Completions : Endpoint::ChatCompletions;
+        if (post && (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/tokenize" ||
+                     path == "/detokenize")) {
+            post_path_ = path;
             if (!body_pending) return on_body({});
             if (beast::iequals(req[http::field::expect], "100-continue")) {
                 auto cont = std::make_shared<http::response<http::empty_body>>(http::status::continue_, version_);
@@ -560,11 +636,13 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
             res.body() = prometheus_text(r ? r->generator.stats() : SchedulerStats{}, srv_.opt.model_id);
             return send(std::move(res));
         }
-        if (get && path == "/v1/models") {
-            json model = {{"id", srv_.opt.model_id}, {"object", "model"}, {"created", srv_.started},
-                          {"owned_by", "tracelm"}};
-            if (const auto r = srv_.current()) model["max_model_len"] = r->model.context;
-            return send(json_response(200, dump({{"object", "list"}, {"data", json::array({model})}})));
+        if (get && path == "/v1/models")
+            return send(json_response(200, dump({{"object", "list"}, {"data", json::array({model_object()})}})));
+        if (constexpr std::string_view models = "/v1/models/"; get && path.starts_with(models)) {
+            // Ids hold slashes ("org/name"), sent as they are or percent-encoded.
+            const std::string id = percent_decoded(std::string_view(path).substr(models.size()));
+            if (id != srv_.opt.model_id) return send(error_response(model_not_found(id, srv_.opt.model_id)));
+            return send(json_response(200, dump(model_object())));
         }
         send(error_response(ApiError(404, "no route for " + std::string(req.method_string()) + " " + path,
                                      "invalid_request_error")));
@@ -584,10 +662,19 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
         // The work pool parses and submits; its result comes back to this strand. The guard keeps run() from
         // returning (and the io_context alive) while it works.
         net::post(*srv_.work, [self = shared_from_this(), guard = net::make_work_guard(srv_.ioc), body,
-                               endpoint = endpoint_] {
-            std::variant<Started, ApiError> result = ApiError(500, "unreachable", "server_error");
+                               path = post_path_] {
+            // A request to answer as it generates, a whole 200 JSON answer, or an error.
+            std::variant<Started, std::string, ApiError> result = ApiError(500, "unreachable", "server_error");
             try {
-                result = start_request(self->srv_.opt, self->srv_.current(), endpoint, *body);
+                const HttpOptions& opt = self->srv_.opt;
+                if (path == "/tokenize")
+                    result = tokenize_answer(opt, self->srv_.current(), *body);
+                else if (path == "/detokenize")
+                    result = detokenize_answer(opt, self->srv_.current(), *body);
+                else
+                    result = start_request(opt, self->srv_.current(),
+                                           path == "/v1/completions" ? Endpoint::Completions : Endpoint::ChatCompletions,
+                                           *body);
             } catch (const ApiError& e) {
                 result = e;
             } catch (const std::exception& e) {
@@ -599,6 +686,7 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
                     return;
                 }
                 if (auto* e = std::get_if<ApiError>(&result)) return self->send(error_response(*e));
+                if (auto* answer = std::get_if<std::string>(&result)) return self->send(json_response(200, *answer));
                 self->start_job(std::move(std::get<Started>(result)));
             });
         });
@@ -843,7 +931,7 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
     std::unique_ptr<Job> job_;
     std::shared_ptr<std::array<char, 4096>> drain_;
     size_t drained_ = 0;
-    Endpoint endpoint_ = Endpoint::Completions;
+    std::string post_path_;  // the POST route whose body is read
     unsigned version_ = 11;
     bool keep_alive_ = true, closed_ = false;
     bool streamed_ = false, head_sent_ = false, chunked_ = false, peer_eof_ = false;

@@ -6,11 +6,13 @@ Usage: openai_client_test.py TRACELM_BINARY
 Starts `tracelm serve --port 0` on the default model (SmolLM2-135M-Instruct Q4_1 in the model cache) and checks chat
 and completions, streamed and not; that streamed text equals the non-streamed text of the same greedy request byte
 for byte; stop strings that span streamed chunks; multi-byte text; usage against `tracelm tokenize`; every error
-status; /health, /v1/models and /metrics. Exits 77 (skipped) without the model or the `openai` package, unless
+status; /health, /v1/models and /metrics; GET /v1/models/{id}; /tokenize and /detokenize against llama.cpp's
+tokenization of SmolLM2's vocabulary (testdata/goldens/smollm2_tokenize.jsonl, made by make_llamacpp_goldens.py). Exits 77 (skipped) without the model or the `openai` package, unless
 TRACELM_REQUIRE_MODELS is set. Every wait is bounded and the server is always killed at the end.
 """
 import http.client
 import json
+import os
 import re
 import subprocess
 import sys
@@ -23,6 +25,7 @@ from server_process import MODEL, MODEL_ID, Server, metric, run_openai_tests
 BINARY = None
 API_KEY = "test-key"
 SYSTEM = "You are a terse assistant."
+GOLDENS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "testdata", "goldens")
 
 
 def tokenize(text):
@@ -75,6 +78,63 @@ class OpenAIClientTest(unittest.TestCase):
     def test_models(self):
         models = self.client.models.list()
         self.assertEqual([m.id for m in models.data], [MODEL_ID])
+
+    def test_model_retrieved_by_id(self):
+        m = self.client.models.retrieve(MODEL_ID)
+        self.assertEqual((m.id, m.object, m.owned_by), (MODEL_ID, "model", "tracelm"))
+        self.assertIsInstance(m.created, int)
+        with self.assertRaises(self.openai.NotFoundError) as cm:
+            self.client.models.retrieve("gpt-4o")
+        self.assertEqual(cm.exception.body["code"], "model_not_found")
+        self.assertEqual(cm.exception.body["param"], "model")
+
+    def test_tokenize_equals_llamacpp_and_detokenize_gives_the_text(self):
+        """Each corpus text's ids as llama.cpp parses special tokens (its special=true line where the flag matters)."""
+        expected = {}
+        with open(os.path.join(GOLDENS, "smollm2_tokenize.jsonl"), encoding="utf-8") as f:
+            for line in map(json.loads, f):
+                if line["special"] or line["text"] not in expected:
+                    expected[line["text"]] = line["ids"]
+        self.assertGreater(len(expected), 250)
+        for text, ids in expected.items():
+            with self.subTest(text=text[:40]):
+                status, vllm = self.server.post_json("/tokenize", {"prompt": text})
+                self.assertEqual(status, 200, vllm)
+                self.assertEqual(vllm, {"tokens": ids, "count": len(ids), "max_model_len": 1024})
+                status, llama = self.server.post_json("/tokenize", {"content": text, "add_special": True})
+                self.assertEqual((status, llama), (200, {"tokens": ids}))
+                status, back = self.server.post_json("/detokenize", {"model": MODEL_ID, "tokens": ids})
+                self.assertEqual((status, back), (200, {"prompt": text, "content": text}))
+
+    def test_tokenize_of_a_chat_is_its_completion_prompt(self):
+        """jinja2's rendering of SmolLM2's template (its default system prompt), tokenized by llama.cpp."""
+        messages = [{"role": "user", "content": "What is the capital of France?"}]
+        with open(os.path.join(GOLDENS, "smollm2_tokenize.jsonl"), encoding="utf-8") as f:
+            rendered = "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face" \
+                       "<|im_end|>\n<|im_start|>user\nWhat is the capital of France?<|im_end|>\n" \
+                       "<|im_start|>assistant\n"
+            ids = next(line["ids"] for line in map(json.loads, f) if line["special"] and line["text"] == rendered)
+        status, t = self.server.post_json("/tokenize", {"model": MODEL_ID, "messages": messages})
+        self.assertEqual(status, 200, t)
+        self.assertEqual(t["tokens"], ids)
+        r = self.client.chat.completions.create(model=MODEL_ID, messages=messages, max_tokens=1)
+        self.assertEqual(t["count"], r.usage.prompt_tokens)
+        status, turn = self.server.post_json("/tokenize", {"messages": messages, "add_generation_prompt": False})
+        self.assertEqual(status, 200, turn)
+        self.assertEqual(turn["tokens"], ids[:len(turn["tokens"])])
+        status, rest = self.server.post_json("/detokenize", {"tokens": ids[len(turn["tokens"]):]})
+        self.assertEqual(rest["prompt"], "<|im_start|>assistant\n")
+
+    def test_tokenize_refusals_are_named(self):
+        cases = [("/detokenize", {"tokens": [1, -1]}, 400, "tokens"),
+                 ("/detokenize", {"tokens": [1, 49152]}, 400, "tokens"),
+                 ("/detokenize", {"tokens": [1] * 1025}, 400, "tokens"),
+                 ("/tokenize", {"prompt": "x", "messages": [{"role": "user", "content": "x"}]}, 400, "messages"),
+                 ("/tokenize", {"prompt": "x", "model": "gpt-4o"}, 404, "model")]
+        for path, doc, code, param in cases:
+            with self.subTest(path=path, doc=str(doc)[:60]):
+                status, body = self.server.post_json(path, doc)
+                self.assertEqual((status, body["error"]["param"]), (code, param), body)
 
     def test_chat_streamed_equals_non_streamed(self):
         messages, r = self.chat("Name three colors.", max_tokens=24)
