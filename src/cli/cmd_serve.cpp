@@ -122,6 +122,7 @@ int run_serve(const ServeArgs& a) {
             m.chat_template = ChatTemplate::for_tokenizer(tok, template_source);
             m.tool_format = tools::detect_format(template_source.empty() ? tok.chat_template() : template_source);
         }
+        m.hidden_size = lm->model->config().hidden_size;
         const tools::ToolCallFormat tool_format = m.tool_format;
         serve::Scheduler& s = *scheduler;
         server.set_ready(std::move(m), {[&s](serve::GenerationRequest r) { return s.submit(std::move(r)); },

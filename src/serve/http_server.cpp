@@ -85,9 +85,9 @@ struct Started {
     int64_t prompt_tokens = 0;
 };
 
-// One request between submit and its last byte: turns stream updates into the answer's bytes. Cancels the request
-// if it is dropped unfinished (client gone, server stopping).
-class Job {
+// An answer under way, which the connection pumps until it is finished. Dropping it unfinished (client gone,
+// server stopping) cancels its requests.
+class Answer {
    public:
     struct Out {
         std::string data;       // streamed: SSE events; non-streamed, once finished: the JSON body
@@ -95,7 +95,19 @@ class Job {
         bool error = false;     // it ended with a server error
         bool cancelled = false; // the scheduler is shutting down: end the connection
     };
+    virtual ~Answer() = default;
+    virtual bool streamed() const = 0;
+    // What a streamed answer opens with.
+    virtual std::string opening() const { return {}; }
+    // `fn` runs (on a producer's thread) whenever poll() may have something new.
+    virtual void on_update(std::function<void()> fn) = 0;
+    // What arrived since the last call, without waiting; nothing when no update is ready.
+    virtual std::optional<Out> poll() = 0;
+};
 
+// One completion between submit and its last byte: turns stream updates into the answer's bytes.
+class Job final : public Answer {
+   public:
     explicit Job(Started s)
         : stream_(std::move(s.stream)),
           ready_(std::move(s.ready)),
@@ -110,25 +122,24 @@ class Job {
                 parser_ ? kept_markers(ready_->model.tokenizer, format_) : std::vector<int32_t>{}) {
         usage_.prompt_tokens = s.prompt_tokens;
     }
-    ~Job() {
+    ~Job() override {
         stream_->on_update({});
         if (!done_) stream_->cancel();
     }
     Job(const Job&) = delete;
     Job& operator=(const Job&) = delete;
 
-    bool streamed() const { return streamed_; }
-    void on_update(std::function<void()> fn) { stream_->on_update(std::move(fn)); }
+    bool streamed() const override { return streamed_; }
+    void on_update(std::function<void()> fn) override { stream_->on_update(std::move(fn)); }
 
-    // What a streamed chat answer opens with: the assistant's role.
-    std::string opening() const {
+    // A streamed chat answer opens with the assistant's role.
+    std::string opening() const override {
         return streamed_ && endpoint_ == Endpoint::ChatCompletions
                    ? sse(chunk(endpoint_, meta_, "", Finish::None, nullptr, true))
                    : std::string();
     }
 
-    // What arrived since the last call, without waiting; nothing when no update is ready.
-    std::optional<Out> poll() {
+    std::optional<Out> poll() override {
         const StreamUpdate u = stream_->next(std::chrono::milliseconds(0));
         if (u.tokens.empty() && u.finish == Finish::None) return std::nullopt;
         std::vector<sampling::TokenLogprobs> batch;
@@ -263,6 +274,65 @@ class Job {
     std::vector<size_t> offsets_;
 };
 
+// The embed requests of one POST /v1/embeddings, answered together once each has its vector.
+class EmbeddingJob final : public Answer {
+   public:
+    EmbeddingJob(std::vector<std::shared_ptr<Stream>> streams, bool base64, std::string model, int64_t prompt_tokens)
+        : streams_(std::move(streams)),
+          vectors_(streams_.size()),
+          done_(streams_.size(), false),
+          base64_(base64),
+          model_(std::move(model)),
+          prompt_tokens_(prompt_tokens) {}
+    ~EmbeddingJob() override {
+        for (size_t i = 0; i < streams_.size(); ++i) {
+            streams_[i]->on_update({});
+            if (!done_[i]) streams_[i]->cancel();
+        }
+    }
+    EmbeddingJob(const EmbeddingJob&) = delete;
+    EmbeddingJob& operator=(const EmbeddingJob&) = delete;
+
+    bool streamed() const override { return false; }
+    void on_update(std::function<void()> fn) override {
+        for (const auto& s : streams_) s->on_update(fn);
+    }
+    std::optional<Out> poll() override {
+        for (size_t i = 0; i < streams_.size(); ++i) {
+            if (done_[i]) continue;
+            const StreamUpdate u = streams_[i]->next(std::chrono::milliseconds(0));
+            if (u.finish == Finish::None) continue;
+            done_[i] = true;
+            ++finished_;
+            Out out;
+            if (u.finish == Finish::Cancelled) {
+                out.cancelled = true;
+                return out;
+            }
+            if (u.finish != Finish::Stop) {
+                out.finished = out.error = true;
+                out.data = dump(error_body(ApiError(500, u.error, "server_error")));
+                return out;
+            }
+            vectors_[i] = streams_[i]->embedding();
+        }
+        if (finished_ < streams_.size()) return std::nullopt;
+        Out out;
+        out.finished = true;
+        out.data = dump(embeddings_body(vectors_, base64_, model_, prompt_tokens_));
+        return out;
+    }
+
+   private:
+    std::vector<std::shared_ptr<Stream>> streams_;
+    std::vector<std::vector<float>> vectors_;
+    std::vector<bool> done_;
+    size_t finished_ = 0;
+    bool base64_;
+    std::string model_;
+    int64_t prompt_tokens_;
+};
+
 // The ids of a chat's prompt: the chat template's text, encoded as every prompt is. The template's errors (its
 // raise_exception, an operation it cannot do, a limit) are the client's: a 400 that names the template's message.
 std::vector<int32_t> chat_ids(const ServedModel& m, ChatInput input) {
@@ -324,6 +394,36 @@ std::string detokenize_answer(const HttpOptions& opt, const std::shared_ptr<cons
                                               std::to_string(m.vocab_size) + " tokens)");
     const std::string text = m.tokenizer.decode(r.tokens);
     return dump({{"prompt", text}, {"content", text}});
+}
+
+// POST /v1/embeddings: each input tokenized (text as completions encode it) and submitted as an embed request
+// (GenerationRequest::embed), through the scheduler like any prompt; the answer comes once all are computed.
+std::unique_ptr<Answer> start_embeddings(const HttpOptions& opt, const std::shared_ptr<const Ready>& rd,
+                                         const std::string& body) {
+    const EmbeddingRequest r = parse_embeddings(body);
+    const ServedModel& m = served(opt, rd, r.model);
+    if (m.hidden_size <= 0) throw invalid_param("model", "this server computes no embeddings for its model");
+    if (r.dimensions && *r.dimensions != m.hidden_size)
+        throw invalid_param("dimensions", "'dimensions' must be the model's hidden size, " +
+                                              std::to_string(m.hidden_size) + " (no other is computed)");
+    std::vector<std::vector<int32_t>> prompts = r.token_ids;
+    for (const std::string& text : r.texts) prompts.push_back(encode_prompt(m.tokenizer, text));
+    int64_t prompt_tokens = 0;
+    std::vector<std::shared_ptr<Stream>> streams;
+    try {
+        for (std::vector<int32_t>& ids : prompts) {
+            prompt_tokens += static_cast<int64_t>(ids.size());
+            GenerationRequest g;
+            g.prompt = std::move(ids);
+            g.max_new_tokens = 1;
+            g.embed = true;
+            streams.push_back(rd->generator.submit(std::move(g)));
+        }
+    } catch (const RequestError& e) {
+        for (const auto& s : streams) s->cancel();
+        throw invalid_param("input", e.what());
+    }
+    return std::make_unique<EmbeddingJob>(std::move(streams), r.base64, opt.model_id, prompt_tokens);
 }
 
 // Parses, tokenizes and submits a completion request (on the work pool: a long prompt takes a while to encode).
@@ -605,7 +705,7 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
             }
         }
         if (post && (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/tokenize" ||
-                     path == "/detokenize")) {
+                     path == "/detokenize" || path == "/v1/embeddings")) {
             post_path_ = path;
             if (!body_pending) return on_body({});
             if (beast::iequals(req[http::field::expect], "100-continue")) {
@@ -664,30 +764,30 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
         net::post(*srv_.work, [self = shared_from_this(), guard = net::make_work_guard(srv_.ioc), body,
                                path = post_path_] {
             // A request to answer as it generates, a whole 200 JSON answer, or an error.
-            std::variant<Started, std::string, ApiError> result = ApiError(500, "unreachable", "server_error");
+            std::variant<std::unique_ptr<Answer>, std::string, ApiError> result =
+                ApiError(500, "unreachable", "server_error");
             try {
                 const HttpOptions& opt = self->srv_.opt;
                 if (path == "/tokenize")
                     result = tokenize_answer(opt, self->srv_.current(), *body);
                 else if (path == "/detokenize")
                     result = detokenize_answer(opt, self->srv_.current(), *body);
+                else if (path == "/v1/embeddings")
+                    result = start_embeddings(opt, self->srv_.current(), *body);
                 else
-                    result = start_request(opt, self->srv_.current(),
-                                           path == "/v1/completions" ? Endpoint::Completions : Endpoint::ChatCompletions,
-                                           *body);
+                    result = std::make_unique<Job>(start_request(
+                        opt, self->srv_.current(),
+                        path == "/v1/completions" ? Endpoint::Completions : Endpoint::ChatCompletions, *body));
             } catch (const ApiError& e) {
                 result = e;
             } catch (const std::exception& e) {
                 result = ApiError(500, e.what(), "server_error");
             }
             net::post(self->stream_.get_executor(), [self, result = std::move(result)]() mutable {
-                if (self->closed_) {
-                    if (auto* st = std::get_if<Started>(&result)) st->stream->cancel();
-                    return;
-                }
+                if (self->closed_) return;  // an Answer dropped here cancels its requests
                 if (auto* e = std::get_if<ApiError>(&result)) return self->send(error_response(*e));
                 if (auto* answer = std::get_if<std::string>(&result)) return self->send(json_response(200, *answer));
-                self->start_job(std::move(std::get<Started>(result)));
+                self->start_job(std::move(std::get<std::unique_ptr<Answer>>(result)));
             });
         });
     }
@@ -744,8 +844,8 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
         });
     }
 
-    void start_job(Started s) {
-        job_ = std::make_unique<Job>(std::move(s));
+    void start_job(std::unique_ptr<Answer> answer) {
+        job_ = std::move(answer);
         streamed_ = job_->streamed();
         if (streamed_) {
             // 1.1: chunked; 1.0 knows no chunks: the body ends when the connection closes.
@@ -928,7 +1028,7 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
     std::optional<http::request_parser<http::string_body>> parser_;
     net::steady_timer tick_, write_timer_;
     uint64_t writes_ = 0, write_pending_ = 0;  // the write write_timer_ times (0: none)
-    std::unique_ptr<Job> job_;
+    std::unique_ptr<Answer> job_;
     std::shared_ptr<std::array<char, 4096>> drain_;
     size_t drained_ = 0;
     std::string post_path_;  // the POST route whose body is read

@@ -491,6 +491,46 @@ DetokenizeRequest parse_detokenize(std::string_view text) {
     return r;
 }
 
+EmbeddingRequest parse_embeddings(std::string_view text) {
+    const json body = parse_body(text);
+    EmbeddingRequest r;
+    r.model = parse_model(body);
+    const json* v = field(body, "input");
+    if (!v) throw invalid_param("input", "'input' is required", "missing_required_parameter");
+    const char* shape = "a string, a list of strings, a list of token ids or a list of lists of token ids";
+    if (v->is_string()) {
+        r.texts.push_back(v->get<std::string>());
+    } else if (!v->is_array() || v->empty()) {
+        wrong_type("input", shape);
+    } else if ((*v)[0].is_number()) {
+        r.token_ids.push_back(token_ids(*v, "input"));
+    } else {
+        if (v->size() > kMaxEmbeddingInputs)
+            throw invalid_param("input", "'input' holds " + std::to_string(v->size()) + " inputs, more than " +
+                                             std::to_string(kMaxEmbeddingInputs));
+        const bool texts = (*v)[0].is_string();
+        for (const json& item : *v) {
+            if (texts && item.is_string())
+                r.texts.push_back(item.get<std::string>());
+            else if (!texts && item.is_array())
+                r.token_ids.push_back(token_ids(item, "input"));
+            else
+                wrong_type("input", shape);
+        }
+    }
+    for (const std::string& t : r.texts)
+        if (t.empty()) throw invalid_param("input", "'input' must not hold an empty string");
+    for (const std::vector<int32_t>& ids : r.token_ids)
+        if (ids.empty()) throw invalid_param("input", "'input' must not hold an empty list of token ids");
+    if (const json* f = field(body, "encoding_format")) {
+        if (!f->is_string() || (*f != "float" && *f != "base64"))
+            throw invalid_param("encoding_format", "'encoding_format' must be 'float' or 'base64'");
+        r.base64 = *f == "base64";
+    }
+    r.dimensions = integer(body, "dimensions");
+    return r;
+}
+
 OpenAIRequest parse_request(Endpoint endpoint, std::string_view text) {
     const json body = parse_body(text);
     OpenAIRequest r;

@@ -98,4 +98,18 @@ struct DetokenizeRequest {
 };
 DetokenizeRequest parse_detokenize(std::string_view body);
 
+constexpr size_t kMaxEmbeddingInputs = 2048;  // as OpenAI
+
+// POST /v1/embeddings: `input` a string, a list of strings, a list of token ids or a list of such lists (at most
+// kMaxEmbeddingInputs inputs, none empty); encoding_format "float" (default) or "base64"; dimensions, checked by the
+// server against the model's hidden size.
+struct EmbeddingRequest {
+    std::string model;
+    std::vector<std::string> texts;                // the inputs as text, or ...
+    std::vector<std::vector<int32_t>> token_ids;   // ... as token ids
+    bool base64 = false;
+    std::optional<int64_t> dimensions;
+};
+EmbeddingRequest parse_embeddings(std::string_view body);
+
 }  // namespace tracelm::serve

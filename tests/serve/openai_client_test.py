@@ -7,13 +7,17 @@ Starts `tracelm serve --port 0` on the default model (SmolLM2-135M-Instruct Q4_1
 and completions, streamed and not; that streamed text equals the non-streamed text of the same greedy request byte
 for byte; stop strings that span streamed chunks; multi-byte text; usage against `tracelm tokenize`; every error
 status; /health, /v1/models and /metrics; GET /v1/models/{id}; /tokenize and /detokenize against llama.cpp's
-tokenization of SmolLM2's vocabulary (testdata/goldens/smollm2_tokenize.jsonl, made by make_llamacpp_goldens.py). Exits 77 (skipped) without the model or the `openai` package, unless
+tokenization of SmolLM2's vocabulary (testdata/goldens/smollm2_tokenize.jsonl, made by make_llamacpp_goldens.py);
+/v1/embeddings' shape, norm, batch invariance and base64 (the numbers against a reference: Embeddings.* in C++). Exits 77 (skipped) without the model or the `openai` package, unless
 TRACELM_REQUIRE_MODELS is set. Every wait is bounded and the server is always killed at the end.
 """
 import http.client
+import base64
 import json
+import math
 import os
 import re
+import struct
 import subprocess
 import sys
 import threading
@@ -135,6 +139,32 @@ class OpenAIClientTest(unittest.TestCase):
             with self.subTest(path=path, doc=str(doc)[:60]):
                 status, body = self.server.post_json(path, doc)
                 self.assertEqual((status, body["error"]["param"]), (code, param), body)
+
+    def test_embeddings(self):
+        texts = ["The sky is blue.", "Un café, s'il vous plaît.", "日本語のテキストです。"]
+        # The client asks for base64 and decodes it unless told "float".
+        batch = self.client.embeddings.create(model=MODEL_ID, input=texts)
+        self.assertEqual([d.index for d in batch.data], [0, 1, 2])
+        self.assertEqual(batch.model, MODEL_ID)
+        lengths = [self.server.post_json("/tokenize", {"prompt": t})[1]["count"] for t in texts]
+        self.assertEqual((batch.usage.prompt_tokens, batch.usage.total_tokens), (sum(lengths), sum(lengths)))
+        for text, d in zip(texts, batch.data):
+            with self.subTest(text=text):
+                self.assertEqual(len(d.embedding), 576)  # SmolLM2-135M's hidden size
+                self.assertAlmostEqual(math.sqrt(sum(x * x for x in d.embedding)), 1.0, places=5)
+                alone = self.client.embeddings.create(model=MODEL_ID, input=text, encoding_format="float")
+                self.assertEqual(alone.data[0].embedding, d.embedding)  # the same bits, batched or alone
+        self.assertNotEqual(batch.data[0].embedding, batch.data[1].embedding)
+        status, raw = self.server.post_json("/v1/embeddings", {"input": texts[0], "encoding_format": "base64"})
+        self.assertEqual(status, 200, raw)
+        packed = base64.b64decode(raw["data"][0]["embedding"])
+        self.assertEqual(list(struct.unpack(f"<{len(packed) // 4}f", packed)), batch.data[0].embedding)
+        ids = self.server.post_json("/tokenize", {"prompt": texts[0]})[1]["tokens"]
+        by_ids = self.client.embeddings.create(model=MODEL_ID, input=[ids])
+        self.assertEqual(by_ids.data[0].embedding, batch.data[0].embedding)
+        with self.assertRaises(self.openai.BadRequestError) as cm:
+            self.client.embeddings.create(model=MODEL_ID, input="x", dimensions=64)
+        self.assertEqual(cm.exception.body["param"], "dimensions")
 
     def test_chat_streamed_equals_non_streamed(self):
         messages, r = self.chat("Name three colors.", max_tokens=24)

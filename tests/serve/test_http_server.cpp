@@ -10,12 +10,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <mutex>
 #include <optional>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "serve/http_server.h"
+#include "serve/openai_request.h"
 #include "support/http_client.h"
 #include "support/qwen3_tokenizer.h"
 #include "support/test_support.h"
@@ -43,7 +45,9 @@ class ScriptedStream : public Stream {
         return {};
     }
     void cancel() override { cancelled = true; }
+    std::vector<float> embedding() override { return hidden; }
     std::atomic<bool> cancelled{false};
+    std::vector<float> hidden;  // an embed request's
 
    private:
     std::mutex mu_;
@@ -83,6 +87,7 @@ class HttpServerTest : public ::testing::Test {
         ServedModel m{qwen(),   ChatTemplate::for_tokenizer(qwen(), chat_template), qwen().end_of_generation_ids(),
                       context_, qwen().vocab_size(), nullptr};
         m.tool_format = tools::detect_format(chat_template.empty() ? qwen().chat_template() : chat_template);
+        m.hidden_size = 2;
         Generator g;
         g.submit = [this](GenerationRequest r) -> std::shared_ptr<Stream> {
             // The scheduler's refusals (Engine::check_prompt): ids outside the vocabulary, a prompt that cannot fit.
@@ -92,6 +97,12 @@ class HttpServerTest : public ::testing::Test {
                 throw RequestError("prompt of " + std::to_string(r.prompt.size()) + " tokens does not fit");
             std::lock_guard<std::mutex> lock(mu_);
             submitted_.push_back(r);
+            if (r.embed) {
+                // An embedding that tells the inputs apart: (prompt length, 1), before normalisation.
+                auto s = std::make_shared<ScriptedStream>(std::vector<StreamUpdate>{{{}, {}, Finish::Stop, ""}});
+                s->hidden = {static_cast<float>(r.prompt.size()), 1.0f};
+                return s;
+            }
             last_ = std::make_shared<ScriptedStream>(script_);
             return last_;
         };
@@ -580,6 +591,71 @@ TEST_F(HttpServerTest, AModelIsRetrievedByItsIdAndOthersAreNotFound) {
     expect_error(post("/v1/models/test-model", "{}"), 404);
 }
 
+// POST /v1/embeddings: every input's prompt submitted as an embed request, the answer in OpenAI's shape with each
+// vector L2-normalised, in the inputs' order; base64 is the little-endian float32 bytes (the expected strings from
+// Python: base64.b64encode(struct.pack('<2f', ...))).
+TEST_F(HttpServerTest, EmbeddingsMapTheInputsAndAnswerInOpenAIsShape) {
+    start();
+    const auto r = post("/v1/embeddings", R"({"model": "test-model", "input": ["Hello", "Hello, world!"]})");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    const json body = json::parse(r->body);
+    const std::vector<int32_t> hello = qwen().encode("Hello"), world = qwen().encode("Hello, world!");
+    ASSERT_EQ(submitted().size(), 2u);
+    EXPECT_TRUE(submitted()[0].embed);
+    EXPECT_EQ(submitted()[0].prompt, hello);
+    EXPECT_EQ(submitted()[1].prompt, world);
+    EXPECT_EQ(body["object"], "list");
+    EXPECT_EQ(body["model"], "test-model");
+    EXPECT_EQ(body["usage"], json({{"prompt_tokens", hello.size() + world.size()},
+                                   {"total_tokens", hello.size() + world.size()}}));
+    ASSERT_EQ(body["data"].size(), 2u);
+    for (size_t i = 0; i < 2; ++i) {
+        const json& d = body["data"][i];
+        EXPECT_EQ(d["object"], "embedding");
+        EXPECT_EQ(d["index"], i);
+        const double n = static_cast<double>((i == 0 ? hello : world).size());
+        const std::vector<float> v = d["embedding"].get<std::vector<float>>();
+        ASSERT_EQ(v.size(), 2u);
+        EXPECT_FLOAT_EQ(v[0], static_cast<float>(n / std::sqrt(n * n + 1)));
+        EXPECT_FLOAT_EQ(v[1], static_cast<float>(1 / std::sqrt(n * n + 1)));
+    }
+    // Token ids, one list or several; base64.
+    const auto ids = post("/v1/embeddings", R"({"input": [[1, 2, 3], [4]], "encoding_format": "base64"})");
+    ASSERT_TRUE(ids);
+    ASSERT_EQ(ids->status, 200) << ids->body;
+    EXPECT_EQ(submitted().at(2).prompt, std::vector<int32_t>({1, 2, 3}));
+    EXPECT_EQ(submitted().at(3).prompt, std::vector<int32_t>({4}));
+    EXPECT_EQ(json::parse(ids->body)["data"][0]["embedding"], "6dxyP5vooT4=");  // (3, 1) / sqrt(10)
+    EXPECT_EQ(json::parse(ids->body)["data"][1]["embedding"], "8wQ1P/MENT8=");  // (1, 1) / sqrt(2)
+    const auto flat = post("/v1/embeddings", R"({"input": [7, 8], "dimensions": 2, "encoding_format": "float"})");
+    ASSERT_TRUE(flat);
+    EXPECT_EQ(flat->status, 200) << flat->body;
+    EXPECT_EQ(submitted().at(4).prompt, std::vector<int32_t>({7, 8}));
+}
+
+TEST_F(HttpServerTest, BadEmbeddingRequestsAreNamed) {
+    max_body_bytes_ = 64 * 1024;  // room for more inputs than a request may hold
+    start("", false);
+    expect_error(post("/v1/embeddings", R"({"input": "x"})"), 503);
+    make_ready();
+    expect_error(post("/v1/embeddings", "{}"), 400, "input");
+    expect_error(post("/v1/embeddings", R"({"input": []})"), 400, "input");
+    expect_error(post("/v1/embeddings", R"({"input": ""})"), 400, "input");
+    expect_error(post("/v1/embeddings", R"({"input": ["a", ""]})"), 400, "input");
+    expect_error(post("/v1/embeddings", R"({"input": ["a", 1]})"), 400, "input");
+    expect_error(post("/v1/embeddings", R"({"input": [[1], []]})"), 400, "input");
+    expect_error(post("/v1/embeddings", R"({"input": [1, -2]})"), 400, "input");
+    expect_error(post("/v1/embeddings", R"({"input": {"text": "a"}})"), 400, "input");
+    expect_error(post("/v1/embeddings", R"({"input": [999999999]})"), 400, "input");  // the scheduler's refusal
+    expect_error(post("/v1/embeddings", R"({"input": "a", "dimensions": 3})"), 400, "dimensions");
+    expect_error(post("/v1/embeddings", R"({"input": "a", "encoding_format": "int8"})"), 400, "encoding_format");
+    expect_error(post("/v1/embeddings", R"({"input": "a", "model": "gpt-4"})"), 404, "model");
+    const std::vector<std::string> many(kMaxEmbeddingInputs + 1, "a");
+    expect_error(post("/v1/embeddings", json{{"input", many}}.dump()), 400, "input");
+    EXPECT_TRUE(submitted().empty());
+}
+
 // chat_template_kwargs reach the template: Qwen3's enable_thinking false writes an empty think block after the
 // generation prompt (the text jinja2 renders, testdata/goldens/chat_templates.json, no_thinking).
 TEST_F(HttpServerTest, ChatTemplateKwargsReachTheTemplate) {
@@ -632,6 +708,7 @@ TEST_F(HttpServerTest, AnApiKeyGuardsEveryRouteButHealth) {
     expect_error(get("/v1/models/test-model"), 401);
     expect_error(post("/tokenize", body), 401);
     expect_error(post("/detokenize", R"({"tokens": [1]})"), 401);
+    expect_error(post("/v1/embeddings", R"({"input": "x"})"), 401);
     expect_error(post("/elsewhere", body), 401);  // unknown routes too: nothing is answered before the key
     EXPECT_EQ(submitted().size(), 1u);
 }
