@@ -402,7 +402,9 @@ std::unique_ptr<Answer> start_embeddings(const HttpOptions& opt, const std::shar
                                          const std::string& body) {
     const EmbeddingRequest r = parse_embeddings(body);
     const ServedModel& m = served(opt, rd, r.model);
-    if (m.hidden_size <= 0) throw invalid_param("model", "this server computes no embeddings for its model");
+    if (m.hidden_size <= 0)
+        throw invalid_param("model", "the model's files name a pooling other than the last token's, the only one this "
+                                     "server computes: no embeddings for it");
     if (r.dimensions && *r.dimensions != m.hidden_size)
         throw invalid_param("dimensions", "'dimensions' must be the model's hidden size, " +
                                               std::to_string(m.hidden_size) + " (no other is computed)");

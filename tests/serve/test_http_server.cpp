@@ -87,7 +87,7 @@ class HttpServerTest : public ::testing::Test {
         ServedModel m{qwen(),   ChatTemplate::for_tokenizer(qwen(), chat_template), qwen().end_of_generation_ids(),
                       context_, qwen().vocab_size(), nullptr};
         m.tool_format = tools::detect_format(chat_template.empty() ? qwen().chat_template() : chat_template);
-        m.hidden_size = 2;
+        m.hidden_size = hidden_size_;
         Generator g;
         g.submit = [this](GenerationRequest r) -> std::shared_ptr<Stream> {
             // The scheduler's refusals (Engine::check_prompt): ids outside the vocabulary, a prompt that cannot fit.
@@ -164,6 +164,7 @@ class HttpServerTest : public ::testing::Test {
 
     std::chrono::milliseconds write_timeout_ = 30s;
     size_t max_body_bytes_ = 4096;
+    int64_t hidden_size_ = 2;  // 0: the model's files name a pooling other than last-token
     std::unique_ptr<HttpServer> server_;
     std::thread thread_;
     int port_ = 0;
@@ -654,6 +655,16 @@ TEST_F(HttpServerTest, BadEmbeddingRequestsAreNamed) {
     const std::vector<std::string> many(kMaxEmbeddingInputs + 1, "a");
     expect_error(post("/v1/embeddings", json{{"input", many}}.dump()), 400, "input");
     EXPECT_TRUE(submitted().empty());
+}
+
+TEST_F(HttpServerTest, AModelPooledOtherwiseGetsNoEmbeddings) {
+    hidden_size_ = 0;
+    start();
+    const auto r = post("/v1/embeddings", R"({"input": "Hello"})");
+    expect_error(r, 400, "model");
+    EXPECT_NE(r->body.find("pooling"), std::string::npos) << r->body;
+    EXPECT_TRUE(submitted().empty());
+    EXPECT_EQ(post("/v1/completions", R"({"prompt": "Hello"})")->status, 200);  // completions are served as ever
 }
 
 // chat_template_kwargs reach the template: Qwen3's enable_thinking false writes an empty think block after the
