@@ -18,6 +18,7 @@
 #include "grammar/grammar.h"
 #include "cli/chat_template_flag.h"
 #include "serve/http_server.h"
+#include "serve/pooling.h"
 #include "serve/scheduler.h"
 #include "cli/model_flags.h"
 #include "cli/commands.h"
@@ -122,6 +123,9 @@ int run_serve(const ServeArgs& a) {
             m.chat_template = ChatTemplate::for_tokenizer(tok, template_source);
             m.tool_format = tools::detect_format(template_source.empty() ? tok.chat_template() : template_source);
         }
+        const serve::Pooling pooling =
+            lm->model->gguf() ? serve::gguf_pooling(*lm->model->gguf()) : serve::folder_pooling(a.m.model);
+        if (serve::embeds(pooling)) m.hidden_size = lm->model->config().hidden_size;
         const tools::ToolCallFormat tool_format = m.tool_format;
         serve::Scheduler& s = *scheduler;
         server.set_ready(std::move(m), {[&s](serve::GenerationRequest r) { return s.submit(std::move(r)); },

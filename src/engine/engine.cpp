@@ -393,6 +393,13 @@ std::vector<float> Engine::logits() {
     return out;
 }
 
+std::vector<float> Engine::prompt_hidden() {
+    const Tensor h = decoder_->last_hidden(1);  // a prefill forward is one sequence's
+    std::vector<float> out(static_cast<size_t>(h.numel()));
+    backend_.download(h, out.data());
+    return out;
+}
+
 void Engine::finish() {
     for (int row = 0; row < static_cast<int>(rows_.size()); ++row) release(row);
 }

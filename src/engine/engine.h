@@ -88,6 +88,10 @@ class Engine {
     std::vector<sampling::TokenLogprobs> logprobs();
     // Logits [S, vocab] of the last forward (after the sampling penalties), read from the device.
     std::vector<float> logits();
+    // Right after a prefill() that completed a row admitted without generated tokens (before any other forward):
+    // the final hidden state of its prompt's last token after the model's final norm, what the LM head read for
+    // its first token, read from the device. Last-token pooling's embedding, before normalisation.
+    std::vector<float> prompt_hidden();
     // Returns the blocks of every sequence to the cache.
     void finish();
 

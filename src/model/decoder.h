@@ -37,6 +37,8 @@ class Decoder {
     // last row after its attention output projection, so its FFN and the LM head are products of one row each.
     void forward(const StepInputs& in, int T, bool with_logits = true, int64_t batch_rows = 1);
     Tensor logits(int S) const { return logits_.slice_rows(0, S); }
+    // After a forward with logits: each sequence's last row after the final norm, what the LM head read [S, hidden].
+    Tensor last_hidden(int S) const { return last_.slice_rows(0, S); }
     int max_rows() const { return max_rows_; }
 
    private:

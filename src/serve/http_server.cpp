@@ -92,9 +92,9 @@ struct Started {
     int64_t prompt_tokens = 0;
 };
 
-// One request between submit and its last byte: turns stream updates into the answer's bytes. Cancels the request
-// if it is dropped unfinished (client gone, server stopping).
-class Job {
+// An answer under way, which the connection pumps until it is finished. Dropping it unfinished (client gone,
+// server stopping) cancels its requests.
+class Answer {
    public:
     struct Out {
         std::string data;       // streamed: SSE events; non-streamed, once finished: the JSON body
@@ -102,7 +102,19 @@ class Job {
         bool error = false;     // it ended with a server error
         bool cancelled = false; // the scheduler is shutting down: end the connection
     };
+    virtual ~Answer() = default;
+    virtual bool streamed() const = 0;
+    // What a streamed answer opens with.
+    virtual std::string opening() const { return {}; }
+    // `fn` runs (on a producer's thread) whenever poll() may have something new.
+    virtual void on_update(std::function<void()> fn) = 0;
+    // What arrived since the last call, without waiting; nothing when no update is ready.
+    virtual std::optional<Out> poll() = 0;
+};
 
+// One completion between submit and its last byte: turns stream updates into the answer's bytes.
+class Job final : public Answer {
+   public:
     explicit Job(Started s)
         : stream_(std::move(s.stream)),
           ready_(std::move(s.ready)),
@@ -119,26 +131,25 @@ class Job {
         usage_.prompt_tokens = s.prompt_tokens;
         if (!streamed_) answer_ = echo_;
     }
-    ~Job() {
+    ~Job() override {
         stream_->on_update({});
         if (!done_) stream_->cancel();
     }
     Job(const Job&) = delete;
     Job& operator=(const Job&) = delete;
 
-    bool streamed() const { return streamed_; }
-    void on_update(std::function<void()> fn) { stream_->on_update(std::move(fn)); }
+    bool streamed() const override { return streamed_; }
+    void on_update(std::function<void()> fn) override { stream_->on_update(std::move(fn)); }
 
     // What a streamed answer opens with: a chat's, the assistant's role; a completion's, the echoed prompt.
-    std::string opening() const {
+    std::string opening() const override {
         if (!streamed_) return "";
         if (endpoint_ == Endpoint::ChatCompletions)
             return sse(chunk(endpoint_, meta_, "", Finish::None, nullptr, true));
         return echo_.empty() ? "" : sse(chunk(endpoint_, meta_, echo_, Finish::None, nullptr));
     }
 
-    // What arrived since the last call, without waiting; nothing when no update is ready.
-    std::optional<Out> poll() {
+    std::optional<Out> poll() override {
         const StreamUpdate u = stream_->next(std::chrono::milliseconds(0));
         if (u.tokens.empty() && u.finish == Finish::None) return std::nullopt;
         std::vector<sampling::TokenLogprobs> batch;
@@ -274,24 +285,158 @@ class Job {
     std::vector<size_t> offsets_;
 };
 
-// The chat template's text of a chat request; the template's errors (its raise_exception, an operation it cannot do,
-// a limit) are the client's: a 400 that names the template's message.
-std::string chat_prompt(const ChatTemplate& tmpl, const OpenAIRequest& r) {
-    ChatInput input;
-    input.messages = r.messages;
-    input.kwargs = r.chat_template_kwargs;
-    // tool_choice "none" still shows the tools (as vLLM does by default): the model knows them but its answer is
-    // not parsed for calls.
-    input.tools = r.tools;
+// The embed requests of one POST /v1/embeddings, answered together once each has its vector.
+class EmbeddingJob final : public Answer {
+   public:
+    EmbeddingJob(std::vector<std::shared_ptr<Stream>> streams, bool base64, std::string model, int64_t prompt_tokens)
+        : streams_(std::move(streams)),
+          vectors_(streams_.size()),
+          done_(streams_.size(), false),
+          base64_(base64),
+          model_(std::move(model)),
+          prompt_tokens_(prompt_tokens) {}
+    ~EmbeddingJob() override {
+        for (size_t i = 0; i < streams_.size(); ++i) {
+            streams_[i]->on_update({});
+            if (!done_[i]) streams_[i]->cancel();
+        }
+    }
+    EmbeddingJob(const EmbeddingJob&) = delete;
+    EmbeddingJob& operator=(const EmbeddingJob&) = delete;
+
+    bool streamed() const override { return false; }
+    void on_update(std::function<void()> fn) override {
+        for (const auto& s : streams_) s->on_update(fn);
+    }
+    std::optional<Out> poll() override {
+        for (size_t i = 0; i < streams_.size(); ++i) {
+            if (done_[i]) continue;
+            const StreamUpdate u = streams_[i]->next(std::chrono::milliseconds(0));
+            if (u.finish == Finish::None) continue;
+            done_[i] = true;
+            ++finished_;
+            Out out;
+            if (u.finish == Finish::Cancelled) {
+                out.cancelled = true;
+                return out;
+            }
+            if (u.finish != Finish::Stop) {
+                out.finished = out.error = true;
+                out.data = dump(error_body(ApiError(500, u.error, "server_error")));
+                return out;
+            }
+            vectors_[i] = streams_[i]->embedding();
+        }
+        if (finished_ < streams_.size()) return std::nullopt;
+        Out out;
+        out.finished = true;
+        out.data = dump(embeddings_body(vectors_, base64_, model_, prompt_tokens_));
+        return out;
+    }
+
+   private:
+    std::vector<std::shared_ptr<Stream>> streams_;
+    std::vector<std::vector<float>> vectors_;
+    std::vector<bool> done_;
+    size_t finished_ = 0;
+    bool base64_;
+    std::string model_;
+    int64_t prompt_tokens_;
+};
+
+// The ids of a chat's prompt: the chat template's text, encoded as every prompt is. The template's errors (its
+// raise_exception, an operation it cannot do, a limit) are the client's: a 400 that names the template's message.
+std::vector<int32_t> chat_ids(const ServedModel& m, ChatInput input) {
+    if (!m.chat_template) throw invalid_param("messages", "the model has no chat template; use /v1/completions");
     input.arguments_as_json_text = true;
-    input.add_generation_prompt = r.add_generation_prompt;
-    input.continue_final_message = r.continue_final_message;
+    std::string text;
     try {
-        return tmpl.apply(input);
+        text = m.chat_template->apply(input);
     } catch (const ChatTemplateError& e) {
         throw invalid_param("messages", std::string("the model's chat template refused the request: ") + e.what(),
                             "chat_template_error");
     }
+    return encode_prompt(m.tokenizer, text);
+}
+
+ApiError model_not_found(const std::string& model, const std::string& served) {
+    return ApiError(404, "the model '" + model + "' does not exist (this server serves '" + served + "')",
+                    "invalid_request_error", "model", "model_not_found");
+}
+
+// A request's "model", when it names one, must be the served model; and the model must be loaded.
+const ServedModel& served(const HttpOptions& opt, const std::shared_ptr<const Ready>& rd, const std::string& model) {
+    if (!model.empty() && model != opt.model_id) throw model_not_found(model, opt.model_id);
+    if (!rd) throw ApiError(503, "the model is loading", "server_error");
+    return rd->model;
+}
+
+// POST /tokenize (docs/serve.md): vLLM's answer {"tokens", "count", "max_model_len"}, or llama-server's {"tokens"}.
+std::string tokenize_answer(const HttpOptions& opt, const std::shared_ptr<const Ready>& rd, const std::string& body) {
+    const TokenizeRequest r = parse_tokenize(body);
+    const ServedModel& m = served(opt, rd, r.model);
+    std::vector<int32_t> ids;
+    if (r.chat) {
+        ChatInput input;
+        input.messages = r.messages;
+        input.kwargs = r.chat_template_kwargs;
+        input.tools = r.tools;
+        input.add_generation_prompt = r.add_generation_prompt;
+        ids = chat_ids(m, std::move(input));
+    } else {
+        ids = r.add_special ? encode_prompt(m.tokenizer, r.text) : m.tokenizer.encode(r.text);
+    }
+    if (r.llama_server) return dump({{"tokens", ids}});
+    return dump({{"tokens", ids}, {"count", ids.size()}, {"max_model_len", m.context}});
+}
+
+// POST /detokenize: the ids' text under both servers' names for it, vLLM's "prompt" and llama-server's "content"
+// (their requests look alike). At most a context of ids, which bounds the answer's size.
+std::string detokenize_answer(const HttpOptions& opt, const std::shared_ptr<const Ready>& rd,
+                              const std::string& body) {
+    const DetokenizeRequest r = parse_detokenize(body);
+    const ServedModel& m = served(opt, rd, r.model);
+    if (static_cast<int64_t>(r.tokens.size()) > m.context)
+        throw invalid_param("tokens", "'tokens' holds " + std::to_string(r.tokens.size()) +
+                                          " ids, more than the model's context of " + std::to_string(m.context));
+    for (const int32_t id : r.tokens)
+        if (id >= m.vocab_size)
+            throw invalid_param("tokens", "'tokens' id " + std::to_string(id) + " is outside the vocabulary (" +
+                                              std::to_string(m.vocab_size) + " tokens)");
+    const std::string text = m.tokenizer.decode(r.tokens);
+    return dump({{"prompt", text}, {"content", text}});
+}
+
+// POST /v1/embeddings: each input tokenized (text as completions encode it) and submitted as an embed request
+// (GenerationRequest::embed), through the scheduler like any prompt; the answer comes once all are computed.
+std::unique_ptr<Answer> start_embeddings(const HttpOptions& opt, const std::shared_ptr<const Ready>& rd,
+                                         const std::string& body) {
+    const EmbeddingRequest r = parse_embeddings(body);
+    const ServedModel& m = served(opt, rd, r.model);
+    if (m.hidden_size <= 0)
+        throw invalid_param("model", "the model's files name a pooling other than the last token's, the only one this "
+                                     "server computes: no embeddings for it");
+    if (r.dimensions && *r.dimensions != m.hidden_size)
+        throw invalid_param("dimensions", "'dimensions' must be the model's hidden size, " +
+                                              std::to_string(m.hidden_size) + " (no other is computed)");
+    std::vector<std::vector<int32_t>> prompts = r.token_ids;
+    for (const std::string& text : r.texts) prompts.push_back(encode_prompt(m.tokenizer, text));
+    int64_t prompt_tokens = 0;
+    std::vector<std::shared_ptr<Stream>> streams;
+    try {
+        for (std::vector<int32_t>& ids : prompts) {
+            prompt_tokens += static_cast<int64_t>(ids.size());
+            GenerationRequest g;
+            g.prompt = std::move(ids);
+            g.max_new_tokens = 1;
+            g.embed = true;
+            streams.push_back(rd->generator.submit(std::move(g)));
+        }
+    } catch (const RequestError& e) {
+        for (const auto& s : streams) s->cancel();
+        throw invalid_param("input", e.what());
+    }
+    return std::make_unique<EmbeddingJob>(std::move(streams), r.base64, opt.model_id, prompt_tokens);
 }
 
 // What the answer is held to, and the parameter that asked for it: a forced tool call (tool_choice "required" or
@@ -318,21 +463,25 @@ std::pair<std::optional<grammar::Spec>, std::string> answer_constraint(const Ser
 Started start_request(const HttpOptions& opt, const std::shared_ptr<const Ready>& rd, Endpoint endpoint,
                       const std::string& body) {
     const OpenAIRequest r = parse_request(endpoint, body);
-    if (!r.model.empty() && r.model != opt.model_id)
-        throw ApiError(404, "the model '" + r.model + "' does not exist (this server serves '" + opt.model_id + "')",
-                       "invalid_request_error", "model", "model_not_found");
-    if (!rd) throw ApiError(503, "the model is loading", "server_error");
-    const ServedModel& m = rd->model;
+    const ServedModel& m = served(opt, rd, r.model);
     const bool chat = endpoint == Endpoint::ChatCompletions;
     const char* prompt_param = chat ? "messages" : "prompt";
 
     GenerationRequest g;
     if (r.prompt_ids) {
         g.prompt = *r.prompt_ids;  // the scheduler checks the ids (Engine::check_prompt): a 400 naming `prompt`
+    } else if (chat) {
+        ChatInput input;
+        input.messages = r.messages;
+        input.kwargs = r.chat_template_kwargs;
+        // tool_choice "none" still shows the tools (as vLLM does by default): the model knows them but its answer is
+        // not parsed for calls.
+        input.tools = r.tools;
+        input.add_generation_prompt = r.add_generation_prompt;
+        input.continue_final_message = r.continue_final_message;
+        g.prompt = chat_ids(m, std::move(input));
     } else {
-        if (chat && !m.chat_template)
-            throw invalid_param("messages", "the model has no chat template; use /v1/completions");
-        g.prompt = encode_prompt(m.tokenizer, chat ? chat_prompt(*m.chat_template, r) : r.prompt);
+        g.prompt = encode_prompt(m.tokenizer, r.prompt);
     }
     const auto prompt_tokens = static_cast<int64_t>(g.prompt.size());
     // A prompt that leaves no room at all is the scheduler's refusal (naming the prompt); a max_tokens beyond the
@@ -390,6 +539,26 @@ Response json_response(int status, const std::string& body) {
 }
 
 Response error_response(const ApiError& e) { return json_response(e.status, dump(error_body(e))); }
+
+// A URL path segment with its %XX escapes decoded (a malformed escape stays as it is).
+std::string percent_decoded(std::string_view s) {
+    const auto hex = [](char c) {
+        if (c >= '0' && c <= '9') return c - '0';
+        if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+        if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+        return -1;
+    };
+    std::string out;
+    for (size_t i = 0; i < s.size(); ++i) {
+        if (s[i] == '%' && i + 2 < s.size() && hex(s[i + 1]) >= 0 && hex(s[i + 2]) >= 0) {
+            out += static_cast<char>(hex(s[i + 1]) * 16 + hex(s[i + 2]));
+            i += 2;
+        } else {
+            out += s[i];
+        }
+    }
+    return out;
+}
 
 // The reset a fully closed peer answers our first bytes with: the socket is then closed (a half-closed one is not).
 bool peer_reset(int fd) {
@@ -478,6 +647,14 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
         stream_.close();
     }
 
+    // OpenAI's model object of the served model (with vLLM's max_model_len once it is loaded).
+    json model_object() const {
+        json model = {{"id", srv_.opt.model_id}, {"object", "model"}, {"created", srv_.started},
+                      {"owned_by", "tracelm"}};
+        if (const auto r = srv_.current()) model["max_model_len"] = r->model.context;
+        return model;
+    }
+
     // --- reading a request ---
 
     void read_header() {
@@ -555,8 +732,9 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
                 return send(error_response(ApiError(401, why, "invalid_request_error", "", "invalid_api_key")));
             }
         }
-        if (post && (path == "/v1/chat/completions" || path == "/v1/completions")) {
-            endpoint_ = path == "/v1/completions" ? Endpoint::Completions : Endpoint::ChatCompletions;
+        if (post && (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/tokenize" ||
+                     path == "/detokenize" || path == "/v1/embeddings")) {
+            post_path_ = path;
             if (!body_pending) return on_body({});
             if (beast::iequals(req[http::field::expect], "100-continue")) {
                 auto cont = std::make_shared<http::response<http::empty_body>>(http::status::continue_, version_);
@@ -586,11 +764,13 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
             res.body() = prometheus_text(r ? r->generator.stats() : SchedulerStats{}, srv_.opt.model_id);
             return send(std::move(res));
         }
-        if (get && path == "/v1/models") {
-            json model = {{"id", srv_.opt.model_id}, {"object", "model"}, {"created", srv_.started},
-                          {"owned_by", "tracelm"}};
-            if (const auto r = srv_.current()) model["max_model_len"] = r->model.context;
-            return send(json_response(200, dump({{"object", "list"}, {"data", json::array({model})}})));
+        if (get && path == "/v1/models")
+            return send(json_response(200, dump({{"object", "list"}, {"data", json::array({model_object()})}})));
+        if (constexpr std::string_view models = "/v1/models/"; get && path.starts_with(models)) {
+            // Ids hold slashes ("org/name"), sent as they are or percent-encoded.
+            const std::string id = percent_decoded(std::string_view(path).substr(models.size()));
+            if (id != srv_.opt.model_id) return send(error_response(model_not_found(id, srv_.opt.model_id)));
+            return send(json_response(200, dump(model_object())));
         }
         send(error_response(ApiError(404, "no route for " + std::string(req.method_string()) + " " + path,
                                      "invalid_request_error")));
@@ -610,22 +790,32 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
         // The work pool parses and submits; its result comes back to this strand. The guard keeps run() from
         // returning (and the io_context alive) while it works.
         net::post(*srv_.work, [self = shared_from_this(), guard = net::make_work_guard(srv_.ioc), body,
-                               endpoint = endpoint_] {
-            std::variant<Started, ApiError> result = ApiError(500, "unreachable", "server_error");
+                               path = post_path_] {
+            // A request to answer as it generates, a whole 200 JSON answer, or an error.
+            std::variant<std::unique_ptr<Answer>, std::string, ApiError> result =
+                ApiError(500, "unreachable", "server_error");
             try {
-                result = start_request(self->srv_.opt, self->srv_.current(), endpoint, *body);
+                const HttpOptions& opt = self->srv_.opt;
+                if (path == "/tokenize")
+                    result = tokenize_answer(opt, self->srv_.current(), *body);
+                else if (path == "/detokenize")
+                    result = detokenize_answer(opt, self->srv_.current(), *body);
+                else if (path == "/v1/embeddings")
+                    result = start_embeddings(opt, self->srv_.current(), *body);
+                else
+                    result = std::make_unique<Job>(start_request(
+                        opt, self->srv_.current(),
+                        path == "/v1/completions" ? Endpoint::Completions : Endpoint::ChatCompletions, *body));
             } catch (const ApiError& e) {
                 result = e;
             } catch (const std::exception& e) {
                 result = ApiError(500, e.what(), "server_error");
             }
             net::post(self->stream_.get_executor(), [self, result = std::move(result)]() mutable {
-                if (self->closed_) {
-                    if (auto* st = std::get_if<Started>(&result)) st->stream->cancel();
-                    return;
-                }
+                if (self->closed_) return;  // an Answer dropped here cancels its requests
                 if (auto* e = std::get_if<ApiError>(&result)) return self->send(error_response(*e));
-                self->start_job(std::move(std::get<Started>(result)));
+                if (auto* answer = std::get_if<std::string>(&result)) return self->send(json_response(200, *answer));
+                self->start_job(std::move(std::get<std::unique_ptr<Answer>>(result)));
             });
         });
     }
@@ -682,8 +872,8 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
         });
     }
 
-    void start_job(Started s) {
-        job_ = std::make_unique<Job>(std::move(s));
+    void start_job(std::unique_ptr<Answer> answer) {
+        job_ = std::move(answer);
         streamed_ = job_->streamed();
         if (streamed_) {
             // 1.1: chunked; 1.0 knows no chunks: the body ends when the connection closes.
@@ -866,10 +1056,10 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
     std::optional<http::request_parser<http::string_body>> parser_;
     net::steady_timer tick_, write_timer_;
     uint64_t writes_ = 0, write_pending_ = 0;  // the write write_timer_ times (0: none)
-    std::unique_ptr<Job> job_;
+    std::unique_ptr<Answer> job_;
     std::shared_ptr<std::array<char, 4096>> drain_;
     size_t drained_ = 0;
-    Endpoint endpoint_ = Endpoint::Completions;
+    std::string post_path_;  // the POST route whose body is read
     unsigned version_ = 11;
     bool keep_alive_ = true, closed_ = false;
     bool streamed_ = false, head_sent_ = false, chunked_ = false, peer_eof_ = false;

@@ -55,6 +55,9 @@ struct ServedModel {
     // Compiles response_format and the guided_* / grammar fields; null: those get a 400.
     std::shared_ptr<const grammar::Compiler> grammar;
     tools::ToolCallFormat tool_format = tools::ToolCallFormat::None;  // how the template's model writes tool calls
+    // An embedding's dimensions (the final norm's width); 0: /v1/embeddings answers 400 (the model's files name a
+    // pooling other than last-token, serve/pooling.h).
+    int64_t hidden_size = 0;
 };
 
 // The scheduler's side, as functions.

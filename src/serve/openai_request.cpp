@@ -518,9 +518,7 @@ void refuse_unknown_fields(const json& body, bool chat) {
             if (!value.is_null() && name != "include_usage") unrecognized("stream_options." + name);
 }
 
-}  // namespace
-
-OpenAIRequest parse_request(Endpoint endpoint, std::string_view text) {
+json parse_body(std::string_view text) {
     json body;
     try {
         body = untrusted::parse_ordered_json(text);
@@ -528,14 +526,112 @@ OpenAIRequest parse_request(Endpoint endpoint, std::string_view text) {
         throw ApiError(400, std::string("request body: ") + e.what(), "invalid_request_error");
     }
     if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object", "invalid_request_error");
+    return body;
+}
 
+std::string parse_model(const json& body) {
+    const json* m = field(body, "model");
+    if (!m) return "";
+    if (!m->is_string()) wrong_type("model", "a string");
+    return m->get<std::string>();
+}
+
+}  // namespace
+
+TokenizeRequest parse_tokenize(std::string_view text) {
+    const json body = parse_body(text);
+    TokenizeRequest r;
+    r.model = parse_model(body);
+    std::vector<const char*> given;
+    for (const char* name : {"prompt", "messages", "content"})
+        if (field(body, name)) given.push_back(name);
+    if (given.empty())
+        throw invalid_param("prompt", "'prompt' (or 'messages', or llama-server's 'content') is required",
+                            "missing_required_parameter");
+    if (given.size() > 1)
+        throw invalid_param(given[1], std::string("give one of 'prompt', 'messages' and 'content', not '") + given[0] +
+                                          "' and '" + given[1] + "'");
+    const std::string name = given[0];
+    if (name == "messages") {
+        r.chat = true;
+        r.messages = parse_messages(body);
+        r.chat_template_kwargs = parse_template_kwargs(body);
+        r.tools = parse_tools(body);
+        r.add_generation_prompt = boolean(body, "add_generation_prompt").value_or(true);
+        return r;
+    }
+    const json& t = body[name];
+    if (!t.is_string()) wrong_type(name, "a string");
+    r.text = t.get<std::string>();
+    r.llama_server = name == "content";
+    if (r.llama_server) {
+        // with_pieces answers each token with its text, a shape this server does not write.
+        if (boolean(body, "with_pieces").value_or(false))
+            throw invalid_param("with_pieces", "'with_pieces' is not supported");
+        r.add_special = boolean(body, "add_special").value_or(false);
+    } else {
+        r.add_special = boolean(body, "add_special_tokens").value_or(true);
+    }
+    return r;
+}
+
+DetokenizeRequest parse_detokenize(std::string_view text) {
+    const json body = parse_body(text);
+    DetokenizeRequest r;
+    r.model = parse_model(body);
+    const json* v = field(body, "tokens");
+    if (!v) throw invalid_param("tokens", "'tokens' is required", "missing_required_parameter");
+    if (!v->is_array()) wrong_type("tokens", "a list of token ids");
+    r.tokens = token_ids(*v, "tokens");
+    return r;
+}
+
+EmbeddingRequest parse_embeddings(std::string_view text) {
+    const json body = parse_body(text);
+    EmbeddingRequest r;
+    r.model = parse_model(body);
+    const json* v = field(body, "input");
+    if (!v) throw invalid_param("input", "'input' is required", "missing_required_parameter");
+    const char* shape = "a string, a list of strings, a list of token ids or a list of lists of token ids";
+    if (v->is_string()) {
+        r.texts.push_back(v->get<std::string>());
+    } else if (!v->is_array() || v->empty()) {
+        wrong_type("input", shape);
+    } else if ((*v)[0].is_number()) {
+        r.token_ids.push_back(token_ids(*v, "input"));
+    } else {
+        if (v->size() > kMaxEmbeddingInputs)
+            throw invalid_param("input", "'input' holds " + std::to_string(v->size()) + " inputs, more than " +
+                                             std::to_string(kMaxEmbeddingInputs));
+        const bool texts = (*v)[0].is_string();
+        for (const json& item : *v) {
+            if (texts && item.is_string())
+                r.texts.push_back(item.get<std::string>());
+            else if (!texts && item.is_array())
+                r.token_ids.push_back(token_ids(item, "input"));
+            else
+                wrong_type("input", shape);
+        }
+    }
+    for (const std::string& t : r.texts)
+        if (t.empty()) throw invalid_param("input", "'input' must not hold an empty string");
+    for (const std::vector<int32_t>& ids : r.token_ids)
+        if (ids.empty()) throw invalid_param("input", "'input' must not hold an empty list of token ids");
+    if (const json* f = field(body, "encoding_format")) {
+        if (!f->is_string() || (*f != "float" && *f != "base64"))
+            throw invalid_param("encoding_format", "'encoding_format' must be 'float' or 'base64'");
+        r.base64 = *f == "base64";
+    }
+    r.dimensions = integer(body, "dimensions");
+    return r;
+}
+
+OpenAIRequest parse_request(Endpoint endpoint, std::string_view text) {
+    const json body = parse_body(text);
     OpenAIRequest r;
     r.endpoint = endpoint;
     const bool chat = endpoint == Endpoint::ChatCompletions;
-    if (const json* m = field(body, "model")) {
-        if (!m->is_string()) wrong_type("model", "a string");
-        r.model = m->get<std::string>();
-    }
+    r.model = parse_model(body);
     if (chat) {
         r.messages = parse_messages(body);
         r.chat_template_kwargs = parse_template_kwargs(body);

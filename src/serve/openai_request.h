@@ -79,4 +79,42 @@ struct OpenAIRequest {
 // Throws ApiError (400) for malformed JSON, wrong types and invalid values.
 OpenAIRequest parse_request(Endpoint endpoint, std::string_view body);
 
+// POST /tokenize, in vLLM's shape ({"prompt": text} or {"messages": [...]}) or llama-server's ({"content": text}),
+// told apart by those fields (docs/serve.md).
+struct TokenizeRequest {
+    std::string model;             // empty: not given
+    bool llama_server = false;     // "content": answered {"tokens"} alone, as llama-server answers
+    bool chat = false;             // "messages": the prompt a chat completion of them would get
+    std::string text;              // "prompt" / "content"
+    // Text: BOS in front when the tokenizer adds one (as completions do). vLLM's add_special_tokens defaults to
+    // true, llama-server's add_special to false.
+    bool add_special = true;
+    // Chat: as in a chat completion (checked the same way), plus add_generation_prompt (default true).
+    nlohmann::ordered_json messages, tools, chat_template_kwargs;
+    bool add_generation_prompt = true;
+};
+TokenizeRequest parse_tokenize(std::string_view body);
+
+// POST /detokenize: {"tokens": [ids]} (vLLM's and llama-server's shape alike). Ids must be in [0, 2^31); the server
+// checks them against the vocabulary.
+struct DetokenizeRequest {
+    std::string model;
+    std::vector<int32_t> tokens;
+};
+DetokenizeRequest parse_detokenize(std::string_view body);
+
+constexpr size_t kMaxEmbeddingInputs = 2048;  // as OpenAI
+
+// POST /v1/embeddings: `input` a string, a list of strings, a list of token ids or a list of such lists (at most
+// kMaxEmbeddingInputs inputs, none empty); encoding_format "float" (default) or "base64"; dimensions, checked by the
+// server against the model's hidden size.
+struct EmbeddingRequest {
+    std::string model;
+    std::vector<std::string> texts;                // the inputs as text, or ...
+    std::vector<std::vector<int32_t>> token_ids;   // ... as token ids
+    bool base64 = false;
+    std::optional<int64_t> dimensions;
+};
+EmbeddingRequest parse_embeddings(std::string_view body);
+
 }  // namespace tracelm::serve

@@ -1,7 +1,9 @@
 #include "serve/openai_response.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 
 namespace tracelm::serve {
 
@@ -141,6 +143,47 @@ json usage_chunk(Endpoint endpoint, const ResponseMeta& meta, const Usage& usage
     body["choices"] = json::array();
     body["usage"] = usage_json(usage);
     return body;
+}
+
+namespace {
+
+std::string base64_of(const std::vector<float>& v) {
+    static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string bytes(v.size() * sizeof(float), '\0');
+    for (size_t i = 0; i < v.size(); ++i) {
+        const auto u = std::bit_cast<uint32_t>(v[i]);
+        for (size_t b = 0; b < 4; ++b) bytes[4 * i + b] = static_cast<char>((u >> (8 * b)) & 0xff);  // little-endian
+    }
+    std::string out;
+    for (size_t i = 0; i < bytes.size(); i += 3) {
+        uint32_t n = static_cast<uint8_t>(bytes[i]) << 16;
+        if (i + 1 < bytes.size()) n |= static_cast<uint8_t>(bytes[i + 1]) << 8;
+        if (i + 2 < bytes.size()) n |= static_cast<uint8_t>(bytes[i + 2]);
+        out += kAlphabet[(n >> 18) & 63];
+        out += kAlphabet[(n >> 12) & 63];
+        out += i + 1 < bytes.size() ? kAlphabet[(n >> 6) & 63] : '=';
+        out += i + 2 < bytes.size() ? kAlphabet[n & 63] : '=';
+    }
+    return out;
+}
+
+}  // namespace
+
+json embeddings_body(const std::vector<std::vector<float>>& vectors, bool base64, const std::string& model,
+                     int64_t prompt_tokens) {
+    json data = json::array();
+    for (size_t i = 0; i < vectors.size(); ++i) {
+        double sum = 0;
+        for (const float x : vectors[i]) sum += static_cast<double>(x) * x;
+        const double scale = sum > 0 ? 1 / std::sqrt(sum) : 1;
+        std::vector<float> v(vectors[i].size());
+        for (size_t j = 0; j < v.size(); ++j) v[j] = static_cast<float>(vectors[i][j] * scale);
+        data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", base64 ? json(base64_of(v)) : json(v)}});
+    }
+    return {{"object", "list"},
+            {"data", std::move(data)},
+            {"model", model},
+            {"usage", {{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}}};
 }
 
 json error_body(const ApiError& e) {

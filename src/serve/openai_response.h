@@ -55,6 +55,13 @@ std::vector<nlohmann::json> tool_call_chunks(const ResponseMeta& meta, size_t in
 // The last chunk of a stream with stream_options.include_usage: no choices, the usage.
 nlohmann::json usage_chunk(Endpoint endpoint, const ResponseMeta& meta, const Usage& usage);
 
+// The answer of POST /v1/embeddings: {"object": "list", "data": [{"object": "embedding", "index", "embedding"}],
+// "model", "usage": {"prompt_tokens", "total_tokens"}}. Each vector is L2-normalised (as Qwen3-Embedding and
+// sentence-transformers normalise; a zero vector stays zero), then written as numbers or, with `base64`, as the
+// base64 of its little-endian float32 bytes (what OpenAI's clients decode).
+nlohmann::json embeddings_body(const std::vector<std::vector<float>>& vectors, bool base64, const std::string& model,
+                               int64_t prompt_tokens);
+
 // {"error": {"message", "type", "param", "code"}} (param and code null when empty).
 nlohmann::json error_body(const ApiError& e);
 

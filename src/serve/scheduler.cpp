@@ -69,6 +69,11 @@ class Sequence final : public Stream {
         if (notify_ && ready) notify_();
     }
 
+    std::vector<float> embedding() override {
+        std::lock_guard<std::mutex> lock(mu_);
+        return embedding_;
+    }
+
     // Scheduler side.
     void push(int32_t id, const sampling::TokenLogprobs* lp) {
         {
@@ -79,10 +84,11 @@ class Sequence final : public Stream {
         cv_.notify_all();
         notify_consumer();
     }
-    void end(Finish f, std::string error = {}) {
+    void end(Finish f, std::string error = {}, std::vector<float> hidden = {}) {
         {
             std::lock_guard<std::mutex> lock(mu_);
             out_.finish = f;
+            embedding_ = std::move(hidden);
             out_.error = std::move(error);
         }
         cv_.notify_all();
@@ -111,6 +117,7 @@ class Sequence final : public Stream {
     std::mutex mu_;
     std::condition_variable cv_;
     StreamUpdate out_;
+    std::vector<float> embedding_;
     std::mutex notify_mu_;  // never held together with mu_
     std::function<void()> notify_;
 };
@@ -161,7 +168,7 @@ struct Scheduler::Impl {
     void write_mask(Sequence& s, bool force);
     // Both take the sequence by value: they erase it from `running`, which may hold its last reference (a client
     // gone without its cancellation processed yet), so a reference into `running` would dangle.
-    void end(std::shared_ptr<Sequence> s, Finish f, std::string error = {});
+    void end(std::shared_ptr<Sequence> s, Finish f, std::string error = {}, std::vector<float> hidden = {});
     void preempt(std::shared_ptr<Sequence> s);
     void publish_stats();
 
@@ -355,7 +362,17 @@ void Scheduler::Impl::prefill() {
             const double took = std::chrono::duration<double>(Clock::now() - t0).count();
             pacer.piece_done(n, took);
             seconds -= took;
-            if (s->joined && s->tokens.empty()) {
+            if (s->joined && s->req.embed) {
+                // Read before any other forward overwrites it; the row's sampled first token is not delivered.
+                std::vector<float> hidden;
+                try {
+                    hidden = engine.prompt_hidden();
+                } catch (const std::exception& e) {
+                    end(s, Finish::Error, e.what());
+                    break;
+                }
+                end(s, Finish::Stop, {}, std::move(hidden));
+            } else if (s->joined && s->tokens.empty()) {
                 const bool lp = s->req.params.logprobs >= 0;
                 const sampling::TokenLogprobs t =
                     lp ? engine.logprobs()[static_cast<size_t>(s->row)] : sampling::TokenLogprobs{};
@@ -435,12 +452,12 @@ void Scheduler::Impl::write_mask(Sequence& s, bool force) {
     engine.set_token_mask(s.row, s.mask.data());
 }
 
-void Scheduler::Impl::end(std::shared_ptr<Sequence> s, Finish f, std::string error) {
+void Scheduler::Impl::end(std::shared_ptr<Sequence> s, Finish f, std::string error, std::vector<float> hidden) {
     engine.release(s->row);
     s->row = -1;
     running.erase(std::find(running.begin(), running.end(), s));
     ++finished;
-    s->end(f, std::move(error));
+    s->end(f, std::move(error), std::move(hidden));
 }
 
 void Scheduler::Impl::preempt(std::shared_ptr<Sequence> s) {

@@ -62,6 +62,10 @@ struct GenerationRequest {
     // Constrained decoding: before each step the sequence's row allows only the tokens its matcher allows; a token
     // it takes advances the matcher. Null: unconstrained (the row costs nothing).
     std::shared_ptr<const grammar::Compiled> constraint;
+    // An embedding: the prompt is computed like any other (queued, admitted, prefilled in pieces, preempted), then
+    // the request ends with Finish::Stop and the final-norm hidden state of its last token (Engine::prompt_hidden)
+    // instead of tokens (Stream::embedding).
+    bool embed = false;
 };
 
 enum class Finish { None, Stop, Length, Cancelled, Error };
@@ -87,6 +91,8 @@ class Stream {
     // so `fn` must not block (the HTTP server posts to the connection). An empty `fn` ends the calls: once
     // on_update({}) returns, none is in progress. The default never calls (the consumer polls next()).
     virtual void on_update(std::function<void()> fn) { (void)fn; }
+    // An embed request's hidden state, once next() has reported its Finish::Stop (empty before, and for others).
+    virtual std::vector<float> embedding() { return {}; }
 };
 
 struct SchedulerStats {

@@ -7,14 +7,20 @@ Starts `tracelm serve --port 0` on the default model (SmolLM2-135M-Instruct Q4_1
 and completions, streamed and not; that streamed text equals the non-streamed text of the same greedy request byte for
 byte; stop strings that span streamed chunks; multi-byte text; usage against `tracelm tokenize`; every error status
 and every refused parameter (unknown fields included); echo; continue_final_message and add_generation_prompt against
-SmolLM2's template rendered by Python jinja2; /health, /v1/models and /metrics. Exits 77 (skipped) without the model
-or the `openai` package, unless TRACELM_REQUIRE_MODELS is set. Every wait is bounded and the server is always killed
-at the end.
+SmolLM2's template rendered by Python jinja2; /health, /v1/models and /metrics; GET /v1/models/{id}; /tokenize and
+/detokenize against llama.cpp's tokenization of SmolLM2's vocabulary (testdata/goldens/smollm2_tokenize.jsonl, made by
+make_llamacpp_goldens.py); /v1/embeddings' shape, norm, batch invariance and base64 (the numbers against a reference:
+Embeddings.* in C++). Exits 77 (skipped) without the model or the `openai` package, unless TRACELM_REQUIRE_MODELS is
+set. Every wait is bounded and the server is always killed at the end.
 """
 import http.client
+import base64
 import json
+import math
+import os
 import pathlib
 import re
+import struct
 import subprocess
 import sys
 import threading
@@ -26,6 +32,7 @@ from server_process import MODEL, MODEL_ID, Server, metric, run_openai_tests
 BINARY = None
 API_KEY = "test-key"
 SYSTEM = "You are a terse assistant."
+GOLDENS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "testdata", "goldens")
 
 
 def tokenize(text):
@@ -98,6 +105,89 @@ class OpenAIClientTest(unittest.TestCase):
     def test_models(self):
         models = self.client.models.list()
         self.assertEqual([m.id for m in models.data], [MODEL_ID])
+
+    def test_model_retrieved_by_id(self):
+        m = self.client.models.retrieve(MODEL_ID)
+        self.assertEqual((m.id, m.object, m.owned_by), (MODEL_ID, "model", "tracelm"))
+        self.assertIsInstance(m.created, int)
+        with self.assertRaises(self.openai.NotFoundError) as cm:
+            self.client.models.retrieve("gpt-4o")
+        self.assertEqual(cm.exception.body["code"], "model_not_found")
+        self.assertEqual(cm.exception.body["param"], "model")
+
+    def test_tokenize_equals_llamacpp_and_detokenize_gives_the_text(self):
+        """Each corpus text's ids as llama.cpp parses special tokens (its special=true line where the flag matters)."""
+        expected = {}
+        with open(os.path.join(GOLDENS, "smollm2_tokenize.jsonl"), encoding="utf-8") as f:
+            for line in map(json.loads, f):
+                if line["special"] or line["text"] not in expected:
+                    expected[line["text"]] = line["ids"]
+        self.assertGreater(len(expected), 250)
+        for text, ids in expected.items():
+            with self.subTest(text=text[:40]):
+                status, vllm = self.server.post_json("/tokenize", {"prompt": text})
+                self.assertEqual(status, 200, vllm)
+                self.assertEqual(vllm, {"tokens": ids, "count": len(ids), "max_model_len": 1024})
+                status, llama = self.server.post_json("/tokenize", {"content": text, "add_special": True})
+                self.assertEqual((status, llama), (200, {"tokens": ids}))
+                status, back = self.server.post_json("/detokenize", {"model": MODEL_ID, "tokens": ids})
+                self.assertEqual((status, back), (200, {"prompt": text, "content": text}))
+
+    def test_tokenize_of_a_chat_is_its_completion_prompt(self):
+        """jinja2's rendering of SmolLM2's template (its default system prompt), tokenized by llama.cpp."""
+        messages = [{"role": "user", "content": "What is the capital of France?"}]
+        with open(os.path.join(GOLDENS, "smollm2_tokenize.jsonl"), encoding="utf-8") as f:
+            rendered = "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face" \
+                       "<|im_end|>\n<|im_start|>user\nWhat is the capital of France?<|im_end|>\n" \
+                       "<|im_start|>assistant\n"
+            ids = next(line["ids"] for line in map(json.loads, f) if line["special"] and line["text"] == rendered)
+        status, t = self.server.post_json("/tokenize", {"model": MODEL_ID, "messages": messages})
+        self.assertEqual(status, 200, t)
+        self.assertEqual(t["tokens"], ids)
+        r = self.client.chat.completions.create(model=MODEL_ID, messages=messages, max_tokens=1)
+        self.assertEqual(t["count"], r.usage.prompt_tokens)
+        status, turn = self.server.post_json("/tokenize", {"messages": messages, "add_generation_prompt": False})
+        self.assertEqual(status, 200, turn)
+        self.assertEqual(turn["tokens"], ids[:len(turn["tokens"])])
+        status, rest = self.server.post_json("/detokenize", {"tokens": ids[len(turn["tokens"]):]})
+        self.assertEqual(rest["prompt"], "<|im_start|>assistant\n")
+
+    def test_tokenize_refusals_are_named(self):
+        cases = [("/detokenize", {"tokens": [1, -1]}, 400, "tokens"),
+                 ("/detokenize", {"tokens": [1, 49152]}, 400, "tokens"),
+                 ("/detokenize", {"tokens": [1] * 1025}, 400, "tokens"),
+                 ("/tokenize", {"prompt": "x", "messages": [{"role": "user", "content": "x"}]}, 400, "messages"),
+                 ("/tokenize", {"prompt": "x", "model": "gpt-4o"}, 404, "model")]
+        for path, doc, code, param in cases:
+            with self.subTest(path=path, doc=str(doc)[:60]):
+                status, body = self.server.post_json(path, doc)
+                self.assertEqual((status, body["error"]["param"]), (code, param), body)
+
+    def test_embeddings(self):
+        texts = ["The sky is blue.", "Un café, s'il vous plaît.", "日本語のテキストです。"]
+        # The client asks for base64 and decodes it unless told "float".
+        batch = self.client.embeddings.create(model=MODEL_ID, input=texts)
+        self.assertEqual([d.index for d in batch.data], [0, 1, 2])
+        self.assertEqual(batch.model, MODEL_ID)
+        lengths = [self.server.post_json("/tokenize", {"prompt": t})[1]["count"] for t in texts]
+        self.assertEqual((batch.usage.prompt_tokens, batch.usage.total_tokens), (sum(lengths), sum(lengths)))
+        for text, d in zip(texts, batch.data):
+            with self.subTest(text=text):
+                self.assertEqual(len(d.embedding), 576)  # SmolLM2-135M's hidden size
+                self.assertAlmostEqual(math.sqrt(sum(x * x for x in d.embedding)), 1.0, places=5)
+                alone = self.client.embeddings.create(model=MODEL_ID, input=text, encoding_format="float")
+                self.assertEqual(alone.data[0].embedding, d.embedding)  # the same bits, batched or alone
+        self.assertNotEqual(batch.data[0].embedding, batch.data[1].embedding)
+        status, raw = self.server.post_json("/v1/embeddings", {"input": texts[0], "encoding_format": "base64"})
+        self.assertEqual(status, 200, raw)
+        packed = base64.b64decode(raw["data"][0]["embedding"])
+        self.assertEqual(list(struct.unpack(f"<{len(packed) // 4}f", packed)), batch.data[0].embedding)
+        ids = self.server.post_json("/tokenize", {"prompt": texts[0]})[1]["tokens"]
+        by_ids = self.client.embeddings.create(model=MODEL_ID, input=[ids])
+        self.assertEqual(by_ids.data[0].embedding, batch.data[0].embedding)
+        with self.assertRaises(self.openai.BadRequestError) as cm:
+            self.client.embeddings.create(model=MODEL_ID, input="x", dimensions=64)
+        self.assertEqual(cm.exception.body["param"], "dimensions")
 
     def test_chat_streamed_equals_non_streamed(self):
         messages, r = self.chat("Name three colors.", max_tokens=24)

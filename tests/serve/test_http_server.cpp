@@ -10,14 +10,18 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <mutex>
 #include <optional>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "serve/http_server.h"
+#include "serve/openai_request.h"
 #include "support/http_client.h"
 #include "support/qwen3_tokenizer.h"
+#include "support/test_support.h"
+#include "support/tokenizer_goldens.h"
 
 namespace tracelm::serve {
 namespace {
@@ -41,7 +45,9 @@ class ScriptedStream : public Stream {
         return {};
     }
     void cancel() override { cancelled = true; }
+    std::vector<float> embedding() override { return hidden; }
     std::atomic<bool> cancelled{false};
+    std::vector<float> hidden;  // an embed request's
 
    private:
     std::mutex mu_;
@@ -68,7 +74,7 @@ class HttpServerTest : public ::testing::Test {
         o.api_key = api_key;
         o.metrics_public = metrics_public;
         o.model_id = "test-model";
-        o.max_body_bytes = 4096;
+        o.max_body_bytes = max_body_bytes_;
         o.poll = 20ms;
         o.write_timeout = write_timeout_;
         server_ = std::make_unique<HttpServer>(o);
@@ -82,6 +88,7 @@ class HttpServerTest : public ::testing::Test {
                       context_, qwen().vocab_size(), nullptr};
         m.tool_format = tools::detect_format(chat_template.empty() ? qwen().chat_template() : chat_template);
         if (with_grammar_) m.grammar = std::make_shared<const grammar::Compiler>(qwen(), qwen().vocab_size());
+        m.hidden_size = hidden_size_;
         Generator g;
         g.submit = [this](GenerationRequest r) -> std::shared_ptr<Stream> {
             // The scheduler's refusals (Engine::check_prompt): ids outside the vocabulary, a prompt that cannot fit.
@@ -91,6 +98,12 @@ class HttpServerTest : public ::testing::Test {
                 throw RequestError("prompt of " + std::to_string(r.prompt.size()) + " tokens does not fit");
             std::lock_guard<std::mutex> lock(mu_);
             submitted_.push_back(r);
+            if (r.embed) {
+                // An embedding that tells the inputs apart: (prompt length, 1), before normalisation.
+                auto s = std::make_shared<ScriptedStream>(std::vector<StreamUpdate>{{{}, {}, Finish::Stop, ""}});
+                s->hidden = {static_cast<float>(r.prompt.size()), 1.0f};
+                return s;
+            }
             last_ = std::make_shared<ScriptedStream>(script_);
             return last_;
         };
@@ -151,6 +164,8 @@ class HttpServerTest : public ::testing::Test {
     }
 
     std::chrono::milliseconds write_timeout_ = 30s;
+    size_t max_body_bytes_ = 4096;
+    int64_t hidden_size_ = 2;  // 0: the model's files name a pooling other than last-token
     std::unique_ptr<HttpServer> server_;
     std::thread thread_;
     int port_ = 0;
@@ -493,6 +508,180 @@ TEST_F(HttpServerTest, BadRequestsGetTheirStatusAndNeverReachTheScheduler) {
     EXPECT_EQ(submitted().size(), 0u);  // none of them reached the scheduler
 }
 
+// POST /tokenize gives the ids of Hugging Face's tokenizer for Qwen3 (the independent goldens of
+// testdata/tokenizer/qwen3_encode.jsonl), in vLLM's shape or llama-server's, and /detokenize gives each text back.
+TEST_F(HttpServerTest, TokenizeAndDetokenizeMatchTheGoldens) {
+    context_ = 4096;  // the longest golden's ids fit a detokenize request
+    max_body_bytes_ = 64 * 1024;
+    start();
+    const auto lines = testing::read_jsonl(testing::repo_path("testdata/tokenizer/qwen3_encode.jsonl"));
+    ASSERT_GT(lines.size(), 200u);
+    for (const json& line : lines) {
+        const std::string text = line.at("text").get<std::string>();
+        const json ids = line.at("ids");
+        SCOPED_TRACE(json(text).dump());
+        const auto vllm = post("/tokenize", json{{"prompt", text}}.dump());
+        ASSERT_TRUE(vllm);
+        ASSERT_EQ(vllm->status, 200) << vllm->body;
+        EXPECT_EQ(json::parse(vllm->body), json({{"tokens", ids}, {"count", ids.size()}, {"max_model_len", 4096}}));
+        const auto llama = post("/tokenize", json{{"content", text}}.dump());
+        ASSERT_TRUE(llama);
+        ASSERT_EQ(llama->status, 200) << llama->body;
+        EXPECT_EQ(json::parse(llama->body), json({{"tokens", ids}}));
+        const auto back = post("/detokenize", json{{"tokens", ids}}.dump());
+        ASSERT_TRUE(back);
+        ASSERT_EQ(back->status, 200) << back->body;
+        EXPECT_EQ(json::parse(back->body), json({{"prompt", text}, {"content", text}}));
+    }
+    EXPECT_TRUE(submitted().empty());  // nothing reached the scheduler
+}
+
+// A chat's ids are those of Qwen3's ChatML written out here, with and without the generation prompt, and those
+// a chat completion of the same messages submits.
+TEST_F(HttpServerTest, TokenizeOfMessagesIsTheChatPrompt) {
+    start();
+    const std::string msgs = R"({"messages": [{"role": "user", "content": "What is the capital of France?"}])";
+    const std::vector<int32_t> turn = qwen().encode("<|im_start|>user\nWhat is the capital of France?<|im_end|>\n");
+    std::vector<int32_t> prompt = turn;
+    for (const int32_t id : qwen().encode("<|im_start|>assistant\n")) prompt.push_back(id);
+    const auto with = post("/tokenize", msgs + "}");
+    ASSERT_TRUE(with);
+    ASSERT_EQ(with->status, 200) << with->body;
+    EXPECT_EQ(json::parse(with->body)["tokens"].get<std::vector<int32_t>>(), prompt);
+    EXPECT_EQ(json::parse(with->body)["count"], prompt.size());
+    const auto without = post("/tokenize", msgs + R"(, "add_generation_prompt": false})");
+    ASSERT_TRUE(without);
+    EXPECT_EQ(json::parse(without->body)["tokens"].get<std::vector<int32_t>>(), turn);
+    ASSERT_EQ(post("/v1/chat/completions", msgs + "}")->status, 200);
+    EXPECT_EQ(submitted().at(0).prompt, prompt);
+}
+
+TEST_F(HttpServerTest, BadTokenizeAndDetokenizeRequestsAreNamed) {
+    start("", false);
+    expect_error(post("/tokenize", R"({"prompt": "x"})"), 503);
+    make_ready();
+    const std::string vocab = std::to_string(qwen().vocab_size());
+    expect_error(post("/detokenize", R"({"tokens": [1, -1]})"), 400, "tokens");
+    expect_error(post("/detokenize", R"({"tokens": [1, )" + vocab + "]}"), 400, "tokens");
+    expect_error(post("/detokenize", R"({"tokens": [1, 2.5]})"), 400, "tokens");
+    expect_error(post("/detokenize", R"({"tokens": "1 2"})"), 400, "tokens");
+    expect_error(post("/detokenize", "{}"), 400, "tokens");
+    const std::vector<int32_t> too_many(kContext + 1, 9707);
+    expect_error(post("/detokenize", json{{"tokens", too_many}}.dump()), 400, "tokens");
+    const std::vector<int32_t> context_full(kContext, 9707);
+    EXPECT_EQ(post("/detokenize", json{{"tokens", context_full}}.dump())->status, 200);
+    expect_error(post("/tokenize", "{}"), 400, "prompt");
+    expect_error(post("/tokenize", R"({"prompt": "x", "content": "y"})"), 400, "content");
+    expect_error(post("/tokenize", R"({"prompt": 5})"), 400, "prompt");
+    expect_error(post("/tokenize", R"({"messages": []})"), 400, "messages");
+    expect_error(post("/tokenize", R"({"content": "x", "with_pieces": true})"), 400, "with_pieces");
+    expect_error(post("/tokenize", R"({"prompt": "x", "add_special_tokens": "yes"})"), 400, "add_special_tokens");
+    expect_error(post("/tokenize", R"({"prompt": "x", "model": "gpt-4"})"), 404, "model");
+    expect_error(post("/detokenize", R"({"tokens": [1], "model": "gpt-4"})"), 404, "model");
+    expect_error(post("/tokenize", R"({"prompt": ")" + std::string(5000, 'a') + R"("})"), 413);
+    expect_error(get("/tokenize"), 404);
+    EXPECT_TRUE(submitted().empty());
+}
+
+// GET /v1/models/{id}: the model object for the served id (sent as it is or percent-encoded), OpenAI's 404 for
+// any other.
+TEST_F(HttpServerTest, AModelIsRetrievedByItsIdAndOthersAreNotFound) {
+    start();
+    for (const char* path : {"/v1/models/test-model", "/v1/models/test%2Dmodel", "/v1/models/test-model?x=1"}) {
+        const auto m = get(path);
+        ASSERT_TRUE(m);
+        ASSERT_EQ(m->status, 200) << path << " " << m->body;
+        const json model = json::parse(m->body);
+        EXPECT_EQ(model["id"], "test-model");
+        EXPECT_EQ(model["object"], "model");
+        EXPECT_EQ(model["owned_by"], "tracelm");
+        EXPECT_TRUE(model["created"].is_number_integer());
+        EXPECT_EQ(model, json::parse(get("/v1/models")->body)["data"][0]);
+    }
+    for (const char* path : {"/v1/models/gpt-4o", "/v1/models/test-model/x", "/v1/models/", "/v1/models/test"}) {
+        const auto m = get(path);
+        expect_error(m, 404, "model");
+        EXPECT_EQ(json::parse(m->body)["error"]["code"], "model_not_found") << path;
+        EXPECT_EQ(json::parse(m->body)["error"]["type"], "invalid_request_error") << path;
+    }
+    expect_error(post("/v1/models/test-model", "{}"), 404);
+}
+
+// POST /v1/embeddings: every input's prompt submitted as an embed request, the answer in OpenAI's shape with each
+// vector L2-normalised, in the inputs' order; base64 is the little-endian float32 bytes (the expected strings from
+// Python: base64.b64encode(struct.pack('<2f', ...))).
+TEST_F(HttpServerTest, EmbeddingsMapTheInputsAndAnswerInOpenAIsShape) {
+    start();
+    const auto r = post("/v1/embeddings", R"({"model": "test-model", "input": ["Hello", "Hello, world!"]})");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    const json body = json::parse(r->body);
+    const std::vector<int32_t> hello = qwen().encode("Hello"), world = qwen().encode("Hello, world!");
+    ASSERT_EQ(submitted().size(), 2u);
+    EXPECT_TRUE(submitted()[0].embed);
+    EXPECT_EQ(submitted()[0].prompt, hello);
+    EXPECT_EQ(submitted()[1].prompt, world);
+    EXPECT_EQ(body["object"], "list");
+    EXPECT_EQ(body["model"], "test-model");
+    EXPECT_EQ(body["usage"], json({{"prompt_tokens", hello.size() + world.size()},
+                                   {"total_tokens", hello.size() + world.size()}}));
+    ASSERT_EQ(body["data"].size(), 2u);
+    for (size_t i = 0; i < 2; ++i) {
+        const json& d = body["data"][i];
+        EXPECT_EQ(d["object"], "embedding");
+        EXPECT_EQ(d["index"], i);
+        const double n = static_cast<double>((i == 0 ? hello : world).size());
+        const std::vector<float> v = d["embedding"].get<std::vector<float>>();
+        ASSERT_EQ(v.size(), 2u);
+        EXPECT_FLOAT_EQ(v[0], static_cast<float>(n / std::sqrt(n * n + 1)));
+        EXPECT_FLOAT_EQ(v[1], static_cast<float>(1 / std::sqrt(n * n + 1)));
+    }
+    // Token ids, one list or several; base64.
+    const auto ids = post("/v1/embeddings", R"({"input": [[1, 2, 3], [4]], "encoding_format": "base64"})");
+    ASSERT_TRUE(ids);
+    ASSERT_EQ(ids->status, 200) << ids->body;
+    EXPECT_EQ(submitted().at(2).prompt, std::vector<int32_t>({1, 2, 3}));
+    EXPECT_EQ(submitted().at(3).prompt, std::vector<int32_t>({4}));
+    EXPECT_EQ(json::parse(ids->body)["data"][0]["embedding"], "6dxyP5vooT4=");  // (3, 1) / sqrt(10)
+    EXPECT_EQ(json::parse(ids->body)["data"][1]["embedding"], "8wQ1P/MENT8=");  // (1, 1) / sqrt(2)
+    const auto flat = post("/v1/embeddings", R"({"input": [7, 8], "dimensions": 2, "encoding_format": "float"})");
+    ASSERT_TRUE(flat);
+    EXPECT_EQ(flat->status, 200) << flat->body;
+    EXPECT_EQ(submitted().at(4).prompt, std::vector<int32_t>({7, 8}));
+}
+
+TEST_F(HttpServerTest, BadEmbeddingRequestsAreNamed) {
+    max_body_bytes_ = 64 * 1024;  // room for more inputs than a request may hold
+    start("", false);
+    expect_error(post("/v1/embeddings", R"({"input": "x"})"), 503);
+    make_ready();
+    expect_error(post("/v1/embeddings", "{}"), 400, "input");
+    expect_error(post("/v1/embeddings", R"({"input": []})"), 400, "input");
+    expect_error(post("/v1/embeddings", R"({"input": ""})"), 400, "input");
+    expect_error(post("/v1/embeddings", R"({"input": ["a", ""]})"), 400, "input");
+    expect_error(post("/v1/embeddings", R"({"input": ["a", 1]})"), 400, "input");
+    expect_error(post("/v1/embeddings", R"({"input": [[1], []]})"), 400, "input");
+    expect_error(post("/v1/embeddings", R"({"input": [1, -2]})"), 400, "input");
+    expect_error(post("/v1/embeddings", R"({"input": {"text": "a"}})"), 400, "input");
+    expect_error(post("/v1/embeddings", R"({"input": [999999999]})"), 400, "input");  // the scheduler's refusal
+    expect_error(post("/v1/embeddings", R"({"input": "a", "dimensions": 3})"), 400, "dimensions");
+    expect_error(post("/v1/embeddings", R"({"input": "a", "encoding_format": "int8"})"), 400, "encoding_format");
+    expect_error(post("/v1/embeddings", R"({"input": "a", "model": "gpt-4"})"), 404, "model");
+    const std::vector<std::string> many(kMaxEmbeddingInputs + 1, "a");
+    expect_error(post("/v1/embeddings", json{{"input", many}}.dump()), 400, "input");
+    EXPECT_TRUE(submitted().empty());
+}
+
+TEST_F(HttpServerTest, AModelPooledOtherwiseGetsNoEmbeddings) {
+    hidden_size_ = 0;
+    start();
+    const auto r = post("/v1/embeddings", R"({"input": "Hello"})");
+    expect_error(r, 400, "model");
+    EXPECT_NE(r->body.find("pooling"), std::string::npos) << r->body;
+    EXPECT_TRUE(submitted().empty());
+    EXPECT_EQ(post("/v1/completions", R"({"prompt": "Hello"})")->status, 200);  // completions are served as ever
+}
+
 // chat_template_kwargs reach the template: Qwen3's enable_thinking false writes an empty think block after the
 // generation prompt (the text jinja2 renders, testdata/goldens/chat_templates.json, no_thinking).
 TEST_F(HttpServerTest, ChatTemplateKwargsReachTheTemplate) {
@@ -587,6 +776,10 @@ TEST_F(HttpServerTest, AnApiKeyGuardsEveryRouteButHealth) {
     expect_error(get("/metrics"), 401);
     EXPECT_EQ(get("/metrics", {{"Authorization", "Bearer sesame"}})->status, 200);
     expect_error(get("/v1/models"), 401);
+    expect_error(get("/v1/models/test-model"), 401);
+    expect_error(post("/tokenize", body), 401);
+    expect_error(post("/detokenize", R"({"tokens": [1]})"), 401);
+    expect_error(post("/v1/embeddings", R"({"input": "x"})"), 401);
     expect_error(post("/elsewhere", body), 401);  // unknown routes too: nothing is answered before the key
     EXPECT_EQ(submitted().size(), 1u);
 }
