@@ -8,6 +8,7 @@ server) and a fixed output length (ignore_eos). Reported per level, as vLLM's `b
 requests, requests/s, output tok/s, TTFT, TPOT, ITL and end-to-end latency (mean, p50, p99). Prints a table and JSON.
 
   scripts/bench_serve.py --model FILE --tracelm build/tracelm [--llama-server PATH] [--concurrency 1,2,4,8,16,32]
+                         [--backend cuda]
 """
 import argparse
 import http.client
@@ -158,6 +159,7 @@ def main():
     ap.add_argument("--max-step-stretch", default="",
                     help="tracelm's --max-step-stretch, a comma list (one tracelm server per numerics and stretch; "
                          "default: serve's)")
+    ap.add_argument("--backend", default="cpu", help="tracelm serve's --backend (cpu or cuda)")
     ap.add_argument("--json", help="also write the results here")
     a = ap.parse_args()
     levels = [int(x) for x in a.concurrency.split(",")]
@@ -172,7 +174,8 @@ def main():
             servers[name] = (port, start_server(name, [a.tracelm, "serve", "--model", a.model, "--port", str(port),
                                                        "--threads", str(a.threads), "--max-seqs", str(slots),
                                                        "--context", str(a.context), "--numerics", numerics,
-                                                       "--max-batched-tokens", str(a.max_batched_tokens)] + extra,
+                                                       "--max-batched-tokens", str(a.max_batched_tokens),
+                                                       "--backend", a.backend] + extra,
                                                 port))
     if a.llama_server:
         port = free_port()

@@ -1,50 +1,104 @@
 #!/usr/bin/env bash
-# The CUDA backend's device check, one script for a machine with an NVIDIA GPU (sized for an H200 box with
-# 16 cores: about 5 minutes). Installs the Debian packages, builds with TRACELM_CUDA=ON, runs the op
-# conformance suite and the CUDA tests, makes a qwen3-0.6b bf16 checkpoint, benchmarks eager and replayed
-# decode on the GPU and prints a summary table. Everything it prints also goes to $OUT when that is set.
+# The CUDA backend's device check, one script for a machine with an NVIDIA GPU (sized for an H200 box with 16 cores:
+# at most about 7 minutes, each part time-boxed so that a hang cannot eat the budget). Everything it prints also goes
+# to $OUT when that is set (else $BUILD_DIR/gpu_check).
 #
-#   bash scripts/gpu_check.sh            # BUILD_DIR (default build-gpu), GEN_TOKENS (default 128)
-set -euo pipefail
+#   bash scripts/gpu_check.sh                      # builds $BUILD_DIR (default build-gpu) with CUDA: needs the
+#                                                  # Debian packages (scripts/install_deps.sh)
+#   GPU_PREBUILT=.gpu bash scripts/gpu_check.sh    # binaries and libraries packed by scripts/gpu_pack.sh on a CPU
+#                                                  # machine with nvcc, for a GPU machine that cannot install them
+#
+# Parts: the device; every CUDA test (op conformance against the CPU reference, eager and replayed; engine greedy
+# decode equal to the CPU backend's tokens on the tiny and qwen3-0.6b bf16 geometries; replay == eager; on-device
+# sampling; DSA top-k against its oracle); the tiny-model CUDA tests again under compute-sanitizer memcheck; then
+# `bench --backend cuda` on the tiny and the qwen3-0.6b bf16 geometry with a summary table (decode eager and
+# replayed, replay / eager, kernels per step, achieved bandwidth against the device's measured copy bandwidth).
+set -uo pipefail
 cd "$(dirname "$0")/.."
-BUILD_DIR=${BUILD_DIR:-build-gpu}
+RESULTS=${OUT:-${BUILD_DIR:-build-gpu}/gpu_check}
 GEN_TOKENS=${GEN_TOKENS:-128}
-RESULTS=${OUT:-$BUILD_DIR/gpu_check}
 mkdir -p "$RESULTS"
 exec > >(tee "$RESULTS/gpu_check.log") 2>&1
+status=0
+part() {  # part NAME SECONDS COMMAND...: runs a time-boxed part, remembers a failure, goes on
+    local name=$1 limit=$2
+    shift 2
+    echo "== $name (at most ${limit} s)"
+    local t0=$SECONDS
+    timeout -k 10 "$limit" "$@"
+    local rc=$?
+    echo "== $name: rc $rc, $((SECONDS - t0)) s"
+    [ $rc -eq 0 ] || status=1
+}
 
 echo "== device"
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || echo "nvidia-smi not available"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv ||
+    echo "nvidia-smi not available"
 
-echo "== dependencies and build ($BUILD_DIR)"
-bash scripts/install_deps.sh
-cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DTRACELM_WERROR=ON -DTRACELM_CUDA=ON >/dev/null
-cmake --build "$BUILD_DIR" -j"$(nproc)" --target tracelm tracelm_tests
-
-echo "== tests: op conformance on every backend, CUDA end to end"
-status=0
-"$BUILD_DIR/tracelm_tests" --gtest_filter='OpConformance*:*Cuda*' --gtest_output="xml:$RESULTS/tests.xml" || status=1
-
-echo "== bench: qwen3-0.6b bf16 on cuda"
-CKPT="$BUILD_DIR/qwen3-0.6b-bf16"
-[ -f "$CKPT/model.safetensors" ] || "$BUILD_DIR/tracelm" make-checkpoint --geometry qwen3-0.6b --seed 1 --dtype bf16 --out "$CKPT"
-"$BUILD_DIR/tracelm" bench --backend cuda --model "$CKPT" --prompt-tokens 128 --gen-tokens "$GEN_TOKENS" \
-  | tee "$RESULTS/bench_cuda.txt" || status=1
-
-metric() { awk -v k="$1" '$1 == k { print $2 }' "$RESULTS/bench_cuda.txt"; }
-eager=$(metric decode_eager_tokens_per_s)
-replay=$(metric decode_replay_tokens_per_s)
-nodes=$(metric graph_ops)
-bytes=$(metric decode_bytes_per_token)
-copy_bw=$(metric read_bandwidth_gb_s)
-if [ -n "$replay" ] && [ -n "$bytes" ] && [ -n "$copy_bw" ]; then
-  echo
-  echo "| decode eager tok/s | decode replay tok/s | replay / eager | kernels per step | achieved GB/s (bytes/token x tok/s) | device copy GB/s | share |"
-  echo "|---|---|---|---|---|---|---|"
-  awk -v e="$eager" -v r="$replay" -v n="$nodes" -v b="$bytes" -v c="$copy_bw" 'BEGIN {
-    a = b * r / 1e9
-    printf "| %.1f | %.1f | %.2f | %d | %.0f | %.0f | %.0f%% |\n", e, r, r / e, n, a, c, 100 * a / c }' \
-    | tee "$RESULTS/summary.md"
+if [ -n "${GPU_PREBUILT:-}" ]; then
+    BIN=$GPU_PREBUILT
+    export LD_LIBRARY_PATH="$PWD/$GPU_PREBUILT/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    # The tests read their data (tokenizers, goldens) from the source folder they were compiled in.
+    src=$(cat "$GPU_PREBUILT/source_dir")
+    if [ ! -e "$src" ]; then mkdir -p "$(dirname "$src")" && ln -s "$PWD" "$src"; fi
+    bin_dir=$(cat "$GPU_PREBUILT/binary_dir")
+    mkdir -p "$bin_dir" && ln -sf "$PWD/$GPU_PREBUILT/tracelm" "$bin_dir/tracelm"
+    export TRACELM_DATA_DIR=$PWD/models  # make-checkpoint's tokenizer (the build folder's share/tracelm holds it too)
+else
+    BIN=${BUILD_DIR:-build-gpu}
+    bash scripts/install_deps.sh
+    cmake -S . -B "$BIN" -DCMAKE_BUILD_TYPE=Release -DTRACELM_CUDA=ON >/dev/null
+    part build 600 cmake --build "$BIN" -j"$(nproc)" --target tracelm tracelm_tests
+    [ $status -eq 0 ] || exit 1
 fi
-echo "tokens_match (eager == replay): $(metric tokens_match)"
+
+# One process per suite: a CUDA error is sticky, so one failing kernel would fail every later test of its process.
+# The CPU reference of the engine tests runs the AVX2 kernels: with AVX512_BF16 the CPU rounds activations to bf16
+# against bf16 weights, which the GPU (f32 activations) does not, and the tolerance is for summation order only.
+suites=('OpConformance.*/cuda' 'CudaEngine.*' 'CudaCapabilities.*:CudaCli.*' 'DsaTopkCuda.*' 'SamplingCuda.*')
+for s in "${suites[@]}"; do
+    part "CUDA tests $s" 90 env TRACELM_ISA=avx2 "$BIN/tracelm_tests" --gtest_filter="$s" \
+        --gtest_output="xml:$RESULTS/tests_${s%%.*}.xml"
+done
+bench() {  # bench NAME MODEL: bench --backend cuda, then its summary row
+    local name=$1 model=$2
+    local f="$RESULTS/bench_$name.txt"
+    part "bench $name" 60 "$BIN/tracelm" bench --backend cuda --model "$model" --prompt-tokens 128 \
+        --gen-tokens "$GEN_TOKENS" --rounds 3 >"$f" 2>&1
+    cat "$f"
+    metric() { awk -v k="$1" '$1 == k { print $2 }' "$f"; }
+    local eager replay nodes bytes copy_bw
+    eager=$(metric decode_eager_tokens_per_s) replay=$(metric decode_replay_tokens_per_s) nodes=$(metric graph_ops)
+    bytes=$(metric decode_bytes_per_token) copy_bw=$(metric read_bandwidth_gb_s)
+    [ -n "$replay" ] && [ -n "$eager" ] && [ -n "$bytes" ] && [ -n "$copy_bw" ] || return 0
+    awk -v m="$name" -v e="$eager" -v r="$replay" -v n="$nodes" -v b="$bytes" -v c="$copy_bw" \
+        -v t="$(metric tokens_match)" 'BEGIN { a = b * r / 1e9
+        printf "| %s | %.1f | %.1f | %.2f | %d | %.0f | %.0f | %.0f%% | %s |\n", m, e, r, r / e, n, a, c, 100 * a / c, t }' \
+        >>"$RESULTS/summary.md"
+}
+echo "| model | decode eager tok/s | decode replay tok/s | replay / eager | kernels per step | achieved GB/s (bytes/token x tok/s) | device copy GB/s | share | eager == replay tokens |" >"$RESULTS/summary.md"
+echo "|---|---|---|---|---|---|---|---|---|" >>"$RESULTS/summary.md"
+CKPT=/tmp/tracelm-gpu-check
+part "checkpoints" 60 bash -c "'$BIN/tracelm' make-checkpoint --geometry tiny --seed 1 --out $CKPT/tiny >/dev/null &&
+    '$BIN/tracelm' make-checkpoint --geometry qwen3-0.6b --seed 1 --dtype bf16 --out $CKPT/q06b-bf16 >/dev/null"
+bench tiny "$CKPT/tiny"
+bench qwen3-0.6b-bf16 "$CKPT/q06b-bf16"
+# serve --backend cuda at 1 and 16 streams (tracelm alone): closed loop, about 260 prompt and 64 output tokens each.
+part "serve --backend cuda, 1 and 16 streams" 150 python3 scripts/bench_serve.py --model "$CKPT/q06b-bf16" \
+    --tracelm "$BIN/tracelm" --backend cuda --numerics ggml --concurrency 1,16 --json "$RESULTS/serve_cuda.json"
+# The sanitizers last: they are the slowest part, and what ran before them is already under $OUT.
+if command -v compute-sanitizer >/dev/null; then
+    for s in 'OpConformance.*/cuda' 'CudaEngine.*Tiny*' 'DsaTopkCuda.*' 'SamplingCuda.*'; do
+        part "memcheck $s" 60 env TRACELM_ISA=avx2 compute-sanitizer --tool memcheck --print-limit 5 \
+            --error-exitcode 1 "$BIN/tracelm_tests" --gtest_filter="$s"
+    done
+    # Eager and replayed steps differing in bits is what a read of uninitialised device memory looks like.
+    part "initcheck CudaEngine.ReplayEqualsEagerTiny" 60 env TRACELM_ISA=avx2 compute-sanitizer --tool initcheck \
+        --print-limit 5 --error-exitcode 1 "$BIN/tracelm_tests" --gtest_filter='CudaEngine.ReplayEqualsEagerTiny'
+else
+    echo "== compute-sanitizer not found: memcheck skipped"
+fi
+
+echo
+cat "$RESULTS/summary.md"
 exit $status

@@ -327,6 +327,7 @@ void Engine::step() {
     }
     ++steps_;
     ++global_step_;
+    logits_rows_ = num_seqs_;
     last_bucket_ = bucket_;
     for (Row& r : rows_) r.pos += r.decoding ? 1 : 0;
     if (!rows_written_) ++steady_steps_;
@@ -387,7 +388,8 @@ std::vector<sampling::TokenLogprobs> Engine::logprobs() {
 }
 
 std::vector<float> Engine::logits() {
-    const Tensor l = decoder_->logits(num_seqs_);
+    if (logits_rows_ == 0) throw std::logic_error("logits() before any forward that computes logits");
+    const Tensor l = decoder_->logits(logits_rows_);
     std::vector<float> out(static_cast<size_t>(l.numel()));
     backend_.download(l, out.data());
     return out;

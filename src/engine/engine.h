@@ -86,7 +86,8 @@ class Engine {
     // Log-probabilities of the tokens sampled last, for the sequences that asked for them (empty entries for
     // the others), read from the device.
     std::vector<sampling::TokenLogprobs> logprobs();
-    // Logits [S, vocab] of the last forward (after the sampling penalties), read from the device.
+    // Logits of the last forward (after the sampling penalties), read from the device: [S, vocab] after a step,
+    // [1, vocab] after a prefill that computed its prompt's last token (only that row is written).
     std::vector<float> logits();
     // Right after a prefill() that completed a row admitted without generated tokens (before any other forward):
     // the final hidden state of its prompt's last token after the model's final norm, what the LM head read for
@@ -302,6 +303,7 @@ class Engine {
     std::vector<Row> rows_;  // max_seqs of them
     std::vector<uint8_t> inert_pending_;  // per row: released while decoding, its device state not yet inert
     int num_seqs_ = 0;  // last decoding row + 1
+    int logits_rows_ = 0;  // rows of logits the last forward wrote
     int bucket_ = 0;    // batch_bucket(num_seqs_), 0 when nothing decodes
     int last_bucket_ = 0;  // of the last decode step
     int32_t global_step_ = 0;  // the device's step counter

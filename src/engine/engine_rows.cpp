@@ -217,6 +217,7 @@ void Engine::prefill_forward(int row, int64_t c0, int64_t c1, const int32_t* ids
     // Whatever piece of its forward this is (a budget's cut, or the rest after shared blocks), its rows sum as in the
     // whole forward: llama.cpp's batch.
     decoder_->forward(in, T, logits, forward_rows(r.one_row, r.n, c0));
+    if (logits) logits_rows_ = 1;
 }
 
 int64_t Engine::forward_end(const std::vector<uint8_t>& one_row, int64_t n, int64_t c0) const {

@@ -152,7 +152,7 @@ class Backend {
     virtual const BackendCapabilities& capabilities() const = 0;
 
     // ---- memory (all forbidden inside capture) ----
-    Buffer* alloc(size_t bytes, const std::string& name);
+    Buffer* alloc(size_t bytes, const std::string& name);  // a new buffer reads as zeros on every backend
     void free(Buffer* b);
     void upload(const Tensor& dst, const void* src);
     void download(const Tensor& src, void* dst);

@@ -157,6 +157,12 @@ double CudaBackend::measure_copy_bandwidth(size_t bytes) {
 Buffer* CudaBackend::do_alloc(size_t bytes, const std::string& name) {
     auto b = std::make_unique<Buffer>();
     b->data = impl_->take(bytes, name);
+    // Zeroed, as the CPU backend's fresh pages are: a row no step has written yet (a padded row's penalty counts,
+    // say) then reads the same on every backend and in every run.
+    if (bytes > 0) {
+        check(cudaMemsetAsync(b->data, 0, bytes, impl_->stream), "alloc");
+        check(cudaStreamSynchronize(impl_->stream), "alloc");
+    }
     b->bytes = bytes;
     b->name = name;
     impl_->buffers.push_back(std::move(b));
