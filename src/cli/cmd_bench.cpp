@@ -40,6 +40,7 @@ struct BenchArgs {
     std::string llamacpp_python = "python3";
     int shared_prefix = 0;  // > 0: the prefix-cache TTFT mode
     int turns = 8;
+    int batch = 1;  // sequences decoded together (the decode graph's batch bucket)
 };
 
 using Clock = std::chrono::steady_clock;
@@ -103,10 +104,10 @@ void timed_step(Engine& engine, Backend& backend, StepTimes& t) {
     ++t.steps;
 }
 
-DecodeRun summarize(const StepTimes& t, bool cpu) {
+DecodeRun summarize(const StepTimes& t, bool cpu, int batch) {
     DecodeRun r;
     if (t.steps > 0) {
-        r.decode_tok_s = t.steps / t.wall;
+        r.decode_tok_s = batch * t.steps / t.wall;
         r.step_us = t.wall / t.steps * 1e6;
         r.host_us_per_step = (cpu ? t.wall - t.busy : t.enqueue) / t.steps * 1e6;
     }
@@ -143,10 +144,13 @@ void warm_prefill(Engine& e, const std::vector<int32_t>& prompt, int64_t vocab) 
 // replay, sampled, eager, ...) so that all see the same machine: on a shared VM speed drifts over seconds,
 // which would bias runs made one after the other. Untimed: each engine's warm-up prefill, the eager warm step, and
 // each capture with its first replay.
-DecodeRuns run_decode_runs(const Model& model, Backend& backend, const std::vector<int32_t>& prompt,
+DecodeRuns run_decode_runs(const Model& model, Backend& backend, const std::vector<std::vector<int32_t>>& prompts,
                            const EngineOptions& base, int gen) {
+    const std::vector<int32_t>& prompt = prompts[0];
+    const int batch = static_cast<int>(prompts.size());
     EngineOptions opt = base;
     opt.context = static_cast<int64_t>(prompt.size()) + gen;
+    opt.max_seqs = batch;
     opt.capture = false;
     Engine eager(model, backend, opt);
     opt.capture = true;
@@ -154,13 +158,14 @@ DecodeRuns run_decode_runs(const Model& model, Backend& backend, const std::vect
     Engine sampled(model, backend, opt);
     for (Engine* e : {&eager, &replay, &sampled}) warm_prefill(*e, prompt, model.config().vocab_size);
     DecodeRuns out;
-    std::vector<int32_t> first;
+    std::vector<std::vector<int32_t>> first;
     for (Engine* e : {&eager, &replay}) {
         const auto t0 = Clock::now();
-        first.push_back(e->start({prompt}, gen).at(0));
-        (e == &eager ? out.eager : out.replay).prefill_tok_s = static_cast<double>(prompt.size()) / since(t0);
+        first.push_back(e->start(prompts, gen));
+        (e == &eager ? out.eager : out.replay).prefill_tok_s =
+            static_cast<double>(prompt.size()) * batch / since(t0);
     }
-    sampled.start({prompt}, gen, {bench_sampling()});
+    sampled.start(prompts, gen, std::vector<sampling::RowParams>(prompts.size(), bench_sampling()));
     eager.step();
     for (int i = 0; i < kReplayWarmSteps; ++i) {
         replay.step();
@@ -176,13 +181,13 @@ DecodeRuns run_decode_runs(const Model& model, Backend& backend, const std::vect
     for (int i = 1 + timed; i < gen - 1; ++i) eager.step();  // the step the replayed run spent on its capture
     const bool cpu = dynamic_cast<const cpu::CpuBackend*>(&backend) != nullptr;
     const double prefill_e = out.eager.prefill_tok_s, prefill_r = out.replay.prefill_tok_s;
-    out.eager = summarize(te, cpu);
-    out.replay = summarize(tr, cpu);
-    out.sampled = summarize(ts, cpu);
+    out.eager = summarize(te, cpu, batch);
+    out.replay = summarize(tr, cpu, batch);
+    out.sampled = summarize(ts, cpu, batch);
     out.eager.prefill_tok_s = prefill_e;
     out.replay.prefill_tok_s = prefill_r;
     for (auto [e, r] : {std::pair{&eager, &out.eager}, std::pair{&replay, &out.replay}}) {
-        r->tokens = {first[e == &eager ? 0 : 1]};
+        r->tokens = first[e == &eager ? 0 : 1];
         const auto hist = e->history(gen - 1);
         r->tokens.insert(r->tokens.end(), hist.begin(), hist.end());
         r->graph_ops = e->graph_ops();
@@ -298,7 +303,10 @@ int run_bench(const BenchArgs& a) {
         }
         return j["tokens_match"].get<bool>() ? 0 : 2;
     }
-    const std::vector<int32_t> prompt = random_prompt(a.prompt_tokens, c.vocab_size, 12345);
+    // --batch sequences of their own random prompts (no shared prefix), decoded together.
+    std::vector<std::vector<int32_t>> prompts;
+    for (int b = 0; b < a.batch; ++b) prompts.push_back(random_prompt(a.prompt_tokens, c.vocab_size, 12345 + b));
+    const std::vector<int32_t>& prompt = prompts[0];
 
     // The bandwidth decode is held against: a multi-threaded read sweep on the CPU, device-to-device copies
     // (bytes read plus written) on a GPU.
@@ -309,6 +317,8 @@ int run_bench(const BenchArgs& a) {
         llama_skipped = "not a GGUF file";
     } else if (cpu_backend == nullptr) {
         llama_skipped = "the comparison runs on the CPU backend only";
+    } else if (a.batch != 1) {
+        llama_skipped = "the comparison decodes one sequence";
     }
     std::string bw_kind = "cpu read sweep";
     const auto measure_bandwidth = [&]() -> double {
@@ -320,13 +330,13 @@ int run_bench(const BenchArgs& a) {
 #endif
         return cpu_backend != nullptr ? measure_read_bandwidth(*cpu_backend) : 0.0;
     };
-    // Bytes one decode token reads: every weight once plus K and V of the average context.
+    // Bytes one decode step reads: every weight once plus K and V of each sequence's average context.
     const double avg_ctx = a.prompt_tokens + a.gen_tokens / 2.0;
     const EngineOptions engine_opt = a.m.engine_options();
     const DType kv_dtype = kv_dtype_for(*model, engine_opt);
     const double kv_bytes = 2.0 * c.num_hidden_layers *
                             static_cast<double>(dtype_row_bytes(kv_dtype, c.num_key_value_heads * c.head_dim)) * avg_ctx;
-    const double bytes_per_token = static_cast<double>(model->decode_weight_bytes()) + kv_bytes;
+    const double bytes_per_step = static_cast<double>(model->decode_weight_bytes()) + kv_bytes * a.batch;
 
     // Rounds of paired eager / replayed decode and a bandwidth measurement, back to back: on a shared machine
     // speed drifts over seconds, so each ratio is taken within a round and the medians are reported.
@@ -338,7 +348,7 @@ int run_bench(const BenchArgs& a) {
     std::vector<Round> rounds;
     for (int r = 0; r < a.rounds; ++r) {
         Round rd;
-        DecodeRuns runs = run_decode_runs(*model, backend, prompt, engine_opt, a.gen_tokens);
+        DecodeRuns runs = run_decode_runs(*model, backend, prompts, engine_opt, a.gen_tokens);
         rd.eager = std::move(runs.eager);
         rd.replay = std::move(runs.replay);
         rd.sampled = std::move(runs.sampled);
@@ -364,7 +374,7 @@ int run_bench(const BenchArgs& a) {
                              {"decode_replay_tokens_per_s", rd.replay.decode_tok_s},
                              {"decode_replay_sampled_tokens_per_s", rd.sampled.decode_tok_s},
                              {"read_bandwidth_gb_s", rd.bw / 1e9},
-                             {"decode_bandwidth_share", bytes_per_token * rd.replay.decode_tok_s / rd.bw}});
+                             {"decode_bandwidth_share", bytes_per_step * rd.replay.decode_tok_s / a.batch / rd.bw}});
         if (llama_skipped.empty()) {
             per_round.back()["llamacpp_decode_tokens_per_s"] = rd.llama.decode_tok_s;
             per_round.back()["replay_over_llamacpp_decode"] = rd.replay.decode_tok_s / rd.llama.decode_tok_s;
@@ -406,9 +416,10 @@ int run_bench(const BenchArgs& a) {
     j["tokens_match"] = tokens_match;
     j["bandwidth_kind"] = bw_kind;
     j["read_bandwidth_gb_s"] = median([](const Round& rd) { return rd.bw; }) / 1e9;
-    j["decode_bytes_per_token"] = bytes_per_token;
+    j["batch"] = a.batch;
+    j["decode_bytes_per_step"] = bytes_per_step;
     j["decode_bandwidth_share"] =
-        median([&](const Round& rd) { return bytes_per_token * rd.replay.decode_tok_s / rd.bw; });
+        median([&](const Round& rd) { return bytes_per_step * rd.replay.decode_tok_s / a.batch / rd.bw; });
     j["per_round"] = per_round;
     j["peak_rss_mib"] = static_cast<double>(ru.ru_maxrss) / 1024.0;
     if (llama_skipped.empty()) {
@@ -458,6 +469,8 @@ Action add_bench(CLI::App& app) {
     add_model_flags(app, a->m, {.default_model = false, .context = false});
     app.add_option("--prompt-tokens", a->prompt_tokens, "prompt length")->check(CLI::Range(1, 1 << 16));
     app.add_option("--gen-tokens", a->gen_tokens, "tokens to generate")->check(CLI::Range(8, 1 << 16));
+    app.add_option("--batch", a->batch, "sequences decoded together, each with its own prompt (tok/s counts all)")
+        ->check(CLI::Range(1, 64));
     app.add_flag("--json", a->json, "print JSON only");
     app.add_option("--rounds", a->rounds, "rounds of eager decode, replayed decode and bandwidth (medians reported)")
         ->check(CLI::Range(1, 100));

@@ -82,7 +82,17 @@ TEST_F(CliModel, BenchReportsEveryRoundAndTheirMedians) {
     }
     std::sort(shares.begin(), shares.end());
     EXPECT_DOUBLE_EQ(j["decode_bandwidth_share"].get<double>(), shares[1]);
-    EXPECT_GT(j["decode_bytes_per_token"].get<double>(), 0);
+    EXPECT_GT(j["decode_bytes_per_step"].get<double>(), 0);
+    EXPECT_EQ(j["batch"], 1);
+
+    // --batch: several sequences in one decode graph, replayed tokens equal to eager ones; a step reads the weights
+    // once and each sequence's own K and V.
+    const Result b = run("bench " + model() + " --prompt-tokens 4 --gen-tokens 8 --rounds 1 --threads 2 --batch 3 --json", false);
+    ASSERT_EQ(b.code, 0) << b.out;
+    const auto jb = nlohmann::json::parse(b.out);
+    EXPECT_EQ(jb["batch"], 3);
+    EXPECT_EQ(jb["tokens_match"], true);
+    EXPECT_GT(jb["decode_bytes_per_step"].get<double>(), j["decode_bytes_per_step"].get<double>());
 }
 
 TEST_F(CliModel, PromptLongerThanContextIsRefused) {

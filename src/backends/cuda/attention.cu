@@ -90,11 +90,19 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionPar
         const int64_t slot = static_cast<int64_t>(block) * p.block_size + pos % p.block_size;
         if (slot >= p.num_slots) continue;
         const int64_t kv = slot * kv_stride + kv_off;  // element of the head's k and v in the caches
+        // v is loaded with k, not after the score: one memory latency a key instead of two.
+        float kx[kPerLane], vx[kPerLane];
+#pragma unroll
+        for (int jj = 0; jj < kPerLane; ++jj) {
+            const int d = jj * 32 + lane;
+            kx[jj] = d < hd ? load_w<C>(p.k_cache, kv + d) : 0.0f;
+            vx[jj] = d < hd ? load_w<C>(p.v_cache, kv + d) : 0.0f;
+        }
         float dot = 0.0f;
 #pragma unroll
         for (int jj = 0; jj < kPerLane; ++jj) {
             const int d = jj * 32 + lane;
-            if (d < hd) dot += qv[jj] * load_w<C>(p.k_cache, kv + d);
+            if (d < hd) dot += qv[jj] * kx[jj];
         }
         const float score = warp_sum(dot) * p.scale;
         if (score > m) {
@@ -109,7 +117,7 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionPar
 #pragma unroll
         for (int jj = 0; jj < kPerLane; ++jj) {
             const int d = jj * 32 + lane;
-            if (d < hd) acc[jj] += pr * load_w<C>(p.v_cache, kv + d);
+            if (d < hd) acc[jj] += pr * vx[jj];
         }
     }
 #pragma unroll
@@ -150,21 +158,32 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionPar
 
 // Merges the splits of one item (grid: T * heads blocks).
 __global__ void attention_merge_kernel(const float* scratch, int splits, int hd, float* out) {
+    __shared__ float s_w[kMaxSplits], s_l[kMaxSplits];
     const int64_t item = blockIdx.x;
     const float* base = scratch + item * splits * (hd + 2);
-    float M = -kInf;
-    for (int b = 0; b < splits; ++b) M = fmaxf(M, base[b * (hd + 2)]);
+    // The first warp finds the maximum and each split's weight once (every thread used to recompute them); the sums
+    // below still run over the splits in order, so the output is what a sequential merge gives.
+    if (threadIdx.x < 32) {
+        float M = -kInf;
+        for (int b = threadIdx.x; b < splits; b += 32) M = fmaxf(M, base[b * (hd + 2)]);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+        for (int b = threadIdx.x; b < splits; b += 32) {
+            const float mb = base[b * (hd + 2)];
+            s_w[b] = mb != -kInf ? expf(mb - M) : 0.0f;
+            s_l[b] = base[b * (hd + 2) + 1];
+        }
+    }
+    __syncthreads();
     float L = 0.0f;
     for (int b = 0; b < splits; ++b) {
-        const float mb = base[b * (hd + 2)];
-        if (mb != -kInf) L += base[b * (hd + 2) + 1] * expf(mb - M);
+        if (s_w[b] != 0.0f) L += s_l[b] * s_w[b];
     }
     const float inv = L > 0.0f ? 1.0f / L : 0.0f;
     for (int d = threadIdx.x; d < hd; d += blockDim.x) {
         float o = 0.0f;
         for (int b = 0; b < splits; ++b) {
-            const float mb = base[b * (hd + 2)];
-            if (mb != -kInf) o += base[b * (hd + 2) + 2 + d] * expf(mb - M);
+            if (s_w[b] != 0.0f) o += base[b * (hd + 2) + 2 + d] * s_w[b];
         }
         out[item * hd + d] = o * inv;
     }

@@ -1,8 +1,9 @@
 // CUDA sample and adjust_logits (semantics in ops/sampling/sampling.h): one block per row. Penalties, the maximum,
-// argmax and the masses are block-parallel; the k best tokens are found by a bitwise radix search for the k-th best
-// order key (dsa_topk's order), emitted in id order tile by tile with block prefix sums, and ranked by counting. Only
-// the short candidate lists (top-p prefix, draw walk) are walked by one thread. Sums that define the draw are taken in
-// a fixed order, so a replay draws what the eager call drew.
+// argmax and the masses are block-parallel; the k best tokens are found by a radix selection of the k-th best order
+// key (dsa_topk's order), 8 bits a pass with warp-aggregated shared histograms, emitted in id order from per-thread
+// chunks placed by block prefix sums, and ranked by counting. Only the short candidate lists (top-p prefix, draw
+// walk) are walked by one thread. Sums that define the draw are taken in a fixed order, so a replay draws what the
+// eager call drew.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -20,8 +21,14 @@ using sampling::RowParams;
 
 constexpr int kThreads = 512;
 
+constexpr int kWarps = kThreads / 32;
+constexpr int kDigits = 256;  // best()'s radix: 8 bits a pass
+
 struct Shared {
     double sums[kThreads];
+    int hist[kDigits];
+    uint32_t digit;
+    int need;
     int64_t counts[kThreads];
     int scan[kThreads];
     float m;
@@ -71,29 +78,55 @@ class Row {
     // rank_[i]: the rank of sel_[i]. Returns their mass at temperature 1 summed in ascending id order.
     __device__ double best(int64_t k) {
         last_k_ = k;
-        uint32_t prefix = 0;
-        for (int b = 31; b >= 0; --b) {
-            const uint32_t c = prefix | (1u << b);
-            int64_t n = 0;
-            for (int64_t v = threadIdx.x; v < V_; v += kThreads) n += dsa::order_key(x_[v]) >= c;
-            if (block_sum<int64_t>(n, sh_.counts) >= k) prefix = c;
+        // The k-th best order key by radix selection, 8 bits a pass from the top: each pass histograms the next
+        // digit of the keys whose higher digits are those chosen so far (4 passes, where one bit a pass took 32).
+        uint32_t prefix = 0, mask = 0;
+        int need = static_cast<int>(k);  // the wanted key's rank among the keys matching prefix
+        for (int shift = 24; shift >= 0; shift -= 8) {
+            for (int i = threadIdx.x; i < kDigits; i += kThreads) sh_.hist[i] = 0;
+            __syncthreads();
+            const int lane = threadIdx.x & 31;
+            for (int64_t base = 0; base < V_; base += kThreads) {
+                const int64_t v = base + threadIdx.x;
+                const uint32_t key = v < V_ ? dsa::order_key(x_[v]) : 0u;
+                const bool in = v < V_ && (key & mask) == prefix;
+                const uint32_t digit = in ? (key >> shift) & (kDigits - 1) : kDigits;
+                // Lanes of a warp with the same digit add once: logits crowd into a few bins, and conflicting
+                // shared-memory atomics serialise.
+                const unsigned same = __match_any_sync(0xffffffffu, digit);
+                if (in && lane == __ffs(same) - 1) atomicAdd(&sh_.hist[digit], __popc(same));
+            }
+            __syncthreads();
+            // Thread t holds the bin of digit 255 - t, so an inclusive scan counts the keys at or above each digit.
+            const int count = threadIdx.x < kDigits ? sh_.hist[kDigits - 1 - threadIdx.x] : 0;
+            int total = 0;
+            const int above = block_exclusive_scan(count, sh_.scan, total);
+            if (count > 0 && above < need && above + count >= need) {
+                sh_.digit = kDigits - 1 - threadIdx.x;
+                sh_.need = need - above;
+            }
+            __syncthreads();
+            prefix |= sh_.digit << shift;
+            mask |= static_cast<uint32_t>(kDigits - 1) << shift;
+            need = sh_.need;
+            __syncthreads();
         }
-        int64_t gt = 0;
-        for (int64_t v = threadIdx.x; v < V_; v += kThreads) gt += dsa::order_key(x_[v]) > prefix;
-        const int64_t take_equal = k - block_sum<int64_t>(gt, sh_.counts);
-        int64_t emitted = 0, ties = 0;
-        for (int64_t base = 0; base < V_; base += kThreads) {
-            const int64_t v = base + threadIdx.x;
-            const uint32_t key = v < V_ ? dsa::order_key(x_[v]) : 0u;
-            const int eq = v < V_ && key == prefix;
-            int eq_total = 0;
-            const int eq_before = block_exclusive_scan(eq, sh_.scan, eq_total);
-            const int take = (v < V_ && key > prefix) || (eq && ties + eq_before < take_equal);
-            int taken = 0;
-            const int pos = block_exclusive_scan(take, sh_.scan, taken);
-            if (take) sel_[emitted + pos] = static_cast<int32_t>(v);
-            emitted += taken;
-            ties += eq_total;
+        // Emission in id order: thread t owns ids [b, e); it counts its keys above the threshold and its ties, the
+        // block scans both, and each thread then writes its taken ids at the count of those taken before them.
+        const int take_equal = need;
+        const int64_t b = V_ * threadIdx.x / kThreads, e = V_ * (threadIdx.x + 1) / kThreads;
+        int gt = 0, eq = 0;
+        for (int64_t v = b; v < e; ++v) {
+            const uint32_t key = dsa::order_key(x_[v]);
+            gt += key > prefix;
+            eq += key == prefix;
+        }
+        int unused = 0;
+        int ties = block_exclusive_scan(eq, sh_.scan, unused);
+        int64_t pos = block_exclusive_scan(gt, sh_.scan, unused) + (ties < take_equal ? ties : take_equal);
+        for (int64_t v = b; v < e; ++v) {
+            const uint32_t key = dsa::order_key(x_[v]);
+            if (key > prefix || (key == prefix && ties++ < take_equal)) sel_[pos++] = static_cast<int32_t>(v);
         }
         __syncthreads();
         for (int64_t i = threadIdx.x; i < k; i += kThreads) {
@@ -166,6 +199,9 @@ class Row {
     }
 
    private:
+    // The maximum over the non-NaN logits and the lowest index holding it (argmax_row's answer: 0 for a row of NaN
+    // only), and the count of non-NaN logits, in one pass: each thread keeps its first best, then warps and the
+    // block reduce (value, index) pairs, which have one best under that order whatever the reduction's shape.
     __device__ void find_max() {
         float m = -INFINITY;
         int64_t valid = 0, arg = -1;
@@ -174,25 +210,31 @@ class Row {
             ++valid;
             if (arg < 0 || x_[v] > m) m = x_[v], arg = v;
         }
-        valid = block_sum<int64_t>(valid, sh_.counts);
-        // The maximum, then the lowest index holding it (argmax_row's answer, also for rows without a number).
-        sh_.sums[threadIdx.x] = arg < 0 ? -INFINITY : m;
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            float best = -INFINITY;
-            for (int t = 0; t < kThreads; ++t) best = sh_.sums[t] > best ? static_cast<float>(sh_.sums[t]) : best;
-            sh_.m = best;
+        const auto take = [&](float om, int64_t oarg) {
+            if (oarg >= 0 && (arg < 0 || om > m || (om == m && oarg < arg))) m = om, arg = oarg;
+        };
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            const float om = __shfl_xor_sync(0xffffffffu, m, o);
+            const int64_t oarg = __shfl_xor_sync(0xffffffffu, arg, o);
+            valid += __shfl_xor_sync(0xffffffffu, valid, o);
+            take(om, oarg);
+        }
+        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+        if (lane == 0) {
+            sh_.sums[warp] = m;
+            sh_.counts[warp] = arg;
+            sh_.counts[kWarps + warp] = valid;
         }
         __syncthreads();
-        int64_t first = arg >= 0 && m == sh_.m ? arg : V_;
-        for (int64_t v = threadIdx.x; v < V_ && v < first; v += kThreads)
-            if (x_[v] == sh_.m) first = v;
-        sh_.counts[threadIdx.x] = first;
-        __syncthreads();
         if (threadIdx.x == 0) {
-            int64_t f = V_;
-            for (int t = 0; t < kThreads; ++t) f = sh_.counts[t] < f ? sh_.counts[t] : f;
-            sh_.argmax = f < V_ ? f : 0;
+            valid = sh_.counts[kWarps];
+            for (int w = 1; w < kWarps; ++w) {
+                take(static_cast<float>(sh_.sums[w]), sh_.counts[w]);
+                valid += sh_.counts[kWarps + w];
+            }
+            sh_.m = arg >= 0 ? m : -INFINITY;
+            sh_.argmax = arg >= 0 ? arg : 0;
             sh_.valid = valid;
         }
         __syncthreads();

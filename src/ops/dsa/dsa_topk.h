@@ -36,8 +36,11 @@ struct KeyWindow {
 TRACELM_HD constexpr KeyWindow clamp_window(int64_t start, int64_t end, int64_t keys) {
     const int64_t s0 = start > 0 ? start : 0;
     const int64_t s1 = end < keys ? end : keys;
-    // Compared before subtracting: s1 - s0 overflows for windows such as [INT64_MAX, INT64_MIN).
-    return {s0, s1 > s0 ? s1 - s0 : 0};
+    // The end is raised to the start before subtracting, so no subtraction can overflow (for windows such as
+    // [18, INT64_MIN)). `s1 > s0 ? s1 - s0 : 0` is not enough: signed overflow being undefined, nvcc compiles it to
+    // max(s1 - s0, 0), which wraps to a huge size (an out-of-bounds read on the GPU).
+    const int64_t e = s1 > s0 ? s1 : s0;
+    return {s0, e - s0};
 }
 
 TRACELM_HD inline uint32_t float_bits(float x) {
