@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
+#include <vector>
 
 namespace tracelm::untrusted {
 
@@ -172,8 +173,19 @@ nlohmann::json parse_json(std::string_view text, const nlohmann::json::parser_ca
 
 nlohmann::ordered_json parse_ordered_json(std::string_view text) {
     using nlohmann::ordered_json;
-    const ordered_json::parser_callback_t check = [](int depth, ordered_json::parse_event_t ev, ordered_json&) {
+    using E = ordered_json::parse_event_t;
+    // Members so far of each object being parsed, innermost last (keys only occur in the innermost open object).
+    std::vector<size_t> members;
+    const ordered_json::parser_callback_t check = [&](int depth, E ev, ordered_json&) {
         if (too_deep(depth, ev)) throw std::runtime_error(DepthGuard::error());
+        if (ev == E::object_start) {
+            members.push_back(0);
+        } else if (ev == E::object_end) {
+            members.pop_back();
+        } else if (ev == E::key && ++members.back() > kMaxOrderedMembers) {
+            throw std::runtime_error("JSON object with more than " + std::to_string(kMaxOrderedMembers) +
+                                     " members (the limit)");
+        }
         return true;
     };
     try {

@@ -69,7 +69,10 @@ bool too_deep(int depth, nlohmann::json::parse_event_t event);
 // nlohmann::json::parse. Throws std::runtime_error "invalid JSON: ..." or the depth message.
 nlohmann::json parse_json(std::string_view text, const nlohmann::json::parser_callback_t& on_event = nullptr);
 // The same, with each object's keys kept in the order of the text (as Python's json.loads keeps them): request
-// bodies whose messages and tools a chat template prints.
+// bodies whose messages and tools a chat template prints. ordered_json finds a key by a linear search, so parsing an
+// object of n members costs n^2 / 2 comparisons (a 1 MiB body of one object: about 15 s of CPU): an object with
+// more than kMaxOrderedMembers members is refused ("JSON object with more than 1024 members (the limit)").
+inline constexpr size_t kMaxOrderedMembers = 1024;
 nlohmann::ordered_json parse_ordered_json(std::string_view text);
 
 }  // namespace tracelm::untrusted

@@ -38,8 +38,10 @@ const Tokenizer& qwen3_special_markers() {
         std::ifstream f(TRACELM_SOURCE_DIR "/models/qwen3-tokenizer/tokenizer.json");
         std::stringstream ss;
         ss << f.rdbuf();
-        ordered_json j = ordered_json::parse(ss.str());
-        for (ordered_json& t : j["added_tokens"])
+        // nlohmann::json, not ordered_json: the vocabulary object's 151k keys make ordered_json's linear-lookup map
+        // take seconds, and no key order matters to the tokenizer.
+        nlohmann::json j = nlohmann::json::parse(ss.str());
+        for (nlohmann::json& t : j["added_tokens"])
             if (t["content"] == "<tool_call>" || t["content"] == "</tool_call>") t["special"] = true;
         return Tokenizer::from_json_text(j.dump());
     }();
