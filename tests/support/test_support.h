@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -74,6 +75,22 @@ inline const std::string& generated_checkpoint(const std::string& geometry, uint
     opt.tokenizer_dir = repo_path("models/qwen3-tokenizer");
     make_random_checkpoint(opt);
     return cache.dirs.emplace(key, opt.out).first->second;
+}
+
+// The f32 checkpoint a golden file was made from ({"geometry", "seed", "fnv1a64"}), generated here and checked to
+// hash as that one did: std::runtime_error when it does not (make-checkpoint's output changed; remake the goldens).
+inline const std::string& golden_checkpoint(const nlohmann::json& ck) {
+    const std::string& dir =
+        generated_checkpoint(ck.at("geometry").get<std::string>(), ck.at("seed").get<uint64_t>(), DType::F32);
+    char hash[17];
+    std::snprintf(hash, sizeof(hash), "%016llx",
+                  static_cast<unsigned long long>(fnv1a64_file(dir + "/model.safetensors")));
+    if (ck.at("fnv1a64").get<std::string>() != hash) {
+        throw std::runtime_error(std::string("the generated checkpoint hashes ") + hash + ", not " +
+                                 ck.at("fnv1a64").get<std::string>() +
+                                 ": it is not the one the goldens were made from");
+    }
+    return dir;
 }
 
 // A fresh folder under /tmp, removed with everything in it at scope exit.
