@@ -39,19 +39,6 @@ struct Shared {
     double z;
 };
 
-template <typename T>
-__device__ T block_sum(T v, T* sh) {
-    sh[threadIdx.x] = v;
-    __syncthreads();
-    for (int s = kThreads / 2; s > 0; s >>= 1) {
-        if (static_cast<int>(threadIdx.x) < s) sh[threadIdx.x] += sh[threadIdx.x + s];
-        __syncthreads();
-    }
-    const T r = sh[0];
-    __syncthreads();
-    return r;
-}
-
 // Exclusive prefix sum of v in thread order; `total` gets the block's sum.
 __device__ int block_exclusive_scan(int v, int* sh, int& total) {
     sh[threadIdx.x] = v;
