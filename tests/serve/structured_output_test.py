@@ -175,12 +175,18 @@ class StructuredOutputTest(unittest.TestCase):
         deep = {}
         for _ in range(60):
             deep = {"type": "array", "items": deep}
-        wide = {"type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(5000)}}
+        # 5,000 properties in five objects of 1,000 (a request's JSON objects hold at most 1,024 members each).
+        part = {"type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(1000)}}
+        wide = {"type": "object", "properties": {f"o{j}": part for j in range(5)}}
         for schema in (deep, wide):
             t0 = time.monotonic()
             rf = {"type": "json_schema", "json_schema": {"name": "h", "schema": schema}}
             self.expect_400("response_format.json_schema.schema", "schema", response_format=rf)
             self.assertLess(time.monotonic() - t0, 5)
+        # One object of 5,000 members is refused as the body is parsed.
+        rf = {"type": "json_schema", "json_schema": {"name": "h", "schema": {
+            "type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(5000)}}}}
+        self.expect_400(None, "more than 1024 members", response_format=rf)
 
 
 def main():
