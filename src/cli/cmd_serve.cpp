@@ -128,8 +128,9 @@ int run_serve(const ServeArgs& a) {
         if (serve::embeds(pooling)) m.hidden_size = lm->model->config().hidden_size;
         const tools::ToolCallFormat tool_format = m.tool_format;
         serve::Scheduler& s = *scheduler;
-        server.set_ready(std::move(m), {[&s](serve::GenerationRequest r) { return s.submit(std::move(r)); },
-                                        [&s] { return s.stats(); }});
+        server.set_ready(std::move(m),
+                         {[&s](std::vector<serve::GenerationRequest> r) { return s.submit(std::move(r)); },
+                          [&s] { return s.stats(); }});
         std::fprintf(stderr, "ready: %s (numerics %s, weights %s, KV cache %s, tool calls %s)\n", ho.model_id.c_str(),
                      numerics == Numerics::Fast ? "fast" : "ggml", weight_types(*lm->model).c_str(),
                      std::string(dtype_name(scheduler->kv_dtype())).c_str(), tools::format_name(tool_format));

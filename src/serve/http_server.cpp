@@ -77,19 +77,14 @@ std::vector<int32_t> kept_markers(const Tokenizer& tok, tools::ToolCallFormat fo
     return ids;
 }
 
-// echo's text: the prompt as sent, or its token ids decoded.
-std::string echo_text(const OpenAIRequest& r, const Tokenizer& tok) {
-    if (!r.echo) return "";
-    return r.prompt_ids ? tok.decode(*r.prompt_ids) : r.prompt;
-}
-
-// A submitted request, ready to be answered.
+// A submitted request, ready to be answered: a stream per choice, choice i = prompt (i / n)'s choice i % n.
 struct Started {
-    std::shared_ptr<Stream> stream;
+    std::vector<std::shared_ptr<Stream>> streams;
+    std::vector<std::string> echoes;  // completions' echo: each prompt's text (empty: no echo)
     std::shared_ptr<const Ready> ready;
     OpenAIRequest request;
     ResponseMeta meta;
-    int64_t prompt_tokens = 0;
+    int64_t prompt_tokens = 0;  // every prompt once, whatever n (as OpenAI counts them)
 };
 
 // An answer under way, which the connection pumps until it is finished. Dropping it unfinished (client gone,
@@ -112,150 +107,197 @@ class Answer {
     virtual std::optional<Out> poll() = 0;
 };
 
-// One completion between submit and its last byte: turns stream updates into the answer's bytes.
+// One choice of an answer: its stream, and the text, tool calls and logprobs its tokens made so far.
+struct Choice {
+    Choice(std::shared_ptr<Stream> s, size_t i, std::string echo_text, std::optional<tools::ToolCallParser> p,
+           TextStream t)
+        : stream(std::move(s)), index(i), echo(std::move(echo_text)), parser(std::move(p)), text(std::move(t)) {}
+
+    std::shared_ptr<Stream> stream;
+    size_t index;
+    std::string echo;  // the prompt's text the answer opens with (completions' echo); empty: none
+    std::optional<tools::ToolCallParser> parser;  // set when the answer's tool calls are parsed
+    TextStream text;
+    json calls = json::array();  // the calls so far (streamed: one entry per call)
+    bool done = false;
+    ChoiceResult result;         // non-streamed: the answer so far
+    std::vector<sampling::TokenLogprobs> logprobs;
+    std::vector<size_t> offsets;  // each token's text offset
+};
+
+// One completion between submit and its last byte: turns its choices' stream updates into the answer's bytes.
+// Streamed, each choice's chunks carry its index as they come; the usage and [DONE] follow the last choice's end.
 class Job final : public Answer {
    public:
     explicit Job(Started s)
-        : stream_(std::move(s.stream)),
-          ready_(std::move(s.ready)),
+        : ready_(std::move(s.ready)),
           endpoint_(s.request.endpoint),
           streamed_(s.request.stream),
           include_usage_(s.request.include_usage),
           logprobs_(s.request.sampling.logprobs.has_value()),
           meta_(std::move(s.meta)),
-          echo_(echo_text(s.request, ready_->model.tokenizer)),
-          format_(ready_->model.tool_format),
-          parser_(tool_parser(s.request, format_)),
-          text_(ready_->model.tokenizer, s.request.stop,
-                parser_ ? kept_markers(ready_->model.tokenizer, format_) : std::vector<int32_t>{}) {
+          format_(ready_->model.tool_format) {
         usage_.prompt_tokens = s.prompt_tokens;
-        if (!streamed_) answer_ = echo_;
+        const Tokenizer& tok = ready_->model.tokenizer;
+        auto parser = tool_parser(s.request, format_);
+        const std::vector<int32_t> markers = parser ? kept_markers(tok, format_) : std::vector<int32_t>{};
+        const auto n = static_cast<size_t>(s.request.n);
+        for (size_t i = 0; i < s.streams.size(); ++i) {
+            std::string echo = s.echoes.empty() ? std::string() : s.echoes[i / n];
+            choices_.push_back(std::make_unique<Choice>(std::move(s.streams[i]), i, std::move(echo), parser,
+                                                        TextStream(tok, s.request.stop, markers)));
+            if (!streamed_) choices_.back()->result.text = choices_.back()->echo;
+        }
     }
     ~Job() override {
-        stream_->on_update({});
-        if (!done_) stream_->cancel();
+        for (const auto& c : choices_) {
+            c->stream->on_update({});
+            if (!c->done) c->stream->cancel();
+        }
     }
     Job(const Job&) = delete;
     Job& operator=(const Job&) = delete;
 
     bool streamed() const override { return streamed_; }
-    void on_update(std::function<void()> fn) override { stream_->on_update(std::move(fn)); }
+    void on_update(std::function<void()> fn) override {
+        for (const auto& c : choices_) c->stream->on_update(fn);
+    }
 
-    // What a streamed answer opens with: a chat's, the assistant's role; a completion's, the echoed prompt.
+    // What a streamed answer opens with: a chat's, each choice's assistant role; a completion's, its echoed prompt.
     std::string opening() const override {
         if (!streamed_) return "";
-        if (endpoint_ == Endpoint::ChatCompletions)
-            return sse(chunk(endpoint_, meta_, "", Finish::None, nullptr, true));
-        return echo_.empty() ? "" : sse(chunk(endpoint_, meta_, echo_, Finish::None, nullptr));
+        std::string out;
+        for (const auto& c : choices_) {
+            if (endpoint_ == Endpoint::ChatCompletions)
+                out += sse(chunk(endpoint_, meta_, c->index, "", Finish::None, nullptr, true));
+            else if (!c->echo.empty())
+                out += sse(chunk(endpoint_, meta_, c->index, c->echo, Finish::None, nullptr));
+        }
+        return out;
     }
 
     std::optional<Out> poll() override {
-        const StreamUpdate u = stream_->next(std::chrono::milliseconds(0));
-        if (u.tokens.empty() && u.finish == Finish::None) return std::nullopt;
-        std::vector<sampling::TokenLogprobs> batch;
-        std::string text;
         Out out;
-        const Finish finish = consume(u, text, batch);
-        if (finish == Finish::Cancelled) {
-            out.cancelled = true;
-            return out;
-        }
-        out.finished = finish != Finish::None;
-        out.error = finish == Finish::Error;
-        std::vector<tools::ToolEvent> parsed;
-        if (parser_) {
-            parsed = parser_->push(text);
-            if (finish == Finish::Stop || finish == Finish::Length)
-                for (tools::ToolEvent& e : parser_->finish()) parsed.push_back(std::move(e));
-        }
-        if (streamed_) {
-            out.data = parser_ ? tool_events(finish, u.error, parsed, batch) : events(finish, u.error, text, batch);
-        } else {
-            if (parser_) {
-                for (tools::ToolEvent& e : parsed) {
-                    if (const auto* content = std::get_if<std::string>(&e))
-                        answer_ += *content;
-                    else
-                        calls_.push_back(tool_call_json(new_id(), std::get<tools::ToolCall>(e)));
-                }
-            } else {
-                answer_ += text;
+        bool any = false;
+        for (const auto& c : choices_) {
+            if (c->done) continue;
+            const StreamUpdate u = c->stream->next(std::chrono::milliseconds(0));
+            if (u.tokens.empty() && u.finish == Finish::None) continue;
+            any = true;
+            if (u.finish == Finish::Cancelled) {
+                out.cancelled = true;
+                return out;
             }
-            all_logprobs_.insert(all_logprobs_.end(), batch.begin(), batch.end());
-            if (out.finished)
-                out.data = dump(out.error ? error_body(ApiError(500, u.error, "server_error"))
-                                          : response_body(endpoint_, meta_, answer_, finish, usage_,
-                                                          logprobs(all_logprobs_, offsets_), calls_));
+            if (u.finish == Finish::Error) {
+                // One failed choice fails the answer; the others are cancelled when it is dropped.
+                c->done = true;
+                out.finished = out.error = true;
+                const json error = error_body(ApiError(500, u.error, "server_error"));
+                out.data = streamed_ ? out.data + sse(error) + std::string(kSseDone) : dump(error);
+                return out;
+            }
+            out.data += update(*c, u);
+        }
+        if (!any) return std::nullopt;
+        if (std::any_of(choices_.begin(), choices_.end(), [](const auto& c) { return !c->done; })) return out;
+        out.finished = true;
+        if (streamed_) {
+            if (include_usage_) out.data += sse(usage_chunk(endpoint_, meta_, usage_));
+            out.data += kSseDone;
+        } else {
+            std::vector<ChoiceResult> results;
+            for (const auto& c : choices_) {
+                c->result.logprobs = logprobs(c->logprobs, c->offsets);
+                results.push_back(std::move(c->result));
+            }
+            out.data = dump(response_body(endpoint_, meta_, results, usage_));
         }
         return out;
     }
 
    private:
-    // Feeds the update's tokens to the text stream; returns how the request ends (None: not yet).
-    Finish consume(const StreamUpdate& u, std::string& text, std::vector<sampling::TokenLogprobs>& batch) {
-        for (size_t i = 0; i < u.tokens.size() && !text_.stopped(); ++i) {
-            offsets_.push_back(text_.decoded_chars());
-            text += text_.push(u.tokens[i]);
+    // A choice's update (not an error): streamed, the events to send; else kept for the body.
+    std::string update(Choice& c, const StreamUpdate& u) {
+        std::vector<sampling::TokenLogprobs> batch;
+        std::string text;
+        const Finish finish = consume(c, u, text, batch);
+        std::vector<tools::ToolEvent> parsed;
+        if (c.parser) {
+            parsed = c.parser->push(text);
+            if (finish != Finish::None)
+                for (tools::ToolEvent& e : c.parser->finish()) parsed.push_back(std::move(e));
+        }
+        if (streamed_) return c.parser ? tool_events(c, finish, parsed, batch) : events(c, finish, text, batch);
+        if (c.parser) {
+            for (tools::ToolEvent& e : parsed) {
+                if (const auto* content = std::get_if<std::string>(&e))
+                    c.result.text += *content;
+                else
+                    c.result.tool_calls.push_back(tool_call_json(new_id(), std::get<tools::ToolCall>(e)));
+            }
+        } else {
+            c.result.text += text;
+        }
+        c.logprobs.insert(c.logprobs.end(), batch.begin(), batch.end());
+        c.result.finish = finish;
+        return "";
+    }
+
+    // Feeds the update's tokens to the choice's text stream; returns how the choice ends (None: not yet).
+    Finish consume(Choice& c, const StreamUpdate& u, std::string& text, std::vector<sampling::TokenLogprobs>& batch) {
+        for (size_t i = 0; i < u.tokens.size() && !c.text.stopped(); ++i) {
+            c.offsets.push_back(c.text.decoded_chars());
+            text += c.text.push(u.tokens[i]);
             ++usage_.completion_tokens;
             if (logprobs_ && i < u.logprobs.size()) batch.push_back(u.logprobs[i]);
         }
         Finish finish = u.finish;
-        if (text_.stopped()) {
+        if (c.text.stopped()) {
             finish = Finish::Stop;
-            stream_->cancel();  // the scheduler frees the sequence; later updates are not read
+            c.stream->cancel();  // the scheduler frees the sequence; later updates are not read
         } else if (finish == Finish::Stop || finish == Finish::Length) {
-            text += text_.finish();
+            text += c.text.finish();
         }
-        if (finish != Finish::None) done_ = true;
+        if (finish != Finish::None) c.done = true;
         return finish;
     }
 
-    std::string events(Finish finish, const std::string& error, const std::string& text,
+    // The logprobs of the choice's last `batch` tokens, with their offsets.
+    json batch_logprobs(const Choice& c, const std::vector<sampling::TokenLogprobs>& batch) const {
+        const std::vector<size_t> offsets(c.offsets.end() - static_cast<std::ptrdiff_t>(batch.size()),
+                                          c.offsets.end());
+        return logprobs(batch, offsets);
+    }
+
+    std::string events(const Choice& c, Finish finish, const std::string& text,
                        const std::vector<sampling::TokenLogprobs>& batch) const {
-        std::string out;
-        const bool finished = finish != Finish::None;
-        if (finish == Finish::Error) {
-            out += sse(error_body(ApiError(500, error, "server_error")));
-        } else if (!text.empty() || !batch.empty() || finished) {
-            const std::vector<size_t> offsets(offsets_.end() - static_cast<std::ptrdiff_t>(batch.size()),
-                                              offsets_.end());
-            out += sse(chunk(endpoint_, meta_, text, finish, logprobs(batch, offsets)));
-        }
-        if (!finished) return out;
-        if (include_usage_ && finish != Finish::Error) out += sse(usage_chunk(endpoint_, meta_, usage_));
-        out += kSseDone;
-        return out;
+        if (text.empty() && batch.empty() && finish == Finish::None) return "";
+        return sse(chunk(endpoint_, meta_, c.index, text, finish, batch_logprobs(c, batch)));
     }
 
     // events() for an answer whose tool calls are parsed: content deltas, each call as its two chunks, the finish
     // on a chunk of its own. Logprobs ride on the first chunk (an empty content delta when nothing else goes out).
-    std::string tool_events(Finish finish, const std::string& error, const std::vector<tools::ToolEvent>& parsed,
+    std::string tool_events(Choice& c, Finish finish, const std::vector<tools::ToolEvent>& parsed,
                             const std::vector<sampling::TokenLogprobs>& batch) {
-        if (finish == Finish::Error)
-            return sse(error_body(ApiError(500, error, "server_error"))) + std::string(kSseDone);
         std::vector<json> chunks;
         for (const tools::ToolEvent& e : parsed) {
             if (const auto* content = std::get_if<std::string>(&e)) {
-                chunks.push_back(chunk(endpoint_, meta_, *content, Finish::None, nullptr));
+                chunks.push_back(chunk(endpoint_, meta_, c.index, *content, Finish::None, nullptr));
             } else {
-                for (json& c : tool_call_chunks(meta_, calls_.size(), new_id(), std::get<tools::ToolCall>(e)))
-                    chunks.push_back(std::move(c));
-                calls_.push_back(nullptr);  // counts the calls streamed
+                for (json& ch : tool_call_chunks(meta_, c.index, c.calls.size(), new_id(),
+                                                 std::get<tools::ToolCall>(e)))
+                    chunks.push_back(std::move(ch));
+                c.calls.push_back(nullptr);  // counts the calls streamed
             }
         }
         if (!batch.empty()) {
-            if (chunks.empty()) chunks.push_back(chunk(endpoint_, meta_, "", Finish::None, nullptr));
-            const std::vector<size_t> offsets(offsets_.end() - static_cast<std::ptrdiff_t>(batch.size()),
-                                              offsets_.end());
-            chunks.front()["choices"][0]["logprobs"] = logprobs(batch, offsets);
+            if (chunks.empty()) chunks.push_back(chunk(endpoint_, meta_, c.index, "", Finish::None, nullptr));
+            chunks.front()["choices"][0]["logprobs"] = batch_logprobs(c, batch);
         }
-        const bool finished = finish != Finish::None;
-        if (finished) chunks.push_back(chunk(endpoint_, meta_, "", finish, nullptr, false, !calls_.empty()));
+        if (finish != Finish::None)
+            chunks.push_back(chunk(endpoint_, meta_, c.index, "", finish, nullptr, false, !c.calls.empty()));
         std::string out;
-        for (const json& c : chunks) out += sse(c);
-        if (!finished) return out;
-        if (include_usage_) out += sse(usage_chunk(endpoint_, meta_, usage_));
-        out += kSseDone;
+        for (const json& ch : chunks) out += sse(ch);
         return out;
     }
 
@@ -268,21 +310,13 @@ class Job final : public Answer {
         return logprobs_ ? logprobs_json(endpoint_, ready_->model.tokenizer, lps, offsets) : json(nullptr);
     }
 
-    std::shared_ptr<Stream> stream_;
-    std::shared_ptr<const Ready> ready_;  // keeps the tokenizer the TextStream reads
+    std::shared_ptr<const Ready> ready_;  // keeps the tokenizer the TextStreams read
     Endpoint endpoint_;
     bool streamed_, include_usage_, logprobs_;
     ResponseMeta meta_;
-    const std::string echo_;  // the prompt's text the answer opens with (completions' echo); empty: none
     tools::ToolCallFormat format_;
-    std::optional<tools::ToolCallParser> parser_;  // set when the answer's tool calls are parsed
-    TextStream text_;
-    json calls_ = json::array();                   // the calls so far (streamed: one entry per call)
+    std::vector<std::unique_ptr<Choice>> choices_;
     Usage usage_;
-    bool done_ = false;
-    std::string answer_;
-    std::vector<sampling::TokenLogprobs> all_logprobs_;
-    std::vector<size_t> offsets_;
 };
 
 // The embed requests of one POST /v1/embeddings, answered together once each has its vector.
@@ -408,7 +442,8 @@ std::string detokenize_answer(const HttpOptions& opt, const std::shared_ptr<cons
 }
 
 // POST /v1/embeddings: each input tokenized (text as completions encode it) and submitted as an embed request
-// (GenerationRequest::embed), through the scheduler like any prompt; the answer comes once all are computed.
+// (GenerationRequest::embed), all together, through the scheduler like any prompt; the answer comes once all are
+// computed.
 std::unique_ptr<Answer> start_embeddings(const HttpOptions& opt, const std::shared_ptr<const Ready>& rd,
                                          const std::string& body) {
     const EmbeddingRequest r = parse_embeddings(body);
@@ -422,18 +457,19 @@ std::unique_ptr<Answer> start_embeddings(const HttpOptions& opt, const std::shar
     std::vector<std::vector<int32_t>> prompts = r.token_ids;
     for (const std::string& text : r.texts) prompts.push_back(encode_prompt(m.tokenizer, text));
     int64_t prompt_tokens = 0;
+    std::vector<GenerationRequest> requests;
+    for (std::vector<int32_t>& ids : prompts) {
+        prompt_tokens += static_cast<int64_t>(ids.size());
+        GenerationRequest g;
+        g.prompt = std::move(ids);
+        g.max_new_tokens = 1;
+        g.embed = true;
+        requests.push_back(std::move(g));
+    }
     std::vector<std::shared_ptr<Stream>> streams;
     try {
-        for (std::vector<int32_t>& ids : prompts) {
-            prompt_tokens += static_cast<int64_t>(ids.size());
-            GenerationRequest g;
-            g.prompt = std::move(ids);
-            g.max_new_tokens = 1;
-            g.embed = true;
-            streams.push_back(rd->generator.submit(std::move(g)));
-        }
+        streams = rd->generator.submit(std::move(requests));
     } catch (const RequestError& e) {
-        for (const auto& s : streams) s->cancel();
         throw invalid_param("input", e.what());
     }
     return std::make_unique<EmbeddingJob>(std::move(streams), r.base64, opt.model_id, prompt_tokens);
@@ -459,7 +495,23 @@ std::pair<std::optional<grammar::Spec>, std::string> answer_constraint(const Ser
     }
 }
 
-// Parses, tokenizes and submits a completion request (on the work pool: a long prompt takes a while to encode).
+// The ids of one prompt of a request: a chat's rendered messages, or a completion's prompt.
+std::vector<int32_t> prompt_ids(const ServedModel& m, const OpenAIRequest& r, const CompletionPrompt* p) {
+    if (p != nullptr) return p->ids ? *p->ids : encode_prompt(m.tokenizer, p->text);
+    ChatInput input;
+    input.messages = r.messages;
+    input.kwargs = r.chat_template_kwargs;
+    // tool_choice "none" still shows the tools (as vLLM does by default): the model knows them but its answer is
+    // not parsed for calls.
+    input.tools = r.tools;
+    input.add_generation_prompt = r.add_generation_prompt;
+    input.continue_final_message = r.continue_final_message;
+    return chat_ids(m, std::move(input));
+}
+
+// Parses, tokenizes and submits a completion request (on the work pool: a long prompt takes a while to encode):
+// n choices of each prompt, choice j sampled with the request's seed + j (as vLLM seeds a request's choices), so a
+// prompt's choices differ when sampled and each prompt of a list is answered as it would be alone.
 Started start_request(const HttpOptions& opt, const std::shared_ptr<const Ready>& rd, Endpoint endpoint,
                       const std::string& body) {
     const OpenAIRequest r = parse_request(endpoint, body);
@@ -467,35 +519,7 @@ Started start_request(const HttpOptions& opt, const std::shared_ptr<const Ready>
     const bool chat = endpoint == Endpoint::ChatCompletions;
     const char* prompt_param = chat ? "messages" : "prompt";
 
-    GenerationRequest g;
-    if (r.prompt_ids) {
-        g.prompt = *r.prompt_ids;  // the scheduler checks the ids (Engine::check_prompt): a 400 naming `prompt`
-    } else if (chat) {
-        ChatInput input;
-        input.messages = r.messages;
-        input.kwargs = r.chat_template_kwargs;
-        // tool_choice "none" still shows the tools (as vLLM does by default): the model knows them but its answer is
-        // not parsed for calls.
-        input.tools = r.tools;
-        input.add_generation_prompt = r.add_generation_prompt;
-        input.continue_final_message = r.continue_final_message;
-        g.prompt = chat_ids(m, std::move(input));
-    } else {
-        g.prompt = encode_prompt(m.tokenizer, r.prompt);
-    }
-    const auto prompt_tokens = static_cast<int64_t>(g.prompt.size());
-    // A prompt that leaves no room at all is the scheduler's refusal (naming the prompt); a max_tokens beyond the
-    // room left is refused here, in OpenAI's and vLLM's words, rather than cut short.
-    if (r.max_tokens && prompt_tokens < m.context && prompt_tokens + *r.max_tokens > m.context)
-        throw invalid_param(r.max_tokens_param,
-                            "This model's maximum context length is " + std::to_string(m.context) +
-                                " tokens. However, you requested " + std::to_string(prompt_tokens + *r.max_tokens) +
-                                " tokens (" + std::to_string(prompt_tokens) + " in the " + prompt_param + ", " +
-                                std::to_string(*r.max_tokens) + " in the completion; '" + r.max_tokens_param +
-                                "'). Please reduce the length of the " + prompt_param + " or completion.");
-    const int64_t budget = r.max_tokens ? *r.max_tokens : m.context - prompt_tokens;
-    g.max_new_tokens = static_cast<int>(std::clamp<int64_t>(budget, 1, INT_MAX));
-    g.params = sampling::row_params(r.sampling, sampling::resolve_seed(r.sampling));
+    GenerationRequest g;  // what every choice shares
     if (!r.ignore_eos) g.stop_ids = m.end_ids;
     for (const auto& [id, bias] : r.logit_bias) {
         if (id >= m.vocab_size)
@@ -514,10 +538,35 @@ Started start_request(const HttpOptions& opt, const std::shared_ptr<const Ready>
             throw invalid_param(constraint_param, "'" + constraint_param + "': " + untrusted::escape(e.what()));
         }
     }
+    const uint64_t seed = sampling::resolve_seed(r.sampling);
 
     Started s;
+    std::vector<GenerationRequest> choices;
+    const size_t prompts = chat ? 1 : r.prompts.size();
+    for (size_t p = 0; p < prompts; ++p) {
+        const CompletionPrompt* cp = chat ? nullptr : &r.prompts[p];
+        g.prompt = prompt_ids(m, r, cp);
+        const auto prompt_tokens = static_cast<int64_t>(g.prompt.size());
+        // A prompt that leaves no room at all is the scheduler's refusal (naming the prompt); a max_tokens beyond
+        // the room left is refused here, in OpenAI's and vLLM's words, rather than cut short.
+        if (r.max_tokens && prompt_tokens < m.context && prompt_tokens + *r.max_tokens > m.context)
+            throw invalid_param(r.max_tokens_param,
+                                "This model's maximum context length is " + std::to_string(m.context) +
+                                    " tokens. However, you requested " + std::to_string(prompt_tokens + *r.max_tokens) +
+                                    " tokens (" + std::to_string(prompt_tokens) + " in the " + prompt_param + ", " +
+                                    std::to_string(*r.max_tokens) + " in the completion; '" + r.max_tokens_param +
+                                    "'). Please reduce the length of the " + prompt_param + " or completion.");
+        const int64_t budget = r.max_tokens ? *r.max_tokens : m.context - prompt_tokens;
+        g.max_new_tokens = static_cast<int>(std::clamp<int64_t>(budget, 1, INT_MAX));
+        s.prompt_tokens += prompt_tokens;
+        if (r.echo) s.echoes.push_back(cp->ids ? m.tokenizer.decode(*cp->ids) : cp->text);
+        for (int j = 0; j < r.n; ++j) {
+            g.params = sampling::row_params(r.sampling, seed + static_cast<uint64_t>(j));
+            choices.push_back(g);
+        }
+    }
     try {
-        s.stream = rd->generator.submit(std::move(g));
+        s.streams = rd->generator.submit(std::move(choices));
     } catch (const RequestError& e) {
         throw invalid_param(prompt_param, e.what());
     }
@@ -525,7 +574,6 @@ Started start_request(const HttpOptions& opt, const std::shared_ptr<const Ready>
     s.request = r;
     s.meta = ResponseMeta{random_id(chat ? "chatcmpl-" : "cmpl-"), static_cast<int64_t>(std::time(nullptr)),
                           opt.model_id};
-    s.prompt_tokens = prompt_tokens;
     return s;
 }
 

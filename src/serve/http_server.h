@@ -62,7 +62,8 @@ struct ServedModel {
 
 // The scheduler's side, as functions.
 struct Generator {
-    std::function<std::shared_ptr<Stream>(GenerationRequest)> submit;  // may throw RequestError
+    // Scheduler::submit of a group: all or none; may throw RequestError.
+    std::function<std::vector<std::shared_ptr<Stream>>(std::vector<GenerationRequest>)> submit;
     std::function<SchedulerStats()> stats;
 };
 

@@ -86,6 +86,8 @@ std::string prometheus_text(const SchedulerStats& s, const std::string& model_na
     w.counter("tracelm:decode_replays_total", "Decode steps run as a replay of a captured graph.", d(s.replays));
     w.counter("tracelm:host_row_writes_total", "Decode rows the host rewrote between steps.", d(s.host_row_writes));
     w.counter("tracelm:steady_decode_steps_total", "Decode steps with no host write before them.", d(s.steady_steps));
+    w.counter("tracelm:prefix_cache_hit_tokens_total", "Prompt tokens whose KV came from the prefix cache.",
+              d(s.prefix_hit_tokens));
     w.histogram("tracelm:time_to_first_token_seconds", "Time to first token in seconds.", s.ttft_seconds);
     w.histogram("tracelm:inter_token_latency_seconds", "Time between tokens of a request in seconds.", s.itl_seconds);
     return w.text();

@@ -270,30 +270,44 @@ std::vector<int32_t> token_ids(const json& list, const std::string& param) {
     return ids;
 }
 
-// prompt: a string, a list of one string, a list of token ids, or a list of one list of token ids.
+// prompt: a string, a list of token ids, or a list of prompts, each a string or a non-empty list of token ids.
 void parse_prompt(const json& body, OpenAIRequest& r) {
     const json* v = field(body, "prompt");
     if (!v) throw invalid_param("prompt", "'prompt' is required", "missing_required_parameter");
     if (v->is_string()) {
-        r.prompt = v->get<std::string>();
+        r.prompts.push_back({v->get<std::string>(), std::nullopt});
         return;
     }
     if (!v->is_array()) wrong_type("prompt", "a string or a list");
     if (v->empty()) throw invalid_param("prompt", "'prompt' must not be empty");
-    const json& first = (*v)[0];
-    if (first.is_number_integer()) {
-        r.prompt_ids = token_ids(*v, "prompt");
+    if ((*v)[0].is_number_integer()) {
+        r.prompts.push_back({"", token_ids(*v, "prompt")});
         return;
     }
-    if (v->size() != 1)
-        throw invalid_param("prompt", "'prompt' must be one prompt (a list of several prompts is not supported)");
-    if (first.is_string()) {
-        r.prompt = first.get<std::string>();
-    } else if (first.is_array()) {
-        r.prompt_ids = token_ids(first, "prompt");
-    } else {
-        wrong_type("prompt", "a string, a list of one string or a list of token ids");
+    if (v->size() > static_cast<size_t>(kMaxChoices))
+        throw invalid_param("prompt", "'prompt' holds " + std::to_string(v->size()) + " prompts, more than " +
+                                          std::to_string(kMaxChoices));
+    for (const json& p : *v) {
+        if (p.is_string())
+            r.prompts.push_back({p.get<std::string>(), std::nullopt});
+        else if (p.is_array() && !p.empty())
+            r.prompts.push_back({"", token_ids(p, "prompt")});
+        else
+            wrong_type("prompt", "a string, a list of token ids, or a list of strings or non-empty token id lists");
     }
+}
+
+// n, the choices per prompt: at most kMaxChoices in all.
+void parse_n(const json& body, OpenAIRequest& r) {
+    const auto n = integer(body, "n");
+    if (!n) return;
+    const int64_t prompts = r.endpoint == Endpoint::Completions ? static_cast<int64_t>(r.prompts.size()) : 1;
+    if (*n < 1 || *n > kMaxChoices)
+        throw invalid_param("n", "'n' must be in [1, " + std::to_string(kMaxChoices) + "], got " + std::to_string(*n));
+    if (*n * prompts > kMaxChoices)
+        throw invalid_param("n", "'n' of " + std::to_string(*n) + " for each of " + std::to_string(prompts) +
+                                     " prompts makes more than " + std::to_string(kMaxChoices) + " choices");
+    r.n = static_cast<int>(*n);
 }
 
 std::vector<std::string> parse_stop(const json& body) {
@@ -472,8 +486,9 @@ void parse_completion_options(const json& body, OpenAIRequest& r) {
     if (r.echo && r.sampling.logprobs)
         throw invalid_param("echo", "'echo' cannot be combined with 'logprobs' (this server has no log-probabilities "
                                     "of prompt tokens)");
-    if (const auto best_of = integer(body, "best_of"); best_of && *best_of != 1)
-        throw invalid_param("best_of", "'best_of' must be 1, as 'n' (one choice per request), got " +
+    if (const auto best_of = integer(body, "best_of"); best_of && *best_of != r.n)
+        throw invalid_param("best_of", "'best_of' must equal 'n' (" + std::to_string(r.n) +
+                                           "): this server returns every choice it generates, got " +
                                            std::to_string(*best_of));
     if (field(body, "suffix"))
         throw invalid_param("suffix", "'suffix' is not supported (the server has no fill-in-the-middle template)");
@@ -651,8 +666,7 @@ OpenAIRequest parse_request(Endpoint endpoint, std::string_view text) {
 
     parse_max_tokens(body, chat, r);
 
-    if (const auto n = integer(body, "n"); n && *n != 1)
-        throw invalid_param("n", "'n' must be 1 (one choice per request), got " + std::to_string(*n));
+    parse_n(body, r);
 
     r.stop = parse_stop(body);
     r.ignore_eos = boolean(body, "ignore_eos").value_or(false);

@@ -35,6 +35,13 @@ ApiError invalid_param(const std::string& param, const std::string& message, con
 enum class Endpoint { ChatCompletions, Completions };
 
 constexpr int kMaxStopStrings = 4;  // as OpenAI
+constexpr int kMaxChoices = 128;    // n, and n times the prompts of a completion: OpenAI's bound of n
+
+// One prompt of /v1/completions: text, or token ids.
+struct CompletionPrompt {
+    std::string text;
+    std::optional<std::vector<int32_t>> ids;
+};
 
 // tool_choice: whether the model may, must or must not call a tool (Named: the function tool_choice_name).
 enum class ToolChoice { Auto, None, Required, Named };
@@ -56,9 +63,11 @@ struct OpenAIRequest {
     // (an assistant's), which the answer continues (vLLM's fields)
     bool add_generation_prompt = true;
     bool continue_final_message = false;
-    std::string prompt;                              // completions, as text ...
-    std::optional<std::vector<int32_t>> prompt_ids;  // ... or as token ids
-    bool echo = false;                               // completions: the answer's text opens with the prompt's
+    // completions: one prompt or several (a list of strings or of id lists); each gets n choices, choice
+    // index = prompt index * n + j
+    std::vector<CompletionPrompt> prompts;
+    int n = 1;  // choices per prompt; n * prompts (chat: one) is at most kMaxChoices
+    bool echo = false;  // completions: each choice's text opens with its prompt's
     bool stream = false;
     bool include_usage = false;         // stream_options.include_usage
     std::optional<int64_t> max_tokens;  // max_tokens or max_completion_tokens; unset: the rest of the context

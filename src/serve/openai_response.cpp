@@ -87,55 +87,63 @@ json finish_json(Finish finish, bool made_calls) {
     return made_calls && finish == Finish::Stop ? "tool_calls" : finish_reason(finish);
 }
 
-json delta_chunk(const ResponseMeta& meta, json delta, json finish, const json& logprobs) {
+json delta_chunk(const ResponseMeta& meta, size_t choice, json delta, json finish, const json& logprobs) {
     json body = envelope(meta, "chat.completion.chunk");
-    body["choices"] = json::array(
-        {{{"index", 0}, {"delta", std::move(delta)}, {"logprobs", logprobs}, {"finish_reason", std::move(finish)}}});
+    body["choices"] = json::array({{{"index", choice},
+                                    {"delta", std::move(delta)},
+                                    {"logprobs", logprobs},
+                                    {"finish_reason", std::move(finish)}}});
     return body;
 }
 
 }  // namespace
 
-json response_body(Endpoint endpoint, const ResponseMeta& meta, const std::string& text, Finish finish,
-                   const Usage& usage, const json& logprobs, const json& tool_calls) {
-    const bool calls = !tool_calls.empty();
-    json choice = {{"index", 0},
-                   {"logprobs", logprobs},
-                   {"finish_reason", calls && finish == Finish::Stop ? "tool_calls" : finish_reason(finish)}};
-    if (chat(endpoint)) {
-        choice["message"] = {{"role", "assistant"}, {"content", calls && text.empty() ? json(nullptr) : json(text)}};
-        if (calls) choice["message"]["tool_calls"] = tool_calls;
-    } else {
-        choice["text"] = text;
+json response_body(Endpoint endpoint, const ResponseMeta& meta, const std::vector<ChoiceResult>& choices,
+                   const Usage& usage) {
+    json list = json::array();
+    for (size_t i = 0; i < choices.size(); ++i) {
+        const ChoiceResult& c = choices[i];
+        const bool calls = !c.tool_calls.empty();
+        json choice = {{"index", i},
+                       {"logprobs", c.logprobs},
+                       {"finish_reason", calls && c.finish == Finish::Stop ? "tool_calls" : finish_reason(c.finish)}};
+        if (chat(endpoint)) {
+            choice["message"] = {{"role", "assistant"},
+                                 {"content", calls && c.text.empty() ? json(nullptr) : json(c.text)}};
+            if (calls) choice["message"]["tool_calls"] = c.tool_calls;
+        } else {
+            choice["text"] = c.text;
+        }
+        list.push_back(std::move(choice));
     }
     json body = envelope(meta, chat(endpoint) ? "chat.completion" : "text_completion");
-    body["choices"] = json::array({std::move(choice)});
+    body["choices"] = std::move(list);
     body["usage"] = usage_json(usage);
     return body;
 }
 
-json chunk(Endpoint endpoint, const ResponseMeta& meta, const std::string& text, Finish finish, const json& logprobs,
-           bool first, bool made_calls) {
+json chunk(Endpoint endpoint, const ResponseMeta& meta, size_t choice, const std::string& text, Finish finish,
+           const json& logprobs, bool first, bool made_calls) {
     if (chat(endpoint)) {
         json delta = {{"content", text}};
         if (first) delta["role"] = "assistant";
-        return delta_chunk(meta, std::move(delta), finish_json(finish, made_calls), logprobs);
+        return delta_chunk(meta, choice, std::move(delta), finish_json(finish, made_calls), logprobs);
     }
     json body = envelope(meta, "text_completion");
     body["choices"] = json::array(
-        {{{"index", 0}, {"logprobs", logprobs}, {"finish_reason", finish_json(finish, false)}, {"text", text}}});
+        {{{"index", choice}, {"logprobs", logprobs}, {"finish_reason", finish_json(finish, false)}, {"text", text}}});
     return body;
 }
 
-std::vector<json> tool_call_chunks(const ResponseMeta& meta, size_t index, const std::string& id,
+std::vector<json> tool_call_chunks(const ResponseMeta& meta, size_t choice, size_t index, const std::string& id,
                                    const tools::ToolCall& call) {
     json head = {{"index", index},
                  {"id", id},
                  {"type", "function"},
                  {"function", {{"name", call.name}, {"arguments", ""}}}};
     json args = {{"index", index}, {"function", {{"arguments", call.arguments}}}};
-    return {delta_chunk(meta, {{"tool_calls", json::array({std::move(head)})}}, nullptr, nullptr),
-            delta_chunk(meta, {{"tool_calls", json::array({std::move(args)})}}, nullptr, nullptr)};
+    return {delta_chunk(meta, choice, {{"tool_calls", json::array({std::move(head)})}}, nullptr, nullptr),
+            delta_chunk(meta, choice, {{"tool_calls", json::array({std::move(args)})}}, nullptr, nullptr)};
 }
 
 json usage_chunk(Endpoint endpoint, const ResponseMeta& meta, const Usage& usage) {

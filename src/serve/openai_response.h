@@ -39,19 +39,27 @@ nlohmann::json logprobs_json(Endpoint endpoint, const Tokenizer& tok, const std:
 // A parsed tool call as OpenAI shows it: {"id", "type": "function", "function": {"name", "arguments"}}.
 nlohmann::json tool_call_json(const std::string& id, const tools::ToolCall& call);
 
-// The non-streamed answer. `logprobs` null when not asked for. With tool calls (chat: a list of tool_call_json),
-// the message carries them, its content is null when empty, and a Stop finishes with "tool_calls".
-nlohmann::json response_body(Endpoint endpoint, const ResponseMeta& meta, const std::string& text, Finish finish,
-                             const Usage& usage, const nlohmann::json& logprobs,
-                             const nlohmann::json& tool_calls = nlohmann::json::array());
-// One streamed chunk: `text` as the delta (chat: with the assistant role when `first`), finish_reason null until
-// `finish` is Stop or Length ("tool_calls" for a Stop when the answer made calls).
-nlohmann::json chunk(Endpoint endpoint, const ResponseMeta& meta, const std::string& text, Finish finish,
-                     const nlohmann::json& logprobs, bool first = false, bool made_calls = false);
-// The two chunks that stream the call at `index`, as OpenAI streams one: its id, type, name and empty arguments,
-// then the arguments.
-std::vector<nlohmann::json> tool_call_chunks(const ResponseMeta& meta, size_t index, const std::string& id,
-                                             const tools::ToolCall& call);
+// One choice of a non-streamed answer: its text, how it ended, its logprobs (null when not asked for) and, chat
+// only, its tool calls (a list of tool_call_json).
+struct ChoiceResult {
+    std::string text;
+    Finish finish = Finish::Stop;
+    nlohmann::json logprobs;
+    nlohmann::json tool_calls = nlohmann::json::array();
+};
+
+// The non-streamed answer, choice i at index i. A choice with tool calls carries them in its message, its content
+// null when empty, and a Stop finishes with "tool_calls".
+nlohmann::json response_body(Endpoint endpoint, const ResponseMeta& meta, const std::vector<ChoiceResult>& choices,
+                             const Usage& usage);
+// One streamed chunk of the choice at `choice`: `text` as the delta (chat: with the assistant role when `first`),
+// finish_reason null until `finish` is Stop or Length ("tool_calls" for a Stop when the answer made calls).
+nlohmann::json chunk(Endpoint endpoint, const ResponseMeta& meta, size_t choice, const std::string& text,
+                     Finish finish, const nlohmann::json& logprobs, bool first = false, bool made_calls = false);
+// The two chunks that stream the choice's call at `index`, as OpenAI streams one: its id, type, name and empty
+// arguments, then the arguments.
+std::vector<nlohmann::json> tool_call_chunks(const ResponseMeta& meta, size_t choice, size_t index,
+                                             const std::string& id, const tools::ToolCall& call);
 // The last chunk of a stream with stream_options.include_usage: no choices, the usage.
 nlohmann::json usage_chunk(Endpoint endpoint, const ResponseMeta& meta, const Usage& usage);
 

@@ -85,6 +85,7 @@ class Sequence final : public Stream {
         notify_consumer();
     }
     void end(Finish f, std::string error = {}, std::vector<float> hidden = {}) {
+        prompt_ready = true;
         {
             std::lock_guard<std::mutex> lock(mu_);
             out_.finish = f;
@@ -102,6 +103,10 @@ class Sequence final : public Stream {
     int row = -1;       // engine row while admitted
     bool joined = false;
     bool prompt_counted = false;  // in prompt_tokens (once, whatever preemptions recompute it)
+    // A request submitted with this one (Scheduler::submit of a group) with the same prompt: this one waits until
+    // that one's prompt_ready (its prompt's blocks are in the prefix cache, or it ended), then shares them.
+    std::shared_ptr<Sequence> leader;
+    bool prompt_ready = false;
     std::vector<int32_t> tokens;  // generated so far (kept across preemptions)
     Clock::time_point last_token;
     std::optional<grammar::Matcher> matcher;  // with a constraint: its state after `tokens`
@@ -152,6 +157,8 @@ struct Scheduler::Impl {
         stats.kv_sliding_blocks_total = engine.kv_sliding_blocks_total();
     }
 
+    // Throws RequestError when `request` can never run.
+    void check(const GenerationRequest& request) const;
     void loop();
     // One scheduler step; returns false when there is nothing to do.
     bool step();
@@ -214,31 +221,49 @@ SchedulerStats Scheduler::stats() const {
 }
 
 std::shared_ptr<Stream> Scheduler::submit(GenerationRequest request) {
+    std::vector<GenerationRequest> one;
+    one.push_back(std::move(request));
+    return submit(std::move(one)).front();
+}
+
+void Scheduler::Impl::check(const GenerationRequest& request) const {
     if (request.max_new_tokens < 1) throw RequestError("max_new_tokens must be at least 1");
     try {
-        impl_->engine.check_prompt(request.prompt, 1);
+        engine.check_prompt(request.prompt, 1);
         sampling::check_params(request.params);
         if (request.logit_bias.size() > static_cast<size_t>(sampling::kMaxLogitBias))
             throw RequestError("logit_bias holds more than " + std::to_string(sampling::kMaxLogitBias) + " tokens");
         for (const auto& [id, bias] : request.logit_bias) {
-            if (id < 0 || id >= impl_->vocab || !std::isfinite(bias))
+            if (id < 0 || id >= vocab || !std::isfinite(bias))
                 throw RequestError("logit_bias: token " + std::to_string(id) + " is outside the vocabulary of " +
-                                   std::to_string(impl_->vocab) + " or its bias is not finite");
+                                   std::to_string(vocab) + " or its bias is not finite");
         }
-        if (request.constraint && request.constraint->vocab_size() != impl_->vocab)
+        if (request.constraint && request.constraint->vocab_size() != vocab)
             throw RequestError("the constraint was compiled for another vocabulary");
     } catch (const std::exception& e) {
         throw RequestError(e.what());
     }
-    std::shared_ptr<Sequence> s;
+}
+
+std::vector<std::shared_ptr<Stream>> Scheduler::submit(std::vector<GenerationRequest> requests) {
+    for (const GenerationRequest& r : requests) impl_->check(r);
+    std::vector<std::shared_ptr<Sequence>> group;
     {
         std::lock_guard<std::mutex> lock(impl_->mu);
-        s = std::make_shared<Sequence>(std::move(request), impl_->arrivals++, impl_->signal);
-        impl_->incoming.push_back(s);
-        ++impl_->stats.waiting;
+        for (GenerationRequest& r : requests) {
+            auto s = std::make_shared<Sequence>(std::move(r), impl_->arrivals++, impl_->signal);
+            if (impl_->options.prefix_cache) {
+                const auto same = std::find_if(group.begin(), group.end(),
+                                               [&](const auto& g) { return g->req.prompt == s->req.prompt; });
+                if (same != group.end()) s->leader = *same;
+            }
+            group.push_back(s);
+            impl_->incoming.push_back(s);
+            ++impl_->stats.waiting;
+        }
     }
     impl_->signal->notify();
-    return s;
+    return {group.begin(), group.end()};
 }
 
 void Scheduler::Impl::loop() {
@@ -299,6 +324,8 @@ void Scheduler::Impl::admit() {
     // FCFS: the oldest waiting request first, and none past it while it cannot get a row or its KV blocks.
     while (!waiting.empty()) {
         const std::shared_ptr<Sequence> s = waiting.front();
+        if (s->leader && !s->leader->prompt_ready) return;
+        s->leader.reset();
         const int64_t total = static_cast<int64_t>(s->req.prompt.size() + s->tokens.size());
         int row = -1;
         try {
@@ -362,6 +389,7 @@ void Scheduler::Impl::prefill() {
             const double took = std::chrono::duration<double>(Clock::now() - t0).count();
             pacer.piece_done(n, took);
             seconds -= took;
+            if (s->joined) s->prompt_ready = true;
             if (s->joined && s->req.embed) {
                 // Read before any other forward overwrites it; the row's sampled first token is not delivered.
                 std::vector<float> hidden;
@@ -485,6 +513,7 @@ void Scheduler::Impl::publish_stats() {
     stats.replays = static_cast<uint64_t>(engine.replays());
     stats.host_row_writes = engine.row_writes();
     stats.steady_steps = engine.steady_steps();
+    stats.prefix_hit_tokens = static_cast<uint64_t>(engine.prefix_stats().hit_tokens);
     for (const double v : ttft) stats.ttft_seconds.observe(v);
     for (const double v : itl) stats.itl_seconds.observe(v);
     ttft.clear();

@@ -105,6 +105,7 @@ struct SchedulerStats {
     uint64_t decode_steps = 0, replays = 0;
     uint64_t host_row_writes = 0;       // decode rows the host rewrote between steps (joins, leaves, new blocks)
     uint64_t steady_steps = 0;          // decode steps with no host write before them
+    uint64_t prefix_hit_tokens = 0;     // prompt tokens whose KV came from the prefix cache
     Histogram ttft_seconds{{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}};
     Histogram itl_seconds{{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}};
 };
@@ -120,6 +121,11 @@ class Scheduler {
 
     // Queues a request. Throws RequestError when it can never run (empty prompt, invalid id, prompt + 1 > context).
     std::shared_ptr<Stream> submit(GenerationRequest request);
+    // Queues requests together (a completion's choices, its list of prompts), all or none: the first invalid one
+    // throws RequestError and none is queued. With prefix caching, a request whose prompt an earlier one of the
+    // group also has waits until that one's prompt is computed, then shares its KV blocks (it computes only the
+    // prompt's last, partial block), instead of computing the same prompt beside it.
+    std::vector<std::shared_ptr<Stream>> submit(std::vector<GenerationRequest> requests);
     SchedulerStats stats() const;
     int64_t context() const;
     DType kv_dtype() const;

@@ -6,7 +6,7 @@ Usage: openai_client_test.py TRACELM_BINARY
 Starts `tracelm serve --port 0` on the default model (SmolLM2-135M-Instruct Q4_1 in the model cache) and checks chat
 and completions, streamed and not; that streamed text equals the non-streamed text of the same greedy request byte for
 byte; stop strings that span streamed chunks; multi-byte text; usage against `tracelm tokenize`; every error status
-and every refused parameter (unknown fields included); echo; continue_final_message and add_generation_prompt against
+and every refused parameter (unknown fields included); n choices and lists of prompts; echo; continue_final_message and add_generation_prompt against
 SmolLM2's template rendered by Python jinja2; /health, /v1/models and /metrics; GET /v1/models/{id}; /tokenize and
 /detokenize against llama.cpp's tokenization of SmolLM2's vocabulary (testdata/goldens/smollm2_tokenize.jsonl, made by
 make_llamacpp_goldens.py); /v1/embeddings' shape, norm, batch invariance and base64 (the numbers against a reference:
@@ -336,6 +336,42 @@ class OpenAIClientTest(unittest.TestCase):
         b = self.client.completions.create(**kw).choices[0].text
         self.assertEqual(a, b)
 
+    def test_n_choices_and_prompt_lists_answer_as_single_requests(self):
+        """Choice j of n is the single request seeded seed + j (as vLLM seeds a request's choices), and its later
+        choices share the prompt's KV blocks (the prefix cache's hit counter grows by their full blocks); each prompt
+        of a list is answered as it is alone; streamed chunks, by index, concatenate to the non-streamed choices."""
+        prompt = ("In the quiet village at the edge of the northern forest, where the river bends twice before it "
+                  "reaches the sea, an old clockmaker named Tobias kept a secret that nobody in the valley had ever guessed:")
+        kw = dict(model=MODEL_ID, max_tokens=10, temperature=0.9, top_p=0.95, extra_body={"ignore_eos": True})
+        length = len(tokenize(prompt))
+        self.assertGreater(length, 32)
+        before = metric(self.server.metrics_when_idle(), "tracelm:prefix_cache_hit_tokens_total")
+        many = self.client.completions.create(prompt=prompt, n=3, seed=77, **kw)
+        after = metric(self.server.metrics_when_idle(), "tracelm:prefix_cache_hit_tokens_total")
+        self.assertGreaterEqual(after - before, 2 * 16 * ((length - 1) // 16))
+        self.assertEqual([c.index for c in many.choices], [0, 1, 2])
+        singles = [self.client.completions.create(prompt=prompt, seed=77 + j, **kw).choices[0].text for j in range(3)]
+        self.assertEqual([c.text for c in many.choices], singles)
+        self.assertGreater(len(set(singles)), 1, "sampled choices should differ")
+        self.assertEqual((many.usage.prompt_tokens, many.usage.completion_tokens), (length, 30))
+
+        prompts = ["The sky is", "def fibonacci(n):"]
+        listed = self.client.completions.create(prompt=prompts, n=2, seed=5, **kw)
+        alone = [self.client.completions.create(prompt=p, seed=5 + j, **kw).choices[0].text
+                 for p in prompts for j in range(2)]
+        self.assertEqual([c.text for c in listed.choices], alone)
+        self.assertEqual(listed.usage.prompt_tokens, sum(len(tokenize(p)) for p in prompts))
+        streamed = ["", "", "", ""]
+        for chunk in self.client.completions.create(prompt=prompts, n=2, seed=5, stream=True, **kw):
+            for c in chunk.choices:
+                streamed[c.index] += c.text
+        self.assertEqual(streamed, alone)
+
+        _, chat = self.chat("Name a colour.", n=2, seed=3, temperature=0.9, max_tokens=8)
+        for j in range(2):
+            _, one = self.chat("Name a colour.", seed=3 + j, temperature=0.9, max_tokens=8)
+            self.assertEqual(chat.choices[j].message.content, one.choices[0].message.content)
+
     def metric(self, name):
         return metric(self.server.metrics(), name)
 
@@ -366,7 +402,7 @@ class OpenAIClientTest(unittest.TestCase):
     # --- errors ---------------------------------------------------------------------------------------------------
 
     def test_invalid_parameters_are_400_and_named(self):
-        cases = [dict(top_p=2), dict(temperature=-1), dict(n=2), dict(max_tokens=0), dict(stop=["a", "b", "c", "d", "e"]),
+        cases = [dict(top_p=2), dict(temperature=-1), dict(n=129), dict(max_tokens=0), dict(stop=["a", "b", "c", "d", "e"]),
                  dict(extra_body={"top_k": -5}), dict(extra_body={"repetition_penalty": 0}),
                  dict(presence_penalty=2.5), dict(frequency_penalty=-2.01), dict(reasoning_effort="high"),
                  dict(extra_body={"some_future_field": {"x": 1}}), dict(extra_body={"echo": True})]

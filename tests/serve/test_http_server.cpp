@@ -14,6 +14,7 @@
 #include <mutex>
 #include <optional>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "serve/http_server.h"
@@ -90,22 +91,31 @@ class HttpServerTest : public ::testing::Test {
         if (with_grammar_) m.grammar = std::make_shared<const grammar::Compiler>(qwen(), qwen().vocab_size());
         m.hidden_size = hidden_size_;
         Generator g;
-        g.submit = [this](GenerationRequest r) -> std::shared_ptr<Stream> {
-            // The scheduler's refusals (Engine::check_prompt): ids outside the vocabulary, a prompt that cannot fit.
-            for (const int32_t id : r.prompt)
-                if (id < 0 || id >= qwen().vocab_size()) throw RequestError("invalid token id " + std::to_string(id));
-            if (static_cast<int64_t>(r.prompt.size()) + 1 > context_)
-                throw RequestError("prompt of " + std::to_string(r.prompt.size()) + " tokens does not fit");
-            std::lock_guard<std::mutex> lock(mu_);
-            submitted_.push_back(r);
-            if (r.embed) {
-                // An embedding that tells the inputs apart: (prompt length, 1), before normalisation.
-                auto s = std::make_shared<ScriptedStream>(std::vector<StreamUpdate>{{{}, {}, Finish::Stop, ""}});
-                s->hidden = {static_cast<float>(r.prompt.size()), 1.0f};
-                return s;
+        g.submit = [this](std::vector<GenerationRequest> rs) {
+            // The scheduler's refusals (Engine::check_prompt): ids outside the vocabulary, a prompt that cannot fit;
+            // all or none.
+            for (const GenerationRequest& r : rs) {
+                for (const int32_t id : r.prompt)
+                    if (id < 0 || id >= qwen().vocab_size())
+                        throw RequestError("invalid token id " + std::to_string(id));
+                if (static_cast<int64_t>(r.prompt.size()) + 1 > context_)
+                    throw RequestError("prompt of " + std::to_string(r.prompt.size()) + " tokens does not fit");
             }
-            last_ = std::make_shared<ScriptedStream>(script_);
-            return last_;
+            std::vector<std::shared_ptr<Stream>> streams;
+            std::lock_guard<std::mutex> lock(mu_);
+            for (const GenerationRequest& r : rs) {
+                submitted_.push_back(r);
+                if (r.embed) {
+                    // An embedding that tells the inputs apart: (prompt length, 1), before normalisation.
+                    auto s = std::make_shared<ScriptedStream>(std::vector<StreamUpdate>{{{}, {}, Finish::Stop, ""}});
+                    s->hidden = {static_cast<float>(r.prompt.size()), 1.0f};
+                    streams.push_back(s);
+                    continue;
+                }
+                last_ = std::make_shared<ScriptedStream>(script_);
+                streams.push_back(last_);
+            }
+            return streams;
         };
         g.stats = [] {
             SchedulerStats s;
@@ -496,7 +506,8 @@ TEST_F(HttpServerTest, BadRequestsGetTheirStatusAndNeverReachTheScheduler) {
     expect_error(post("/v1/chat/completions", "{not json"), 400);
     expect_error(post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "top_p": 2})"), 400,
                  "top_p");
-    expect_error(post("/v1/completions", R"({"prompt": "x", "n": 3})"), 400, "n");
+    expect_error(post("/v1/completions", R"({"prompt": "x", "n": 129})"), 400, "n");
+    expect_error(post("/v1/completions", R"({"prompt": ["x", [999999999]]})"), 400, "prompt");  // all or none
     expect_error(post("/v1/completions", R"({"prompt": [999999999]})"), 400, "prompt");
     std::string words;
     for (int i = 0; i < 100; ++i) words += " word";
@@ -760,6 +771,60 @@ TEST_F(HttpServerTest, EchoPrependsThePrompt) {
     // Without echo the answer is the generated text alone.
     EXPECT_EQ(json::parse(post("/v1/completions", R"({"prompt": "Say hi"})")->body)["choices"][0]["text"],
               "Hello 世界 😀!");
+}
+
+// A list of prompts with n choices each: choice i is prompt i / n's choice i % n, seeded seed + i % n; the usage
+// counts each prompt once and every choice's tokens; streamed, each choice's chunks carry its index.
+TEST_F(HttpServerTest, SeveralPromptsAndChoicesAreIndexedInOrder) {
+    start();
+    const std::string req = R"({"prompt": ["Say hi", [1, 2, 3]], "n": 2, "seed": 9, "temperature": 0.5,
+                                "echo": true)";
+    const json body = json::parse(post("/v1/completions", req + "}")->body);
+    const std::string answer = "Hello 世界 😀!";
+    const std::vector<std::string> echoes = {"Say hi", "Say hi", qwen().decode({1, 2, 3}), qwen().decode({1, 2, 3})};
+    ASSERT_EQ(body["choices"].size(), 4u) << body;
+    const auto sent = submitted();
+    ASSERT_EQ(sent.size(), 4u);
+    for (size_t i = 0; i < 4; ++i) {
+        EXPECT_EQ(body["choices"][i]["index"], i);
+        EXPECT_EQ(body["choices"][i]["text"], echoes[i] + answer);
+        EXPECT_EQ(body["choices"][i]["finish_reason"], "stop");
+        EXPECT_EQ(sent[i].prompt, (i < 2 ? qwen().encode("Say hi") : std::vector<int32_t>{1, 2, 3}));
+        EXPECT_EQ(sent[i].params.seed_lo, 9u + i % 2);
+    }
+    const auto prompt_tokens = static_cast<int64_t>(qwen().encode("Say hi").size() + 3);
+    const auto completion_tokens = static_cast<int64_t>(4 * qwen().encode(answer).size());
+    EXPECT_EQ(body["usage"]["prompt_tokens"], prompt_tokens);
+    EXPECT_EQ(body["usage"]["completion_tokens"], completion_tokens);
+
+    const std::vector<json> ev =
+        events(post("/v1/completions", req + R"(, "stream": true, "stream_options": {"include_usage": true}})")->body);
+    ASSERT_GE(ev.size(), 2u);
+    EXPECT_EQ(ev.back(), json("[DONE]"));
+    EXPECT_EQ(ev[ev.size() - 2]["usage"], body["usage"]);
+    std::vector<std::string> texts(4);
+    std::vector<int> finishes(4, 0);
+    for (size_t i = 0; i + 2 < ev.size(); ++i) {
+        const json& c = ev[i]["choices"].at(0);
+        const size_t index = c["index"];
+        ASSERT_LT(index, 4u);
+        EXPECT_EQ(finishes[index], 0) << "a chunk after the choice's finish";
+        texts[index] += c["text"].get<std::string>();
+        if (!c["finish_reason"].is_null()) ++finishes[index];
+    }
+    for (size_t i = 0; i < 4; ++i) {
+        EXPECT_EQ(texts[i], echoes[i] + answer);
+        EXPECT_EQ(finishes[i], 1);
+    }
+
+    // A chat's n choices: each opens with the assistant's role.
+    const std::vector<json> chat = events(
+        post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "n": 3, "stream": true})")
+            ->body);
+    std::set<size_t> roles;
+    for (const json& e : chat)
+        if (e.is_object() && e["choices"][0]["delta"].contains("role")) roles.insert(e["choices"][0]["index"].get<size_t>());
+    EXPECT_EQ(roles, (std::set<size_t>{0, 1, 2}));
 }
 
 TEST_F(HttpServerTest, AnApiKeyGuardsEveryRouteButHealth) {

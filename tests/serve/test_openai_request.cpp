@@ -196,25 +196,51 @@ TEST(OpenAIRequest, PenaltiesOutsideOpenAIsRangeAreRefused) {
 }
 
 TEST(OpenAIRequest, CompletionPromptsAreTextOrTokenIds) {
-    EXPECT_EQ(completion(R"("prompt": "hello")").prompt, "hello");
-    EXPECT_EQ(completion(R"("prompt": ["hello"])").prompt, "hello");
-    EXPECT_EQ(completion(R"("prompt": [1, 2, 3])").prompt_ids, (std::vector<int32_t>{1, 2, 3}));
-    EXPECT_EQ(completion(R"("prompt": [[4, 5]])").prompt_ids, (std::vector<int32_t>{4, 5}));
+    const auto one = [](const std::string& fields) {
+        const OpenAIRequest r = completion(fields);
+        EXPECT_EQ(r.prompts.size(), 1u) << fields;
+        return r.prompts.at(0);
+    };
+    EXPECT_EQ(one(R"("prompt": "hello")").text, "hello");
+    EXPECT_EQ(one(R"("prompt": ["hello"])").text, "hello");
+    EXPECT_EQ(one(R"("prompt": [1, 2, 3])").ids, (std::vector<int32_t>{1, 2, 3}));
+    EXPECT_EQ(one(R"("prompt": [[4, 5]])").ids, (std::vector<int32_t>{4, 5}));
     EXPECT_EQ(completion(R"("prompt": "x", "logprobs": 5)").sampling.logprobs, 5);
     EXPECT_EQ(completion(R"("prompt": "x", "logprobs": 0)").sampling.logprobs, 0);
     EXPECT_EQ(completion(R"("prompt": "x", "max_tokens": 3)").max_tokens, 3);
 }
 
-// echo prepends the prompt (not with logprobs: no prompt log-probabilities); best_of only as n, 1; no suffix.
+// A list of prompts (strings and id lists), each with n choices: at most kMaxChoices choices in all.
+TEST(OpenAIRequest, CompletionsTakeAListOfPromptsAndNChoicesOfEach) {
+    const OpenAIRequest r = completion(R"("prompt": ["a", [7, 8], "b"], "n": 3)");
+    ASSERT_EQ(r.prompts.size(), 3u);
+    EXPECT_EQ(r.prompts[0].text, "a");
+    EXPECT_FALSE(r.prompts[0].ids);
+    EXPECT_EQ(r.prompts[1].ids, (std::vector<int32_t>{7, 8}));
+    EXPECT_EQ(r.prompts[2].text, "b");
+    EXPECT_EQ(r.n, 3);
+    EXPECT_EQ(completion(R"("prompt": "a")").n, 1);
+    EXPECT_EQ(chat(R"(, "n": 128)").n, 128);
+    const auto param_of = [](const std::string& fields) { return error_of(Endpoint::Completions, "{" + fields + "}"); };
+    EXPECT_EQ(param_of(R"("prompt": ["a", "b"], "n": 65)").param, "n");  // 130 choices
+    EXPECT_EQ(param_of(R"("prompt": ["a", 3])").param, "prompt");
+    EXPECT_EQ(param_of(R"("prompt": ["a", [1, "x"]])").param, "prompt");
+    std::string many = R"("prompt": [)";
+    for (int i = 0; i <= kMaxChoices; ++i) many.append(i == 0 ? "\"p\"" : ", \"p\"");
+    EXPECT_EQ(param_of(many + "]").param, "prompt");
+}
+
+// echo prepends the prompt (not with logprobs: no prompt log-probabilities); best_of only as n; no suffix.
 TEST(OpenAIRequest, CompletionsEchoBestOfAndSuffix) {
     EXPECT_FALSE(completion(R"("prompt": "x")").echo);
     EXPECT_TRUE(completion(R"("prompt": "x", "echo": true, "best_of": 1)").echo);
+    EXPECT_EQ(completion(R"("prompt": "x", "n": 2, "best_of": 2)").n, 2);
     const auto param_of = [](const std::string& fields) { return error_of(Endpoint::Completions, "{" + fields + "}"); };
     EXPECT_EQ(param_of(R"("prompt": "x", "echo": true, "logprobs": 0)").param, "echo");
     EXPECT_EQ(param_of(R"("prompt": "x", "echo": "yes")").param, "echo");
     const ApiError best_of = param_of(R"("prompt": "x", "best_of": 2)");
     EXPECT_EQ(best_of.param, "best_of");
-    EXPECT_NE(std::string(best_of.what()).find("must be 1"), std::string::npos) << best_of.what();
+    EXPECT_NE(std::string(best_of.what()).find("must equal 'n'"), std::string::npos) << best_of.what();
     const ApiError suffix = param_of(R"("prompt": "x", "suffix": "}")");
     EXPECT_EQ(suffix.param, "suffix");
     EXPECT_NE(std::string(suffix.what()).find("fill-in-the-middle"), std::string::npos) << suffix.what();
@@ -248,7 +274,9 @@ TEST(OpenAIRequest, InvalidValuesNameTheirParameter) {
     expect_param_error(R"(, "max_tokens": "5")", "max_tokens");
     expect_param_error(R"(, "max_completion_tokens": -3)", "max_completion_tokens");
     expect_param_error(R"(, "max_completion_tokens": 3, "max_tokens": 3)", "max_tokens", "max_completion_tokens");
-    expect_param_error(R"(, "n": 2)", "n", "must be 1");
+    expect_param_error(R"(, "n": 0)", "n", "[1, 128]");
+    expect_param_error(R"(, "n": 129)", "n", "[1, 128]");
+    expect_param_error(R"(, "n": 1.5)", "n", "an integer");
     expect_param_error(R"(, "stream": "yes")", "stream", "a boolean");
     expect_param_error(R"(, "stream_options": {"include_usage": true})", "stream_options");
     expect_param_error(R"(, "stream": true, "stream_options": {"include_usage": 1})", "stream_options.include_usage");
@@ -283,10 +311,11 @@ TEST(OpenAIRequest, InvalidMessagesAndPromptsNameTheirParameter) {
     EXPECT_EQ(param_of(p, "{}"), "prompt");
     EXPECT_EQ(param_of(p, R"({"prompt": 5})"), "prompt");
     EXPECT_EQ(param_of(p, R"({"prompt": []})"), "prompt");
-    EXPECT_EQ(param_of(p, R"({"prompt": ["a", "b"]})"), "prompt");
+    EXPECT_EQ(param_of(p, R"({"prompt": ["a", 5]})"), "prompt");
     EXPECT_EQ(param_of(p, R"({"prompt": [1, -2]})"), "prompt");
     EXPECT_EQ(param_of(p, R"({"prompt": [1, "x"]})"), "prompt");
-    EXPECT_EQ(param_of(p, R"({"prompt": [[1], [2]]})"), "prompt");
+    EXPECT_EQ(param_of(p, R"({"prompt": [[1], [-2]]})"), "prompt");
+    EXPECT_EQ(param_of(p, R"({"prompt": [[1], []]})"), "prompt");
     EXPECT_EQ(param_of(p, R"({"prompt": "x", "logprobs": 21})"), "logprobs");
     EXPECT_EQ(param_of(p, R"({"prompt": "x", "logprobs": true})"), "logprobs");
 }

@@ -16,7 +16,7 @@ const Tokenizer& qwen() { return testing::qwen3_tokenizer(); }
 const ResponseMeta kMeta{"chatcmpl-1", 1700000000, "smol"};
 
 TEST(OpenAIResponse, AChatCompletionHasOpenAIsShape) {
-    const json got = response_body(Endpoint::ChatCompletions, kMeta, "Hi there", Finish::Length, {5, 2}, nullptr);
+    const json got = response_body(Endpoint::ChatCompletions, kMeta, {{"Hi there", Finish::Length, nullptr}}, {5, 2});
     const json want = json::parse(R"({"id": "chatcmpl-1", "object": "chat.completion", "created": 1700000000,
         "model": "smol", "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hi there"},
         "logprobs": null, "finish_reason": "length"}],
@@ -25,23 +25,38 @@ TEST(OpenAIResponse, AChatCompletionHasOpenAIsShape) {
 }
 
 TEST(OpenAIResponse, ATextCompletionHasOpenAIsShape) {
-    const json got = response_body(Endpoint::Completions, kMeta, "abc", Finish::Stop, {1, 3}, nullptr);
+    const json got = response_body(Endpoint::Completions, kMeta, {{"abc", Finish::Stop, nullptr}}, {1, 3});
     const json want = json::parse(R"({"id": "chatcmpl-1", "object": "text_completion", "created": 1700000000,
         "model": "smol", "choices": [{"index": 0, "text": "abc", "logprobs": null, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": 1, "completion_tokens": 3, "total_tokens": 4}})");
     EXPECT_EQ(got, want);
 }
 
+// n > 1 and lists of prompts: one choice per entry, indexed in order, each with its own finish.
+TEST(OpenAIResponse, SeveralChoicesAreIndexedInOrder) {
+    const json got = response_body(Endpoint::Completions, kMeta,
+                                   {{"abc", Finish::Stop, nullptr}, {"de", Finish::Length, nullptr}}, {2, 5});
+    const json want = json::parse(R"({"id": "chatcmpl-1", "object": "text_completion", "created": 1700000000,
+        "model": "smol", "choices": [{"index": 0, "text": "abc", "logprobs": null, "finish_reason": "stop"},
+        {"index": 1, "text": "de", "logprobs": null, "finish_reason": "length"}],
+        "usage": {"prompt_tokens": 2, "completion_tokens": 5, "total_tokens": 7}})");
+    EXPECT_EQ(got, want);
+    EXPECT_EQ(chunk(Endpoint::ChatCompletions, kMeta, 3, "x", Finish::None, nullptr),
+              json::parse(R"({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1700000000,
+                  "model": "smol", "choices": [{"index": 3, "delta": {"content": "x"}, "logprobs": null,
+                  "finish_reason": null}]})"));
+}
+
 TEST(OpenAIResponse, StreamedChunksAndTheUsageChunkHaveOpenAIsShape) {
-    EXPECT_EQ(chunk(Endpoint::ChatCompletions, kMeta, "", Finish::None, nullptr, true),
+    EXPECT_EQ(chunk(Endpoint::ChatCompletions, kMeta, 0, "", Finish::None, nullptr, true),
               json::parse(R"({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1700000000,
                   "model": "smol", "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
                   "logprobs": null, "finish_reason": null}]})"));
-    EXPECT_EQ(chunk(Endpoint::ChatCompletions, kMeta, "x", Finish::Stop, nullptr),
+    EXPECT_EQ(chunk(Endpoint::ChatCompletions, kMeta, 0, "x", Finish::Stop, nullptr),
               json::parse(R"({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1700000000,
                   "model": "smol", "choices": [{"index": 0, "delta": {"content": "x"}, "logprobs": null,
                   "finish_reason": "stop"}]})"));
-    EXPECT_EQ(chunk(Endpoint::Completions, kMeta, "y", Finish::None, nullptr),
+    EXPECT_EQ(chunk(Endpoint::Completions, kMeta, 0, "y", Finish::None, nullptr),
               json::parse(R"({"id": "chatcmpl-1", "object": "text_completion", "created": 1700000000,
                   "model": "smol", "choices": [{"index": 0, "text": "y", "logprobs": null, "finish_reason": null}]})"));
     EXPECT_EQ(usage_chunk(Endpoint::ChatCompletions, kMeta, {4, 6}),

@@ -98,6 +98,40 @@ TEST(Scheduler, SixteenConcurrentRequestsEachCompleteAsAlone) {
     EXPECT_EQ(st.ttft_seconds.count, 16u);
 }
 
+// A request's choices submitted together (n > 1): the later ones wait for the first one's prompt, then share its
+// KV blocks through the prefix cache (each computes only the prompt's last, partial block), and each still produces
+// what it produces alone. Without prefix caching nothing waits and nothing is shared.
+TEST(Scheduler, ChoicesOfOnePromptShareItsBlocksAndEachAnswersAsAlone) {
+    cpu::CpuBackend be(2);
+    const auto model = Model::load(testing::generated_checkpoint("tiny", 7, DType::F32), be);
+    std::vector<GenerationRequest> rs;
+    for (uint32_t j = 0; j < 4; ++j) {
+        GenerationRequest r;
+        r.prompt = prompt_of(3, 100);  // six full 16-token blocks and 4 tokens
+        r.max_new_tokens = 12;
+        r.params = seeded(50 + j);
+        rs.push_back(r);
+    }
+    GenerationRequest other;  // another prompt in the same group shares nothing
+    other.prompt = prompt_of(4, 40);
+    other.max_new_tokens = 12;
+    rs.push_back(other);
+    for (const bool cache : {true, false}) {
+        SCOPED_TRACE(cache ? "prefix cache" : "no prefix cache");
+        SchedulerOptions o;
+        o.max_seqs = 8;
+        o.context = 256;
+        o.prefix_cache = cache;
+        Scheduler s(*model, be, o);
+        std::vector<Outcome> got;
+        for (const auto& st : s.submit(rs)) got.push_back(drain(*st));
+        expect_all_alone(*model, be, rs, got, o.context);
+        EXPECT_NE(got[0].tokens, got[1].tokens);  // the choices are sampled apart
+        EXPECT_EQ(s.stats().prefix_hit_tokens, cache ? 3u * 96 : 0u);
+        EXPECT_EQ(s.stats().prompt_tokens, 4u * 100 + 40);
+    }
+}
+
 // A KV pool of one context for 6 rows: sequences grow into each other's blocks, the newest is preempted and later
 // recomputed (prompt in its chunks, its generated tokens one forward each), and still produces what it would alone.
 TEST(Scheduler, PreemptedRequestsCompleteAsAlone) {
@@ -274,6 +308,7 @@ TEST(Scheduler, OnUpdateTellsWhenTokensAreReady) {
     EXPECT_EQ(calls, before);
 }
 
+// Requests that can never run are refused naming the lengths, alone or in a group (which is then queued not at all).
 TEST(Scheduler, RequestsThatCanNeverRunAreRefusedNamingTheLengths) {
     cpu::CpuBackend be(2);
     const auto model = Model::load(testing::generated_checkpoint("tiny", 7, DType::F32), be);
@@ -296,6 +331,13 @@ TEST(Scheduler, RequestsThatCanNeverRunAreRefusedNamingTheLengths) {
     r.prompt = {1, 2};
     r.max_new_tokens = 0;
     EXPECT_THROW(s.submit(r), serve::RequestError);
+    // A group is queued all or none: one request that can never run refuses the group.
+    GenerationRequest good;
+    good.prompt = prompt_of(1, 8);
+    good.max_new_tokens = 4;
+    EXPECT_THROW(s.submit(std::vector<GenerationRequest>{good, r}), serve::RequestError);
+    EXPECT_EQ(s.stats().waiting, 0);
+    EXPECT_EQ(drain(*s.submit(good)).finish, Finish::Length);
 }
 
 // A cancelled stream's sequence leaves within a step and its blocks return; the others go on unchanged.

@@ -192,7 +192,8 @@ TEST_F(SchedulerFaults, TheServerAnswersAFailedStepWithAServerErrorAndGoesOn) {
     const int port = server.bind();
     std::thread http([&] { server.run(); });
     server.set_ready(serve::ServedModel{testing::qwen3_tokenizer(), std::nullopt, {}, s.context(), 0, nullptr},
-                     {[&s](GenerationRequest r) { return s.submit(std::move(r)); }, [&s] { return s.stats(); }});
+                     {[&s](std::vector<GenerationRequest> r) { return s.submit(std::move(r)); },
+                      [&s] { return s.stats(); }});
     const auto post = [port](const std::string& body) {
         return testing::http_request(port, "POST", "/v1/completions", body);
     };
