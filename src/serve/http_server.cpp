@@ -59,13 +59,15 @@ bool same_key(std::string_view given, const std::string& key) {
 }
 
 // The parser of a chat answer's tool calls: when tools are offered, tool_choice is not "none" and the model's
-// format is known.
+// format is known. A harmony answer (gpt-oss) is always parsed, for its channels: then without functions when no
+// call is to be parsed, so a call stays content.
 std::optional<tools::ToolCallParser> tool_parser(const OpenAIRequest& r, tools::ToolCallFormat format) {
-    if (r.endpoint != Endpoint::ChatCompletions || r.tools.is_null() || r.tool_choice == ToolChoice::None ||
-        format == tools::ToolCallFormat::None)
-        return std::nullopt;
+    if (r.endpoint != Endpoint::ChatCompletions || format == tools::ToolCallFormat::None) return std::nullopt;
+    const bool calls = !r.tools.is_null() && r.tool_choice != ToolChoice::None;
+    if (!calls && format != tools::ToolCallFormat::Harmony) return std::nullopt;
     std::set<std::string> names;
-    for (const nlohmann::ordered_json& t : r.tools) names.insert(t["function"]["name"].get<std::string>());
+    if (calls)
+        for (const nlohmann::ordered_json& t : r.tools) names.insert(t["function"]["name"].get<std::string>());
     return tools::ToolCallParser(format, std::move(names), r.parallel_tool_calls ? SIZE_MAX : 1);
 }
 

@@ -27,10 +27,7 @@ ordered_json read_json(const std::string& rel) {
     return ordered_json::parse(in);
 }
 
-std::string read_text(const std::string& rel) {
-    std::ifstream in(testing::repo_path(rel), std::ios::binary);
-    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
+using testing::read_text;
 
 // The outcome of one render: the text, or the error (parse or render).
 struct Outcome {

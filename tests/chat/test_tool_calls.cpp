@@ -16,9 +16,10 @@ namespace {
 
 using nlohmann::ordered_json;
 
-constexpr ToolCallFormat kFormats[] = {ToolCallFormat::Hermes,      ToolCallFormat::Llama3Json,
-                                       ToolCallFormat::Mistral,     ToolCallFormat::MistralArgs,
-                                       ToolCallFormat::DeepSeekR1,  ToolCallFormat::Granite};
+constexpr ToolCallFormat kFormats[] = {ToolCallFormat::Hermes,     ToolCallFormat::Llama3Json,
+                                       ToolCallFormat::Mistral,    ToolCallFormat::MistralArgs,
+                                       ToolCallFormat::DeepSeekR1, ToolCallFormat::Granite,
+                                       ToolCallFormat::Harmony};
 
 ToolCallFormat format_named(const std::string& name) {
     for (ToolCallFormat f : kFormats)
@@ -71,7 +72,7 @@ std::string describe(const std::vector<ToolEvent>& events) {
 std::set<std::string> names_of(const ordered_json& c) { return c["tools"].get<std::set<std::string>>(); }
 
 TEST(ToolCalls, RealOutputsParseToTheirCallsAndContent) {
-    ASSERT_GE(fixtures().size(), 20u);
+    ASSERT_GE(fixtures().size(), 30u);
     for (const ordered_json& c : fixtures()) {
         SCOPED_TRACE(c["name"].get<std::string>());
         const ParsedOutput r = parse_output(format_named(c["format"]), c["output"].get<std::string>(), names_of(c));
@@ -147,6 +148,49 @@ TEST(ToolCalls, HostileOutputStaysLinear) {
     }
 }
 
+// Harmony: the final channel streams as it arrives (only a tail that may begin a closing marker is held), the
+// chain of thought never goes out, and a call is held until it closes or the output ends.
+TEST(ToolCalls, HarmonyStreamsTheFinalChannelAndHidesTheAnalysis) {
+    ToolCallParser p(ToolCallFormat::Harmony, {"f"});
+    EXPECT_EQ(describe(p.push("<|channel|>analysis<|message|>secret thoughts")), "");
+    EXPECT_EQ(describe(p.push(" more<|end|><|start|>assistant<|channel|>final<|message|>Hel")), "[content \"Hel\"]");
+    EXPECT_EQ(describe(p.push("lo <|re")), "[content \"lo \"]");
+    EXPECT_EQ(describe(p.push("turn|>")), "");
+    EXPECT_EQ(describe(p.finish()), "");
+
+    ToolCallParser call(ToolCallFormat::Harmony, {"f"});
+    EXPECT_EQ(describe(call.push("<|channel|>commentary to=functions.f <|constrain|>json<|message|>{\"a\"")), "");
+    EXPECT_EQ(describe(call.push(": 1}")), "");
+    EXPECT_EQ(describe(call.finish()), "[call f {\"a\":1}]");  // <|call|> ended generation: never delivered
+
+    // A call past max_calls is dropped; without harmony a '<' that is not a marker is text.
+    EXPECT_EQ(parse_output(ToolCallFormat::Harmony,
+                           "<|channel|>commentary to=functions.f<|message|>{}<|end|>"
+                           "<|start|>assistant<|channel|>commentary to=functions.f<|message|>{}<|call|>",
+                           {"f"}, 1)
+                  .calls.size(),
+              1u);
+    EXPECT_EQ(parse_output(ToolCallFormat::Harmony, "a < b", {}).content, "a < b");
+}
+
+TEST(ToolCalls, HostileHarmonyStaysLinear) {
+    // A header that never reaches <|message|>, marker prefixes in the final channel and an endless call, fed a byte
+    // at a time.
+    for (const auto& [head, unit] :
+         {std::pair<std::string, std::string>{"<|channel|>", "<|messa"},
+          {"<|channel|>final<|message|>", "x<|re"},
+          {"<|channel|>commentary to=functions.f<|message|>", "{{\"<|ca"}}) {
+        std::string text = head;
+        while (text.size() < (1u << 20)) text += unit;
+        const auto t0 = std::chrono::steady_clock::now();
+        ToolCallParser p(ToolCallFormat::Harmony, {"f"});
+        for (char ch : text) p.push(std::string_view(&ch, 1));
+        p.finish();
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        EXPECT_LT(s, 10.0) << head;
+    }
+}
+
 TEST(ToolCalls, EachRealTemplateIsDetected) {
     const std::pair<const char*, ToolCallFormat> want[] = {
         {"qwen3", ToolCallFormat::Hermes},
@@ -159,7 +203,7 @@ TEST(ToolCalls, EachRealTemplateIsDetected) {
         {"mistral-small-3.2-24b-instruct-2506", ToolCallFormat::MistralArgs},
         {"deepseek-r1-distill-qwen-32b", ToolCallFormat::DeepSeekR1},
         {"granite-3.3-2b-instruct", ToolCallFormat::Granite},
-        {"gpt-oss-120b", ToolCallFormat::None},
+        {"gpt-oss-120b", ToolCallFormat::Harmony},
         {"smollm2-135m-instruct", ToolCallFormat::None},
         {"gemma-3-it", ToolCallFormat::None},
         {"phi-4", ToolCallFormat::None},

@@ -366,6 +366,43 @@ TEST_F(HttpServerTest, ToolCallsAreParsedAndStreamedDeltasEqualTheAnswer) {
     }
 }
 
+// gpt-oss's template: answers are parsed for their harmony channels with or without tools (the chain of thought
+// never reaches the client, streamed or not), and a call to an offered function is a tool call.
+TEST_F(HttpServerTest, AHarmonyAnswerShowsItsFinalChannelAndItsCalls) {
+    context_ = 4096;
+    start("", false);
+    make_ready(testing::read_text("testdata/chat_templates/gpt-oss-120b.jinja"));
+    script_ = updates_of("<|channel|>analysis<|message|>Simple sum.<|end|><|start|>assistant<|channel|>final"
+                         "<|message|>2 + 2 = 4.");
+    const std::string plain = R"({"messages": [{"role": "user", "content": "2 + 2?"}])";
+    const auto r = post("/v1/chat/completions", plain + "}");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    EXPECT_EQ(json::parse(r->body)["choices"][0]["message"]["content"], "2 + 2 = 4.");
+    EXPECT_EQ(qwen().decode(submitted().back().prompt).rfind("<|start|>assistant"),
+              qwen().decode(submitted().back().prompt).size() - 18);  // the template's generation prompt
+    std::string finish;
+    EXPECT_EQ(assemble(events(post("/v1/chat/completions", plain + R"(, "stream": true})")->body), finish)["content"],
+              "2 + 2 = 4.");
+    EXPECT_EQ(finish, "stop");
+
+    script_ = updates_of("<|channel|>analysis<|message|>Weather.<|end|><|start|>assistant<|channel|>commentary "
+                         "to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}");
+    // (gpt-oss's template adds each tool's description to a string, which jinja2 refuses when it is missing)
+    const auto rc = post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "Paris?"}],
+        "tools": [{"type": "function", "function": {"name": "get_weather", "description": "The weather.",
+                   "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]})");
+    ASSERT_TRUE(rc);
+    ASSERT_EQ(rc->status, 200) << rc->body;
+    const json call = json::parse(rc->body);
+    const json& msg = call["choices"][0]["message"];
+    EXPECT_TRUE(msg["content"].is_null()) << msg;
+    ASSERT_EQ(msg["tool_calls"].size(), 1u) << msg;
+    EXPECT_EQ(msg["tool_calls"][0]["function"]["name"], "get_weather");
+    EXPECT_EQ(json::parse(msg["tool_calls"][0]["function"]["arguments"].get<std::string>()), json({{"city", "Paris"}}));
+    EXPECT_EQ(call["choices"][0]["finish_reason"], "tool_calls");
+}
+
 TEST_F(HttpServerTest, ToolsReachThePromptAndToolResultsAreAccepted) {
     context_ = 4096;
     start();

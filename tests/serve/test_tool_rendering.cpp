@@ -16,10 +16,7 @@ namespace {
 
 using nlohmann::ordered_json;
 
-std::string read_text(const std::string& rel) {
-    std::ifstream in(testing::repo_path(rel), std::ios::binary);
-    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
+using testing::read_text;
 
 std::optional<std::string> token(const ordered_json& v) {
     if (v.is_null()) return std::nullopt;

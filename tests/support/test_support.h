@@ -8,6 +8,8 @@
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -24,6 +26,12 @@
 namespace tracelm::testing {
 
 inline std::string repo_path(const std::string& rel) { return std::string(TRACELM_SOURCE_DIR) + "/" + rel; }
+
+// The bytes of a file of the repository ("" when it cannot be read).
+inline std::string read_text(const std::string& rel) {
+    std::ifstream in(repo_path(rel), std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
 
 // Real models in the model cache (checkpoint/model_cache.h: $TRACELM_CACHE or ~/.cache/tracelm, under models/):
 // SmolLM2-135M-Instruct Q4_1 and Gemma 3 270M Q4_K_M. Tests that need one skip when it is absent, unless

@@ -182,6 +182,7 @@ std::optional<Calls> parse_body(ToolCallFormat f, std::string_view body, const s
         case ToolCallFormat::Granite:
             ok = add_json_calls(body, names, calls);
             break;
+        case ToolCallFormat::Harmony:  // HarmonyParser's
         case ToolCallFormat::None:
             break;
     }
@@ -206,6 +207,8 @@ const Syntax& syntax(ToolCallFormat f) {
         {"mistral_args", "[TOOL_CALLS]", {}, {"[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"}},
         {"deepseek_r1", kDsCallsBegin, kDsCallsEnd, {kDsCallsBegin, kDsCallsEnd, kDsCallBegin, kDsCallEnd, kDsSep}},
         {"granite", "<|tool_call|>", {}, {"<|tool_call|>"}},
+        {"harmony", {}, {}, {"<|start|>", "<|channel|>", "<|message|>", "<|constrain|>", "<|end|>", "<|return|>",
+                             "<|call|>"}},
     };
     return f == ToolCallFormat::None ? kNone : kFormats[static_cast<size_t>(f) - 1];
 }
@@ -221,6 +224,7 @@ ToolCallFormat detect_format(std::string_view src) {
     if (has("<tool_call>")) return ToolCallFormat::Hermes;
     if (has("<|tool_call|>")) return ToolCallFormat::Granite;
     if (has("<|python_tag|>") || has("ipython<|end_header_id|>")) return ToolCallFormat::Llama3Json;
+    if (has("<|channel|>") && has("<|call|>")) return ToolCallFormat::Harmony;
     return ToolCallFormat::None;
 }
 
@@ -242,10 +246,16 @@ ToolCallParser::ToolCallParser(ToolCallFormat format, std::set<std::string> name
       names_(std::move(names)),
       max_calls_(max_calls),
       open_(syntax(format).open),
-      close_(syntax(format).close) {}
+      close_(syntax(format).close) {
+    if (format == ToolCallFormat::Harmony) harmony_.emplace(names_, max_calls_);
+}
 
 std::vector<ToolEvent> ToolCallParser::push(std::string_view text) {
     std::vector<ToolEvent> out;
+    if (harmony_) {
+        harmony_->push(text, out);
+        return out;
+    }
     pending_ += text;
     scan(out, false);
     return out;
@@ -253,7 +263,10 @@ std::vector<ToolEvent> ToolCallParser::push(std::string_view text) {
 
 std::vector<ToolEvent> ToolCallParser::finish() {
     std::vector<ToolEvent> out;
-    scan(out, true);
+    if (harmony_)
+        harmony_->finish(out);
+    else
+        scan(out, true);
     return out;
 }
 
@@ -418,6 +431,10 @@ std::vector<ForcedCallForm> forced_call_forms(ToolCallFormat format, const order
                 f.prefix = "<|tool_call|>[{\"name\": " + quoted + ", \"arguments\": ";
                 f.suffix = "}]";
                 break;
+            case ToolCallFormat::Harmony:  // as OpenAI's harmony guide shows a call, after the generation prompt
+                f.prefix = "<|channel|>commentary to=functions." + n + " <|constrain|>json<|message|>";
+                f.suffix = "<|call|>";
+                break;
             case ToolCallFormat::None:
                 return {};
         }
@@ -437,6 +454,7 @@ std::optional<std::string> call_separator(ToolCallFormat format) {
             return "";
         case ToolCallFormat::DeepSeekR1:
         case ToolCallFormat::Granite:
+        case ToolCallFormat::Harmony:  // <|call|> ends generation: one call per answer
         case ToolCallFormat::None:
             break;
     }

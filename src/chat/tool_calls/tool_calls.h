@@ -10,8 +10,10 @@
 #include <set>
 #include <string>
 #include <string_view>
-#include <variant>
 #include <vector>
+
+#include "chat/tool_calls/harmony.h"
+#include "chat/tool_calls/tool_event.h"
 
 namespace tracelm::tools {
 
@@ -23,6 +25,7 @@ enum class ToolCallFormat {
     MistralArgs, // [TOOL_CALLS]name[ARGS]{...} (v11+), repeated; either Mistral form parses as either
     DeepSeekR1,  // <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>name\n```json\n{...}\n```...
     Granite,     // <|tool_call|>[{"name", "arguments"}, ...]
+    Harmony,     // gpt-oss: channels, <|channel|>commentary to=functions.NAME ...<|message|>{...} (harmony.h)
 };
 
 const char* format_name(ToolCallFormat f);
@@ -37,14 +40,6 @@ std::vector<std::string> marker_tokens(ToolCallFormat f);
 
 // A new call id: "call_" and 24 alphanumerics, or 9 alphanumerics for Mistral (its templates refuse other ids).
 std::string new_call_id(ToolCallFormat f, std::mt19937_64& rng);
-
-struct ToolCall {
-    std::string name;
-    std::string arguments;  // JSON text of an object
-};
-
-// A piece of the parsed output, in output order.
-using ToolEvent = std::variant<std::string, ToolCall>;  // content text, or a complete call
 
 // Splits model output into content and tool calls as it arrives. A call block (from its opening marker to its
 // closing one, or to the end of the output for formats without one) is held until complete and then either becomes
@@ -62,7 +57,7 @@ class ToolCallParser {
     // The end of the output: an open block is parsed as it is (a truncated one goes out as content).
     std::vector<ToolEvent> finish();
 
-    size_t calls() const { return calls_; }
+    size_t calls() const { return harmony_ ? harmony_->calls() : calls_; }
 
    private:
     void scan(std::vector<ToolEvent>& out, bool at_end);
@@ -84,6 +79,7 @@ class ToolCallParser {
     bool after_block_ = false;       // whitespace right after a parsed block is dropped
     bool seen_text_ = false;         // non-whitespace content went out (Llama's bare '{' opens only before that)
     size_t calls_ = 0;
+    std::optional<HarmonyParser> harmony_;  // the Harmony format's own parser (its output is messages, not blocks)
 };
 
 // Content and calls of a complete output (the parser fed it at once).
@@ -106,7 +102,8 @@ std::vector<ForcedCallForm> forced_call_forms(ToolCallFormat format, const nlohm
                                               const std::string& name = "");
 
 // The text between two calls where the format writes several as repeated blocks (Hermes, Llama 3.x, Mistral);
-// nullopt where several calls share one block (Granite's and DeepSeek-R1's lists): a forced answer then holds one.
+// nullopt where several calls share one block (Granite's and DeepSeek-R1's lists) or a call ends generation
+// (Harmony's <|call|>): a forced answer then holds one.
 std::optional<std::string> call_separator(ToolCallFormat format);
 
 }  // namespace tracelm::tools
