@@ -113,8 +113,16 @@ class Engine {
     // std::invalid_argument), computed one row per forward too. Returns the row, or -1 when no row or too few KV
     // blocks are free (nothing is held then). The caller has checked the prompt. When it throws (a device error),
     // nothing is held either.
+    // prompt_logprobs n in [0, kMaxLogprobs] (-1: none) scores the prompt: every position is computed (no block is
+    // shared from the prefix cache) and take_prompt_logprobs() gives each prompt token's log-probability after the
+    // first, with the n best, as sample() reports a token's (ops/sampling/sampling.h; no penalties, no logit
+    // adjustment). What the row samples and decodes is unchanged.
     int admit(const std::vector<int32_t>& prompt, const std::vector<int32_t>& generated,
-              const sampling::RowParams& params, int64_t reserve, const std::vector<TokenSpan>& decoded = {});
+              const sampling::RowParams& params, int64_t reserve, const std::vector<TokenSpan>& decoded = {},
+              int prompt_logprobs = -1);
+    // Once a row admitted with prompt_logprobs has computed its prompt: the scores of prompt tokens 1..n-1, in
+    // order (each TokenLogprobs' id is that token); empty before, and after a first call.
+    std::vector<sampling::TokenLogprobs> take_prompt_logprobs(int row);
     // Runs the next prefill forward of an admitted row (a chunk of the prompt, or one generated token), of
     // next_prefill_tokens(row, budget) tokens, which must be at least 1. Returns true once the row has joined the
     // decode batch; a sequence admitted without generated tokens has then sampled its first token, returned in *first.
@@ -212,7 +220,19 @@ class Engine {
         std::vector<int32_t> sliding, sliding_spare;
         int64_t computed = 0;  // tokens whose KV is written
         int64_t pos = 0;       // decoding: position of the next input token
+        int score_n = -1;      // admit's prompt_logprobs
+        std::vector<sampling::TokenLogprobs> scores;  // of prompt tokens 1..n-1, filled as the prompt is computed
     };
+    // Scores prompt tokens c0 + 1 .. min(c1, n - 1) of a scoring row from the last forward's all_hidden rows, a
+    // group of kScoreRows at a time: the LM head, then sample() forced to each target token.
+    void score_prompt(Row& r, int64_t c0, int64_t c1);
+    static constexpr int64_t kScoreRows = 8;
+    struct Scoring {  // made by the first admit that scores a prompt
+        Tensor logits, ids;
+        SamplingIo io;
+    };
+    std::optional<Scoring> scoring_;
+    void make_scoring();
     struct BucketGraph {
         GraphId graph = -1;
         bool warmed = false;  // an eager step of this bucket ran, so its graph may be captured

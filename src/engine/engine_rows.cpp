@@ -108,7 +108,11 @@ bool Engine::window_cached(const std::vector<int32_t>& chain, int k) const {
 }
 
 int Engine::admit(const std::vector<int32_t>& prompt, const std::vector<int32_t>& generated,
-                  const sampling::RowParams& params, int64_t reserve, const std::vector<TokenSpan>& decoded) {
+                  const sampling::RowParams& params, int64_t reserve, const std::vector<TokenSpan>& decoded,
+                  int prompt_logprobs) {
+    if (prompt_logprobs < -1 || prompt_logprobs > sampling::kMaxLogprobs)
+        throw std::invalid_argument("prompt_logprobs must be in [-1, 20]");
+    if (prompt_logprobs >= 0) make_scoring();  // before anything is held: a failed allocation leaves nothing taken
     const int64_t n = static_cast<int64_t>(prompt.size()), k = static_cast<int64_t>(generated.size());
     std::vector<uint8_t> one_row = plan_one_row(n, k, decoded, opt_.prefill_chunk);
     const auto it = std::find_if(rows_.begin(), rows_.end(), [](const Row& r) { return !r.admitted; });
@@ -117,7 +121,7 @@ int Engine::admit(const std::vector<int32_t>& prompt, const std::vector<int32_t>
     // Not even with every shareable block matched: refuse before matching, so a request that waits is not counted
     // as a prefix hit again at every retry.
     const int available = cache_->free_count() + cache_->lru_count();
-    const int shareable = sharing() ? shareable_blocks(one_row, n, max_blocks_) : 0;
+    const int shareable = sharing() && prompt_logprobs < 0 ? shareable_blocks(one_row, n, max_blocks_) : 0;
     if (need - shareable > available) return -1;
     // Never short while a row is free (distinct held blocks stay within the other rows' reserves); checked anyway.
     if (slides() && sliding_cache_->free_count() + sliding_cache_->lru_count() < sliding_reserve_) return -1;
@@ -179,6 +183,10 @@ int Engine::admit(const std::vector<int32_t>& prompt, const std::vector<int32_t>
     r.params = params;
     r.computed = matched * opt_.block_size;
     r.blocks = std::move(blocks);
+    if (prompt_logprobs >= 0) {
+        r.score_n = prompt_logprobs;
+        r.scores.resize(static_cast<size_t>(std::max<int64_t>(n - 1, 0)));
+    }
     *it = std::move(r);
     return static_cast<int>(it - rows_.begin());
 }
@@ -216,8 +224,10 @@ void Engine::prefill_forward(int row, int64_t c0, int64_t c1, const int32_t* ids
     }
     // Whatever piece of its forward this is (a budget's cut, or the rest after shared blocks), its rows sum as in the
     // whole forward: llama.cpp's batch.
-    decoder_->forward(in, T, logits, forward_rows(r.one_row, r.n, c0));
+    const bool scores = r.score_n >= 0 && c0 < r.n - 1;
+    decoder_->forward(in, T, logits, forward_rows(r.one_row, r.n, c0), scores);
     if (logits) logits_rows_ = 1;
+    if (scores) score_prompt(r, c0, c1);
 }
 
 int64_t Engine::forward_end(const std::vector<uint8_t>& one_row, int64_t n, int64_t c0) const {

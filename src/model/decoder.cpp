@@ -31,7 +31,7 @@ Decoder::~Decoder() {
     for (Buffer* b : buffers_) backend_.free(b);
 }
 
-void Decoder::forward(const StepInputs& in, int T, bool with_logits, int64_t batch_rows) {
+void Decoder::forward(const StepInputs& in, int T, bool with_logits, int64_t batch_rows, bool all_rows) {
     const ModelConfig& c = model_.config();
     const ModelWeights& w = model_.weights();
     const int H = c.num_attention_heads, KV = c.num_key_value_heads, hd = c.head_dim;
@@ -61,7 +61,7 @@ void Decoder::forward(const StepInputs& in, int T, bool with_logits, int64_t bat
                                         in.positions, model_.rope(layer),
                                         own_pool ? in.sliding_slot_mapping : in.slot_mapping, kv_.k(layer),
                                         kv_.v(layer), H, KV, hd, q_scale});
-        if (last_layer && !with_logits) return;
+        if (last_layer && !with_logits && !all_rows) return;
         AttentionMeta meta = in.meta;
         meta.window = c.attention_window(layer);
         if (own_pool) meta.block_tables = in.sliding_block_tables;
@@ -82,8 +82,20 @@ void Decoder::forward(const StepInputs& in, int T, bool with_logits, int64_t bat
     const LayerWeights& L = w.layers.back();
     const Tensor xl = last_.slice_rows(0, S), pl = last_proj_.slice_rows(0, S), hl = h_.slice_rows(0, S),
                  gl = gate_.slice_rows(0, S), ul = up_.slice_rows(0, S);
-    backend_.gather_last(x, in.meta.query_start_loc, xl);
-    backend_.gather_last(proj, in.meta.query_start_loc, pl);
+    if (with_logits) {  // gathered before all_rows works on x and proj in place
+        backend_.gather_last(x, in.meta.query_start_loc, xl);
+        backend_.gather_last(proj, in.meta.query_start_loc, pl);
+    }
+    if (all_rows) {
+        backend_.add_rms_norm(x, proj, L.post_norm, eps, h);
+        const MatmulOut all_gate_up[] = {{&L.gate_proj, nullptr, gate}, {&L.up_proj, nullptr, up}};
+        backend_.matmuls(h, all_gate_up, batch_rows);
+        backend_.glu_matmul(gate, up, c.hidden_act, L.down_proj, proj, batch_rows);
+        if (L.mlp_out_norm) backend_.rms_norm(proj, *L.mlp_out_norm, eps, proj);
+        backend_.add(x, proj, x);
+        backend_.rms_norm(x, w.final_norm, eps, x);
+    }
+    if (!with_logits) return;
     backend_.add_rms_norm(xl, pl, L.post_norm, eps, hl);
     const MatmulOut gate_up[] = {{&L.gate_proj, nullptr, gl}, {&L.up_proj, nullptr, ul}};
     backend_.matmuls(hl, gate_up);
@@ -92,6 +104,10 @@ void Decoder::forward(const StepInputs& in, int T, bool with_logits, int64_t bat
     backend_.add(xl, pl, xl);
     backend_.rms_norm(xl, w.final_norm, eps, xl);
     backend_.matmul(xl, w.lm_head, nullptr, logits_.slice_rows(0, S));
+}
+
+void Decoder::lm_head(const Tensor& hidden, const Tensor& out) {
+    backend_.matmul(hidden, model_.weights().lm_head, nullptr, out);
 }
 
 }  // namespace tracelm

@@ -35,8 +35,14 @@ class Decoder {
     // which this may be a piece; 1 when each row is a decode step of its own sequence), which picks the summation
     // order of GGML-quantized matmuls (Backend::matmul). As in llama.cpp, the last layer keeps only each sequence's
     // last row after its attention output projection, so its FFN and the LM head are products of one row each.
-    void forward(const StepInputs& in, int T, bool with_logits = true, int64_t batch_rows = 1);
+    // `all_rows` (a prompt whose tokens are scored) also runs the last layer and the final norm over all T rows:
+    // all_hidden(T) then holds each row's hidden state as the LM head reads it (lm_head() gives its logits). The
+    // last rows' path (and so the logits) is computed as without it, from the same inputs.
+    void forward(const StepInputs& in, int T, bool with_logits = true, int64_t batch_rows = 1, bool all_rows = false);
     Tensor logits(int S) const { return logits_.slice_rows(0, S); }
+    Tensor all_hidden(int T) const { return x_.slice_rows(0, T); }
+    // The LM head of hidden rows (e.g. rows of all_hidden) into `out` [rows, vocab].
+    void lm_head(const Tensor& hidden, const Tensor& out);
     // After a forward with logits: each sequence's last row after the final norm, what the LM head read [S, hidden].
     Tensor last_hidden(int S) const { return last_.slice_rows(0, S); }
     int max_rows() const { return max_rows_; }

@@ -79,10 +79,16 @@ std::vector<int32_t> kept_markers(const Tokenizer& tok, tools::ToolCallFormat fo
     return ids;
 }
 
+// Unicode characters in UTF-8 text (OpenAI's text offsets count characters).
+size_t utf8_chars(std::string_view s) {
+    return static_cast<size_t>(std::count_if(s.begin(), s.end(), [](char ch) { return (ch & 0xC0) != 0x80; }));
+}
+
 // A submitted request, ready to be answered: a stream per choice, choice i = prompt (i / n)'s choice i % n.
 struct Started {
     std::vector<std::shared_ptr<Stream>> streams;
     std::vector<std::string> echoes;  // completions' echo: each prompt's text (empty: no echo)
+    std::vector<std::vector<int32_t>> scored;  // echo with logprobs: each prompt's ids, whose scores come back
     std::shared_ptr<const Ready> ready;
     OpenAIRequest request;
     ResponseMeta meta;
@@ -118,6 +124,10 @@ struct Choice {
     std::shared_ptr<Stream> stream;
     size_t index;
     std::string echo;  // the prompt's text the answer opens with (completions' echo); empty: none
+    size_t echo_chars = 0;  // its characters: where the answer's text offsets start
+    std::vector<int32_t> scored;  // echo with logprobs: the prompt's ids; its scores open the answer's logprobs
+    bool opened = false;          // the first update (which brings the prompt's scores) was read
+    json prompt_logprobs;         // non-streamed: the prompt's part of the logprobs
     std::optional<tools::ToolCallParser> parser;  // set when the answer's tool calls are parsed
     TextStream text;
     json calls = json::array();  // the calls so far (streamed: one entry per call)
@@ -148,7 +158,10 @@ class Job final : public Answer {
             std::string echo = s.echoes.empty() ? std::string() : s.echoes[i / n];
             choices_.push_back(std::make_unique<Choice>(std::move(s.streams[i]), i, std::move(echo), parser,
                                                         TextStream(tok, s.request.stop, markers)));
-            if (!streamed_) choices_.back()->result.text = choices_.back()->echo;
+            Choice& c = *choices_.back();
+            c.echo_chars = utf8_chars(c.echo);
+            if (!s.scored.empty()) c.scored = s.scored[i / n];
+            if (!streamed_) c.result.text = c.echo;
         }
     }
     ~Job() override {
@@ -172,7 +185,7 @@ class Job final : public Answer {
         for (const auto& c : choices_) {
             if (endpoint_ == Endpoint::ChatCompletions)
                 out += sse(chunk(endpoint_, meta_, c->index, "", Finish::None, nullptr, true));
-            else if (!c->echo.empty())
+            else if (!c->echo.empty() && c->scored.empty())  // else with the prompt's scores, once they came
                 out += sse(chunk(endpoint_, meta_, c->index, c->echo, Finish::None, nullptr));
         }
         return out;
@@ -210,6 +223,10 @@ class Job final : public Answer {
             std::vector<ChoiceResult> results;
             for (const auto& c : choices_) {
                 c->result.logprobs = logprobs(c->logprobs, c->offsets);
+                if (!c->scored.empty()) {
+                    append_logprobs(c->prompt_logprobs, c->result.logprobs);
+                    c->result.logprobs = std::move(c->prompt_logprobs);
+                }
                 results.push_back(std::move(c->result));
             }
             out.data = dump(response_body(endpoint_, meta_, results, usage_));
@@ -220,6 +237,19 @@ class Job final : public Answer {
    private:
     // A choice's update (not an error): streamed, the events to send; else kept for the body.
     std::string update(Choice& c, const StreamUpdate& u) {
+        std::string opening;
+        if (!c.opened && !c.scored.empty()) {
+            json prompt = prompt_logprobs_json(ready_->model.tokenizer, c.scored, u.prompt_logprobs);
+            if (streamed_)
+                opening = sse(chunk(endpoint_, meta_, c.index, c.echo, Finish::None, prompt));
+            else
+                c.prompt_logprobs = std::move(prompt);
+        }
+        c.opened = true;
+        return opening + update_answer(c, u);
+    }
+
+    std::string update_answer(Choice& c, const StreamUpdate& u) {
         std::vector<sampling::TokenLogprobs> batch;
         std::string text;
         const Finish finish = consume(c, u, text, batch);
@@ -248,7 +278,7 @@ class Job final : public Answer {
     // Feeds the update's tokens to the choice's text stream; returns how the choice ends (None: not yet).
     Finish consume(Choice& c, const StreamUpdate& u, std::string& text, std::vector<sampling::TokenLogprobs>& batch) {
         for (size_t i = 0; i < u.tokens.size() && !c.text.stopped(); ++i) {
-            c.offsets.push_back(c.text.decoded_chars());
+            c.offsets.push_back(c.echo_chars + c.text.decoded_chars());
             text += c.text.push(u.tokens[i]);
             ++usage_.completion_tokens;
             if (logprobs_ && i < u.logprobs.size()) batch.push_back(u.logprobs[i]);
@@ -562,6 +592,11 @@ Started start_request(const HttpOptions& opt, const std::shared_ptr<const Ready>
         g.max_new_tokens = static_cast<int>(std::clamp<int64_t>(budget, 1, INT_MAX));
         s.prompt_tokens += prompt_tokens;
         if (r.echo) s.echoes.push_back(cp->ids ? m.tokenizer.decode(*cp->ids) : cp->text);
+        // echo with logprobs: the prompt's tokens are scored too (OpenAI's first entry null), the answer unchanged
+        if (r.echo && r.sampling.logprobs) {
+            g.prompt_logprobs = *r.sampling.logprobs;
+            s.scored.push_back(g.prompt);
+        }
         for (int j = 0; j < r.n; ++j) {
             g.params = sampling::row_params(r.sampling, seed + static_cast<uint64_t>(j));
             choices.push_back(g);

@@ -480,12 +480,10 @@ void parse_max_tokens(const json& body, bool chat, OpenAIRequest& r) {
                             "'" + std::string(name) + "' must be at least 1, got " + std::to_string(*r.max_tokens));
 }
 
-// echo (the prompt before the answer), and the fields of /v1/completions this server refuses by name.
+// echo (the prompt before the answer; with logprobs, the prompt's tokens scored too), and the fields of
+// /v1/completions this server refuses by name.
 void parse_completion_options(const json& body, OpenAIRequest& r) {
     r.echo = boolean(body, "echo").value_or(false);
-    if (r.echo && r.sampling.logprobs)
-        throw invalid_param("echo", "'echo' cannot be combined with 'logprobs' (this server has no log-probabilities "
-                                    "of prompt tokens)");
     if (const auto best_of = integer(body, "best_of"); best_of && *best_of != r.n)
         throw invalid_param("best_of", "'best_of' must equal 'n' (" + std::to_string(r.n) +
                                            "): this server returns every choice it generates, got " +

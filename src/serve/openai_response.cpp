@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "serve/text_stream.h"
+
 namespace tracelm::serve {
 
 using nlohmann::json;
@@ -74,6 +76,31 @@ json logprobs_json(Endpoint endpoint, const Tokenizer& tok, const std::vector<sa
             {"token_logprobs", std::move(token_logprobs)},
             {"top_logprobs", std::move(top_logprobs)},
             {"text_offset", text_offsets}};
+}
+
+json prompt_logprobs_json(const Tokenizer& tok, const std::vector<int32_t>& prompt,
+                          const std::vector<sampling::TokenLogprobs>& lps) {
+    json out = logprobs_json(Endpoint::Completions, tok, lps);
+    if (prompt.empty()) return out;
+    out["tokens"].insert(out["tokens"].begin(), tok.decode({prompt[0]}));
+    out["token_logprobs"].insert(out["token_logprobs"].begin(), nullptr);
+    out["top_logprobs"].insert(out["top_logprobs"].begin(), nullptr);
+    // Each token's offset: the characters its predecessors decode to (a stream decoder: a character split across
+    // tokens counts once it completes).
+    json offsets = json::array();
+    TextStream text(tok, {});
+    for (size_t i = 0; i < prompt.size() && i <= lps.size(); ++i) {
+        offsets.push_back(text.decoded_chars());
+        text.push(prompt[i]);
+    }
+    out["text_offset"] = std::move(offsets);
+    return out;
+}
+
+void append_logprobs(json& into, const json& more, size_t offset) {
+    for (const char* key : {"tokens", "token_logprobs", "top_logprobs"})
+        for (const json& v : more[key]) into[key].push_back(v);
+    for (const json& v : more["text_offset"]) into["text_offset"].push_back(v.get<size_t>() + offset);
 }
 
 json tool_call_json(const std::string& id, const tools::ToolCall& call) {

@@ -36,6 +36,15 @@ const char* finish_reason(Finish f);
 nlohmann::json logprobs_json(Endpoint endpoint, const Tokenizer& tok, const std::vector<sampling::TokenLogprobs>& lps,
                              const std::vector<size_t>& text_offsets = {});
 
+// Completions' logprobs of an echoed prompt, in logprobs_json's shape: the first token without a log-probability
+// (null, as OpenAI shows it; nothing precedes it), then token i + 1 from lps[i], each offset in characters from the
+// prompt text's start (the text its ids decode to).
+nlohmann::json prompt_logprobs_json(const Tokenizer& tok, const std::vector<int32_t>& prompt,
+                                    const std::vector<sampling::TokenLogprobs>& lps);
+// Completions' logprobs `more` appended to `into` (both logprobs_json's shape), its offsets moved by `offset`
+// characters.
+void append_logprobs(nlohmann::json& into, const nlohmann::json& more, size_t offset = 0);
+
 // A parsed tool call as OpenAI shows it: {"id", "type": "function", "function": {"name", "arguments"}}.
 nlohmann::json tool_call_json(const std::string& id, const tools::ToolCall& call);
 

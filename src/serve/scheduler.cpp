@@ -50,6 +50,7 @@ class Sequence final : public Stream {
         StreamUpdate u = out_;
         out_.tokens.clear();  // the end (finish, error) stays: later calls report it again
         out_.logprobs.clear();
+        out_.prompt_logprobs.clear();
         return u;
     }
 
@@ -75,6 +76,10 @@ class Sequence final : public Stream {
     }
 
     // Scheduler side.
+    void set_prompt_logprobs(std::vector<sampling::TokenLogprobs> lps) {
+        std::lock_guard<std::mutex> lock(mu_);
+        out_.prompt_logprobs = std::move(lps);
+    }
     void push(int32_t id, const sampling::TokenLogprobs* lp) {
         {
             std::lock_guard<std::mutex> lock(mu_);
@@ -103,6 +108,7 @@ class Sequence final : public Stream {
     int row = -1;       // engine row while admitted
     bool joined = false;
     bool prompt_counted = false;  // in prompt_tokens (once, whatever preemptions recompute it)
+    bool prompt_scored = false;   // its prompt_logprobs were delivered (a recompute scores nothing)
     // A request submitted with this one (Scheduler::submit of a group) with the same prompt: this one waits until
     // that one's prompt_ready (its prompt's blocks are in the prefix cache, or it ended), then shares them.
     std::shared_ptr<Sequence> leader;
@@ -240,6 +246,8 @@ void Scheduler::Impl::check(const GenerationRequest& request) const {
         }
         if (request.constraint && request.constraint->vocab_size() != vocab)
             throw RequestError("the constraint was compiled for another vocabulary");
+        if (request.prompt_logprobs < -1 || request.prompt_logprobs > sampling::kMaxLogprobs)
+            throw RequestError("prompt_logprobs must be in [-1, " + std::to_string(sampling::kMaxLogprobs) + "]");
     } catch (const std::exception& e) {
         throw RequestError(e.what());
     }
@@ -329,7 +337,8 @@ void Scheduler::Impl::admit() {
         const int64_t total = static_cast<int64_t>(s->req.prompt.size() + s->tokens.size());
         int row = -1;
         try {
-            row = engine.admit(s->req.prompt, s->tokens, s->req.params, total + 1);
+            row = engine.admit(s->req.prompt, s->tokens, s->req.params, total + 1, {},
+                               s->prompt_scored ? -1 : s->req.prompt_logprobs);
         } catch (const std::exception& e) {
             // The engine holds nothing for it (Engine::admit); it fails alone, the running set goes on.
             std::fprintf(stderr, "scheduler: admitting a request failed: %s\n", e.what());
@@ -390,6 +399,10 @@ void Scheduler::Impl::prefill() {
             pacer.piece_done(n, took);
             seconds -= took;
             if (s->joined) s->prompt_ready = true;
+            if (s->joined && s->req.prompt_logprobs >= 0 && !s->prompt_scored) {
+                s->set_prompt_logprobs(engine.take_prompt_logprobs(s->row));
+                s->prompt_scored = true;
+            }
             if (s->joined && s->req.embed) {
                 // Read before any other forward overwrites it; the row's sampled first token is not delivered.
                 std::vector<float> hidden;

@@ -66,6 +66,10 @@ struct GenerationRequest {
     // the request ends with Finish::Stop and the final-norm hidden state of its last token (Engine::prompt_hidden)
     // instead of tokens (Stream::embedding).
     bool embed = false;
+    // n in [0, kMaxLogprobs] (-1: none): the log-probability of each prompt token after the first, with the n best
+    // (Engine::admit's prompt_logprobs: the prompt is then computed whole, sharing no cached block), delivered once
+    // in StreamUpdate::prompt_logprobs. The generated tokens are the same either way.
+    int prompt_logprobs = -1;
 };
 
 enum class Finish { None, Stop, Length, Cancelled, Error };
@@ -76,6 +80,8 @@ struct StreamUpdate {
     std::vector<sampling::TokenLogprobs> logprobs;
     Finish finish = Finish::None;         // set on the last update of the request
     std::string error;                    // with Finish::Error: what failed
+    // With prompt_logprobs: the prompt's, once, on the update with the first token (or the end, when none came).
+    std::vector<sampling::TokenLogprobs> prompt_logprobs;
 };
 
 // The consumer's end of one request. Thread-safe.

@@ -167,6 +167,10 @@ TEST(SamplingOp, MatchesReferenceOnLargeRows) {
         ps[1].frequency_penalty = 0.2f;
         ps[2].presence_penalty = 0.5f;
         ps[trial % 6].logprobs = 7;
+        // A forced token (a scored prompt token) whatever the row's sampling; past the vocabulary it is not forced.
+        const auto vocab = static_cast<int32_t>(V);
+        ps[(trial + 3) % 6].forced = trial == 7 ? vocab + 1 : 1 + (trial * 397) % vocab;
+        ps[(trial + 3) % 6].logprobs = 3;
         // Rows that joined at different steps draw from their own origin (some before step 0: unsigned wrap).
         for (int64_t r = 0; r < R; ++r) ps[static_cast<size_t>(r)].draw_base = static_cast<int32_t>(r * 7) - 3;
         std::vector<int32_t> counts(static_cast<size_t>(R * V), 0);
@@ -283,6 +287,12 @@ TEST(SamplingOp, LogprobsMatchLogSoftmax) {
         EXPECT_EQ(top[static_cast<size_t>(i)], order[static_cast<size_t>(i)]) << i;
         EXPECT_NEAR(lp[static_cast<size_t>(1 + i)], lsm(order[static_cast<size_t>(i)]), 1e-4) << i;
     }
+    // A forced token is the row's token, with its own log-probability and the same best ones.
+    p.forced = 1 + 123;
+    op.set(logits, {p}, std::vector<int32_t>(static_cast<size_t>(V), 0), 0);
+    EXPECT_EQ(op.run()[0], 123);
+    EXPECT_NEAR(op.logprobs()[0], lsm(123), 1e-4);
+    EXPECT_EQ(op.top_ids(), top);
 }
 
 // A graph replaying sample() draws what eager calls draw, step by step, and allocates nothing.

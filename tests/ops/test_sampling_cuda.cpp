@@ -36,6 +36,8 @@ TEST(SamplingCuda, MatchesReference) {
     std::vector<RowParams> ps = {params(0.8f, 40, 0.95f, 0.0f, 1), params(0.0f), params(1.0f, 1000, 0.5f, 0.01f, 3),
                                  params(0.7f, 7)};
     ps[0].logprobs = 20;
+    ps[3].forced = 1 + 12345;  // a scored token
+    ps[3].logprobs = 5;
     ps[1].repetition_penalty = 1.3f;
     ps[2].frequency_penalty = 0.4f;
     std::vector<int32_t> counts(static_cast<size_t>(R * V), 0);

@@ -6,7 +6,7 @@ Usage: openai_client_test.py TRACELM_BINARY
 Starts `tracelm serve --port 0` on the default model (SmolLM2-135M-Instruct Q4_1 in the model cache) and checks chat
 and completions, streamed and not; that streamed text equals the non-streamed text of the same greedy request byte for
 byte; stop strings that span streamed chunks; multi-byte text; usage against `tracelm tokenize`; every error status
-and every refused parameter (unknown fields included); n choices and lists of prompts; echo; continue_final_message and add_generation_prompt against
+and every refused parameter (unknown fields included); n choices and lists of prompts; echo, with the prompt's logprobs; continue_final_message and add_generation_prompt against
 SmolLM2's template rendered by Python jinja2; /health, /v1/models and /metrics; GET /v1/models/{id}; /tokenize and
 /detokenize against llama.cpp's tokenization of SmolLM2's vocabulary (testdata/goldens/smollm2_tokenize.jsonl, made by
 make_llamacpp_goldens.py); /v1/embeddings' shape, norm, batch invariance and base64 (the numbers against a reference:
@@ -306,6 +306,38 @@ class OpenAIClientTest(unittest.TestCase):
         self.assertEqual(chunks[0].choices[0].text, prompt)
         self.assertEqual("".join(c.choices[0].text for c in chunks), prompt + alone.choices[0].text)
 
+    def test_echo_with_logprobs_scores_the_prompt(self):
+        """echo with logprobs: the prompt's tokens open the logprobs (the first null, as OpenAI shows it), each the
+        log-probability given the tokens before it, which a completion of that prefix alone gives its first token
+        (the same model at another batch shape: close, not bit-equal); the answer's own logprobs are unchanged."""
+        prompt = "The capital of France is"
+        kw = dict(model=MODEL_ID, max_tokens=3, temperature=0, logprobs=2, extra_body={"ignore_eos": True})
+        plain = self.client.completions.create(prompt=prompt, **kw).choices[0]
+        echoed = self.client.completions.create(prompt=prompt, echo=True, **kw)
+        ids = tokenize(prompt)
+        lp = echoed.choices[0].logprobs
+        self.assertEqual(echoed.choices[0].text, prompt + plain.text)
+        self.assertEqual(len(lp.tokens), len(ids) + 3)
+        self.assertIsNone(lp.token_logprobs[0])
+        self.assertIsNone(lp.top_logprobs[0])
+        self.assertTrue(all(v <= 0 for v in lp.token_logprobs[1:]))
+        self.assertEqual(lp.token_logprobs[len(ids):], plain.logprobs.token_logprobs)
+        self.assertEqual(lp.text_offset[len(ids)], len(prompt))
+        self.assertEqual(lp.text_offset[:len(ids)], sorted(lp.text_offset[:len(ids)]))
+        for i in (1, len(ids) // 2, len(ids) - 1):
+            with self.subTest(position=i):
+                alone = self.client.completions.create(model=MODEL_ID, prompt=ids[:i], max_tokens=1, temperature=0,
+                                                       logprobs=2, extra_body={"ignore_eos": True}).choices[0]
+                want = alone.logprobs.top_logprobs[0]
+                got = lp.top_logprobs[i]
+                self.assertEqual(list(got.keys())[0], list(want.keys())[0])
+                for token, value in want.items():
+                    if token in got:
+                        self.assertAlmostEqual(got[token], value, delta=0.02)
+        streamed = list(self.client.completions.create(prompt=prompt, echo=True, stream=True, **kw))
+        self.assertEqual(streamed[0].choices[0].text, prompt)
+        self.assertEqual(streamed[0].choices[0].logprobs.token_logprobs, lp.token_logprobs[:len(ids)])
+
     def test_continue_final_message_prompt_is_jinja2s(self):
         messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Tell me a story."},
                     {"role": "assistant", "content": "Once upon a time, "}]
@@ -417,7 +449,7 @@ class OpenAIClientTest(unittest.TestCase):
                 self.assertIn(name, err["message"])
 
     def test_refused_completion_parameters_are_400_and_named(self):
-        cases = [("suffix", dict(suffix="}")), ("best_of", dict(best_of=2)), ("echo", dict(echo=True, logprobs=1)),
+        cases = [("suffix", dict(suffix="}")), ("best_of", dict(best_of=2)),
                  ("presence_penalty", dict(presence_penalty=-3)),
                  ("some_future_field", dict(extra_body={"some_future_field": 1})),
                  ("top_logprobs", dict(extra_body={"top_logprobs": 1}))]

@@ -39,7 +39,7 @@ class ScriptedStream : public Stream {
     StreamUpdate next(std::chrono::milliseconds timeout) override {
         {
             std::lock_guard<std::mutex> lock(mu_);
-            if (cancelled) return {{}, {}, Finish::Cancelled, ""};
+            if (cancelled) return {{}, {}, Finish::Cancelled, "", {}};
             if (i_ < script_.size()) return script_[i_++];
         }
         std::this_thread::sleep_for(timeout);
@@ -59,8 +59,8 @@ class ScriptedStream : public Stream {
 // One update per token of `text`, then one that ends with `finish`.
 std::vector<StreamUpdate> updates_of(const std::string& text, Finish finish = Finish::Stop) {
     std::vector<StreamUpdate> u;
-    for (const int32_t id : qwen().encode(text)) u.push_back({{id}, {}, Finish::None, ""});
-    u.push_back({{}, {}, finish, finish == Finish::Error ? "boom" : ""});
+    for (const int32_t id : qwen().encode(text)) u.push_back({{id}, {}, Finish::None, "", {}});
+    u.push_back({{}, {}, finish, finish == Finish::Error ? "boom" : "", {}});
     return u;
 }
 
@@ -107,7 +107,7 @@ class HttpServerTest : public ::testing::Test {
                 submitted_.push_back(r);
                 if (r.embed) {
                     // An embedding that tells the inputs apart: (prompt length, 1), before normalisation.
-                    auto s = std::make_shared<ScriptedStream>(std::vector<StreamUpdate>{{{}, {}, Finish::Stop, ""}});
+                    auto s = std::make_shared<ScriptedStream>(std::vector<StreamUpdate>{{{}, {}, Finish::Stop, "", {}}});
                     s->hidden = {static_cast<float>(r.prompt.size()), 1.0f};
                     streams.push_back(s);
                     continue;
@@ -520,8 +520,8 @@ TEST_F(HttpServerTest, ALengthFinishIsReportedAndAnErrorFinishIsAServerError) {
 TEST_F(HttpServerTest, RequestedLogprobsReachTheSchedulerAndTheAnswer) {
     script_.clear();
     const int32_t hello = *qwen().token_id("Hello"), hi = *qwen().token_id("Hi");
-    script_.push_back({{hello}, {{hello, -0.5f, {{hello, -0.5f}, {hi, -1.0f}}}}, Finish::None, ""});
-    script_.push_back({{}, {}, Finish::Stop, ""});
+    script_.push_back({{hello}, {{hello, -0.5f, {{hello, -0.5f}, {hi, -1.0f}}}}, Finish::None, "", {}});
+    script_.push_back({{}, {}, Finish::Stop, "", {}});
     start();
     const json body =
         json::parse(post("/v1/chat/completions",
@@ -862,6 +862,50 @@ TEST_F(HttpServerTest, SeveralPromptsAndChoicesAreIndexedInOrder) {
     for (const json& e : chat)
         if (e.is_object() && e["choices"][0]["delta"].contains("role")) roles.insert(e["choices"][0]["index"].get<size_t>());
     EXPECT_EQ(roles, (std::set<size_t>{0, 1, 2}));
+}
+
+// echo with logprobs: the prompt is scored (the scheduler's prompt_logprobs) and its tokens open the logprobs, the
+// first with null as OpenAI shows it; the answer's offsets count from the start of the echoed text.
+TEST_F(HttpServerTest, EchoWithLogprobsScoresThePrompt) {
+    const std::vector<int32_t> ids = qwen().encode("Say hi");
+    ASSERT_GE(ids.size(), 2u);
+    const int32_t hello = *qwen().token_id("Hello");
+    std::vector<sampling::TokenLogprobs> scores;
+    for (size_t i = 1; i < ids.size(); ++i) scores.push_back({ids[i], -1.5f * static_cast<float>(i), {{hello, -0.25f}}});
+    script_.clear();
+    script_.push_back({{hello}, {{hello, -0.5f, {{hello, -0.5f}}}}, Finish::None, "", scores});
+    script_.push_back({{}, {}, Finish::Stop, "", {}});
+    start();
+    const std::string req = R"({"prompt": "Say hi", "echo": true, "logprobs": 1)";
+    const json body = json::parse(post("/v1/completions", req + "}")->body);
+    EXPECT_EQ(submitted().back().prompt_logprobs, 1);
+    const json& c = body["choices"][0];
+    EXPECT_EQ(c["text"], "Say hiHello");
+    const json& lp = c["logprobs"];
+    ASSERT_EQ(lp["tokens"].size(), ids.size() + 1) << lp;
+    std::string prompt_text;
+    for (size_t i = 0; i < ids.size(); ++i) {
+        EXPECT_EQ(lp["tokens"][i], qwen().decode({ids[i]}));
+        EXPECT_EQ(lp["text_offset"][i], prompt_text.size());  // ASCII: characters are bytes
+        prompt_text += qwen().decode({ids[i]});
+        if (i == 0) {
+            EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+            EXPECT_TRUE(lp["top_logprobs"][0].is_null());
+        } else {
+            EXPECT_EQ(lp["token_logprobs"][i], -1.5 * static_cast<double>(i));
+            EXPECT_EQ(lp["top_logprobs"][i], json({{"Hello", -0.25}}));
+        }
+    }
+    EXPECT_EQ(lp["tokens"].back(), "Hello");
+    EXPECT_EQ(lp["token_logprobs"].back(), -0.5);
+    EXPECT_EQ(lp["text_offset"].back(), 6);  // after "Say hi"
+
+    const std::vector<json> ev = events(post("/v1/completions", req + R"(, "stream": true})")->body);
+    ASSERT_GE(ev.size(), 3u);
+    EXPECT_EQ(ev[0]["choices"][0]["text"], "Say hi");  // the echo comes with the prompt's logprobs
+    EXPECT_EQ(ev[0]["choices"][0]["logprobs"]["tokens"].size(), ids.size());
+    EXPECT_EQ(ev[1]["choices"][0]["text"], "Hello");
+    EXPECT_EQ(ev[1]["choices"][0]["logprobs"]["text_offset"], json::array({6}));
 }
 
 TEST_F(HttpServerTest, AnApiKeyGuardsEveryRouteButHealth) {

@@ -230,13 +230,13 @@ TEST(OpenAIRequest, CompletionsTakeAListOfPromptsAndNChoicesOfEach) {
     EXPECT_EQ(param_of(many + "]").param, "prompt");
 }
 
-// echo prepends the prompt (not with logprobs: no prompt log-probabilities); best_of only as n; no suffix.
+// echo prepends the prompt (with logprobs, scored too); best_of only as n; no suffix.
 TEST(OpenAIRequest, CompletionsEchoBestOfAndSuffix) {
     EXPECT_FALSE(completion(R"("prompt": "x")").echo);
     EXPECT_TRUE(completion(R"("prompt": "x", "echo": true, "best_of": 1)").echo);
     EXPECT_EQ(completion(R"("prompt": "x", "n": 2, "best_of": 2)").n, 2);
     const auto param_of = [](const std::string& fields) { return error_of(Endpoint::Completions, "{" + fields + "}"); };
-    EXPECT_EQ(param_of(R"("prompt": "x", "echo": true, "logprobs": 0)").param, "echo");
+    EXPECT_EQ(completion(R"("prompt": "x", "echo": true, "logprobs": 2)").sampling.logprobs, 2);  // prompt scored
     EXPECT_EQ(param_of(R"("prompt": "x", "echo": "yes")").param, "echo");
     const ApiError best_of = param_of(R"("prompt": "x", "best_of": 2)");
     EXPECT_EQ(best_of.param, "best_of");

@@ -161,7 +161,10 @@ class Row {
         find_max();
         const bool live = sh_.m > -INFINITY;
         int32_t id = static_cast<int32_t>(sh_.argmax);
-        if (p.temperature != 0.0f && live) id = draw_token(p, sampling::draw_number(*a_.step, a_.step_offset, p));
+        if (p.forced > 0 && p.forced <= V_)
+            id = p.forced - 1;
+        else if (p.temperature != 0.0f && live)
+            id = draw_token(p, sampling::draw_number(*a_.step, a_.step_offset, p));
         if (p.logprobs >= 0) {
             const double log_z = live ? log(chunked_mass(1.0, -INFINITY)) : 0.0;
             const int64_t n = p.logprobs < sh_.valid ? p.logprobs : sh_.valid;

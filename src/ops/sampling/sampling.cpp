@@ -43,6 +43,7 @@ void check_params(const RowParams& p) {
     require(finite(p.presence_penalty) && finite(p.frequency_penalty), "sample",
             "presence and frequency penalties must be finite");
     require(p.logprobs >= -1 && p.logprobs <= kMaxLogprobs, "sample", "logprobs must be in [-1, 20]");
+    require(p.forced >= 0, "sample", "forced must be >= 0");
 }
 
 SamplingWorkspace make_workspace(Backend& backend, int64_t max_rows, int64_t vocab) {
@@ -99,7 +100,9 @@ RowResult sample_row_reference(float* x, int64_t V, const RowParams& p, int32_t*
     RowResult res;
     res.id = argmax;
     const bool live = m > -INFINITY;
-    if (p.temperature != 0.0f && live) {
+    if (p.forced > 0 && p.forced <= V) {
+        res.id = p.forced - 1;
+    } else if (p.temperature != 0.0f && live) {
         std::vector<int32_t> cand = ranked;
         if (p.top_k > 0 && static_cast<size_t>(p.top_k) < cand.size()) cand.resize(static_cast<size_t>(p.top_k));
         if (p.top_p < 1.0f) {

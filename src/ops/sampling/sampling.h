@@ -10,8 +10,9 @@
 //      x *= r; then with g = counts[v] & kCountMask (times generated, OpenAI): x -= g * frequency + (g > 0) * presence.
 //   2. logprobs, when asked (params.logprobs >= 0): from the penalised logits at temperature 1 over the whole
 //      vocabulary (log-softmax), the chosen token's and the params.logprobs best tokens' (rank order below).
-//   3. temperature == 0: the id is argmax (the lowest index wins ties; NaN never wins), exactly Backend::argmax.
-//      Otherwise, over the candidates (every non-NaN token):
+//   3. forced in [1, V]: the id is forced - 1 (steps 4-7 skipped). Else, temperature == 0: the id is argmax (the
+//      lowest index wins ties; NaN never wins), exactly Backend::argmax. Otherwise, over the candidates (every
+//      non-NaN token):
 //   4. top_k > 0: the top_k best by rank (logit descending, then id ascending); all of them when fewer.
 //   5. top_p < 1: with p_i = w1_i / Z (w1 = exp(x - max), Z summed over the candidates in ascending id order),
 //      the shortest rank-order prefix whose cumulative p (summed in rank order) reaches top_p.
@@ -81,7 +82,9 @@ struct RowParams {
     // Subtracted from step + step_offset to give the draw number, so a sequence that joins a running batch (whose
     // step counter is already past 0) still draws 0, 1, 2, ... for its own tokens.
     int32_t draw_base = 0;
-    int32_t reserved = 0;
+    // > 0: the row's token is forced - 1 (when below the vocabulary), not chosen: a given token is scored (a prompt
+    // token's log-probability, Engine::admit's prompt_logprobs). 0: chosen as below.
+    int32_t forced = 0;
 
     TRACELM_SAMPLING_HD bool penalised() const {
         return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f;

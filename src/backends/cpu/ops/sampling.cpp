@@ -85,7 +85,7 @@ class Row {
             for (int64_t v = 0; v < V_; ++v) x_[v] = sampling::penalise(x_[v], c[v], p);
         }
         const bool want_lp = p.logprobs >= 0;
-        // Greedy rows without logprobs need argmax only.
+        // Greedy (or forced) rows without logprobs need argmax only.
         if (p.temperature != 0.0f || want_lp) {
             // Branch-free so that it vectorises: a NaN never passes `>` and counts as invalid.
             float m = -INFINITY;
@@ -109,8 +109,9 @@ class Row {
             }
             return z_all;
         };
-        const int32_t id = p.temperature != 0.0f && live ? draw_token(p, draw, total)
-                                                         : static_cast<int32_t>(sampling::argmax_row(x_, V_));
+        const int32_t id = p.forced > 0 && p.forced <= V_      ? p.forced - 1
+                           : p.temperature != 0.0f && live ? draw_token(p, draw, total)
+                                                           : static_cast<int32_t>(sampling::argmax_row(x_, V_));
         if (want_lp) {
             const double log_z = live ? std::log(total()) : 0.0;
             auto lp = [&](int32_t v) {
