@@ -102,6 +102,16 @@ struct DsaTopkWorkspace {
     int64_t max_keys = 0;
 };
 
+// The experts of one MoE layer for moe_ffn (ops/moe/moe.h): `count` experts' matrices stacked, gate and up
+// [count * I, H], down [count * H, I], all of one weight type.
+struct MoeExperts {
+    const Tensor* gate = nullptr;
+    const Tensor* up = nullptr;
+    const Tensor* down = nullptr;
+    int64_t count = 0;
+    Activation act = Activation::Silu;
+};
+
 // Scratch of sample() for up to max_rows rows of `vocab` logits, made once (outside capture) by
 // sampling::make_workspace in ops/sampling/sampling.h.
 struct SamplingWorkspace {
@@ -138,6 +148,7 @@ struct BackendCapabilities {
     int max_head_dim = 0;             // rope, attention
     // The repacked weight types (the fast numerics) run faster here than GGML's own: a server's default.
     bool repacked_faster = false;
+    bool moe = false;  // moe_route and moe_ffn (mixture-of-experts models)
 
     bool has_weight_type(DType dt) const { return std::find(weight_types.begin(), weight_types.end(), dt) != weight_types.end(); }
     bool has_kv_type(DType dt) const { return std::find(kv_types.begin(), kv_types.end(), dt) != kv_types.end(); }
@@ -247,6 +258,14 @@ class Backend {
                           const AttentionMeta& meta, const Tensor& indices, int heads, int kv_heads,
                           int head_dim, float scale, const Tensor& out);
 
+    // ---- mixture of experts (semantics in ops/moe/moe.h; capabilities().moe) ----
+    // ids / weights [T, k]: each row's k experts of router logits [T, E], best first, and their weights.
+    void moe_route(const Tensor& logits, bool normalize, const Tensor& ids, const Tensor& weights);
+    // out[t] = the weighted sum over row t's k experts of their SwiGLU (act-gated) FFN of x[t], in slot order;
+    // batch_rows as for matmul.
+    void moe_ffn(const Tensor& x, const Tensor& ids, const Tensor& weights, const MoeExperts& experts,
+                 const Tensor& out, int64_t batch_rows = 1);
+
    protected:
     // The ops as each backend runs them, after the public entry points above checked their arguments.
     virtual void do_copy(const Tensor& dst, const Tensor& src) = 0;
@@ -282,6 +301,10 @@ class Backend {
     virtual void do_sparse_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                                      const AttentionMeta& meta, const Tensor& indices, int heads, int kv_heads,
                                      int head_dim, float scale, const Tensor& out) = 0;
+
+    virtual void do_moe_route(const Tensor& logits, bool normalize, const Tensor& ids, const Tensor& weights) = 0;
+    virtual void do_moe_ffn(const Tensor& x, const Tensor& ids, const Tensor& weights, const MoeExperts& experts,
+                            const Tensor& out, int64_t batch_rows) = 0;
 
     virtual Buffer* do_alloc(size_t bytes, const std::string& name) = 0;
     virtual void do_free(Buffer* b) = 0;

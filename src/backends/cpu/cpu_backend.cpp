@@ -27,7 +27,7 @@ const BackendCapabilities& CpuBackend::static_capabilities() {
     // The portable products of the repacked types are a slow reference; the SIMD ones outrun GGML's order on most
     // types (up to 1.7x on AVX2, about 3x with AVX-512 VNNI; docs/performance.md).
     static const BackendCapabilities caps{checks::all_weight_types(), {DType::F32, DType::F16}, kMaxHeadDim,
-                                          active_isa() != Isa::Portable};
+                                          active_isa() != Isa::Portable, /*moe=*/true};
     return caps;
 }
 

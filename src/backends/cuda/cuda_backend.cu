@@ -316,6 +316,15 @@ void CudaBackend::do_sparse_attention(const Tensor& q, const Tensor& k_cache, co
     paged_attention(q, k_cache, v_cache, meta, &indices, heads, kv_heads, head_dim, scale, out, "sparse_attention");
 }
 
+// Mixture-of-experts ops are not on this backend yet (capabilities().moe is false, so no MoE model loads here).
+void CudaBackend::do_moe_route(const Tensor&, bool, const Tensor&, const Tensor&) {
+    throw std::runtime_error("moe_route: the CUDA backend has no mixture-of-experts ops yet");
+}
+
+void CudaBackend::do_moe_ffn(const Tensor&, const Tensor&, const Tensor&, const MoeExperts&, const Tensor&, int64_t) {
+    throw std::runtime_error("moe_ffn: the CUDA backend has no mixture-of-experts ops yet");
+}
+
 void CudaBackend::do_add(const Tensor& a, const Tensor& b, const Tensor& out) {
     ops::add(a.ptr<float>(), b.ptr<float>(), out.ptr<float>(), out.numel(), impl_->stream);
 }

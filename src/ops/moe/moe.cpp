@@ -1,0 +1,68 @@
+#include "ops/moe/moe.h"
+
+#include <stdexcept>
+#include <string>
+
+namespace tracelm::moe {
+
+namespace {
+
+[[noreturn]] void bad(const char* op, const std::string& what) { throw std::invalid_argument(std::string(op) + ": " + what); }
+
+std::string shape(const Tensor& t) { return "'" + t.name() + "' [" + std::to_string(t.rows) + ", " + std::to_string(t.cols) + "]"; }
+
+void need(const char* op, const Tensor& t, DType dt) {
+    if (t.dtype != dt)
+        bad(op, "tensor '" + t.name() + "' has dtype " + std::string(dtype_name(t.dtype)) + ", expected " +
+                    std::string(dtype_name(dt)));
+}
+
+}  // namespace
+
+void check_route_args(const Tensor& logits, const Tensor& ids, const Tensor& weights) {
+    need("moe_route", logits, DType::F32);
+    need("moe_route", ids, DType::I32);
+    need("moe_route", weights, DType::F32);
+    if (ids.rows != logits.rows || weights.rows != logits.rows || ids.cols != weights.cols || ids.cols < 1 ||
+        ids.cols > logits.cols)
+        bad("moe_route", "logits " + shape(logits) + ", ids " + shape(ids) + " and weights " + shape(weights) +
+                             " do not give 1 <= k <= experts for every row");
+}
+
+void check_ffn_args(const Tensor& x, const Tensor& ids, const Tensor& weights, const MoeExperts& e,
+                    const Tensor& out) {
+    need("moe_ffn", x, DType::F32);
+    need("moe_ffn", ids, DType::I32);
+    need("moe_ffn", weights, DType::F32);
+    need("moe_ffn", out, DType::F32);
+    if (!e.gate || !e.up || !e.down || e.count < 1) bad("moe_ffn", "the experts' gate, up and down weights are missing");
+    const Tensor &g = *e.gate, &u = *e.up, &d = *e.down;
+    const int64_t H = x.cols, I = g.rows / e.count;
+    if (g.rows % e.count != 0 || I < 1 || u.rows != g.rows || g.cols != H || u.cols != H || d.rows != e.count * H ||
+        d.cols != I || g.dtype != u.dtype || g.dtype != d.dtype)
+        bad("moe_ffn", "gate " + shape(g) + ", up " + shape(u) + " and down " + shape(d) + " are not " +
+                           std::to_string(e.count) + " experts' [I, " + std::to_string(H) + "], [I, " +
+                           std::to_string(H) + "] and [" + std::to_string(H) + ", I] of one dtype");
+    if (ids.rows != x.rows || weights.rows != x.rows || ids.cols != weights.cols || ids.cols < 1 ||
+        out.rows != x.rows || out.cols != H)
+        bad("moe_ffn", "x " + shape(x) + ", ids " + shape(ids) + ", weights " + shape(weights) + " and out " +
+                           shape(out) + " disagree");
+}
+
+}  // namespace tracelm::moe
+
+namespace tracelm {
+
+// The entry points of the MoE ops, here beside their checks (runtime/backend.h).
+void Backend::moe_route(const Tensor& logits, bool normalize, const Tensor& ids, const Tensor& weights) {
+    moe::check_route_args(logits, ids, weights);
+    do_moe_route(logits, normalize, ids, weights);
+}
+
+void Backend::moe_ffn(const Tensor& x, const Tensor& ids, const Tensor& weights, const MoeExperts& experts,
+                      const Tensor& out, int64_t batch_rows) {
+    moe::check_ffn_args(x, ids, weights, experts, out);
+    do_moe_ffn(x, ids, weights, experts, out, batch_rows);
+}
+
+}  // namespace tracelm

@@ -1,0 +1,39 @@
+// Mixture-of-experts FFN ops (Qwen3-MoE's sparse MLP), as llama.cpp's build_moe_ffn computes it; the routing and the
+// grouping of rows by expert run inside the ops, from device buffers, so a captured decode step needs no host read.
+//
+// moe_route(logits [T, E] f32, normalize, ids [T, k] i32, weights [T, k] f32), per row:
+//   p = softmax(logits) in f32 (ggml's SOFT_MAX: m = max, e_i = expf(x_i - m), their sum in double, p_i = e_i *
+//   (float)(1 / sum)); the k experts of largest p, best first (ties: the lower id first); weights[j] = p of expert
+//   ids[j], and with `normalize` (Qwen3's norm_topk_prob) each divided by their sum (in double, rounded to f32).
+//   NaN logits count as -inf; a row whose largest logit is not finite routes to experts 0..k-1 with weight 0.
+// moe_ffn(x [T, H] f32, ids [T, k], weights [T, k], experts, out [T, H] f32), per row t:
+//   out[t] = sum over slots j = 0..k-1, in that order, of weights[t, j] * y_j, where y_j = down_e . (act(gate_e . x_t)
+//   * (up_e . x_t)) with e = ids[t, j]: each product rounded to f32 and the sum taken slot after slot from slot 0's
+//   (ggml's MUL by the weights, then ADD of the slots' views in order). gate_e / up_e are rows [e*I, (e+1)*I) of
+//   the stacked gate / up weights [E*I, H], down_e rows [e*H, (e+1)*H) of down [E*H, I]; every product is
+//   matmul's for that weight type with batch_rows' order, and an id outside [0, E) contributes nothing. A row's
+//   output depends on its own x, ids and weights only: backends group the rows by expert (each active expert's
+//   weights read once for all its rows) without changing any row's bits.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "runtime/backend.h"
+
+namespace tracelm::moe {
+
+// Throw std::invalid_argument ("moe_route: ..." / "moe_ffn: ...") on dtypes or shapes other than the above.
+void check_route_args(const Tensor& logits, const Tensor& ids, const Tensor& weights);
+void check_ffn_args(const Tensor& x, const Tensor& ids, const Tensor& weights, const MoeExperts& experts,
+                    const Tensor& out);
+
+}  // namespace tracelm::moe
+
+namespace tracelm::reference {
+
+// moe_route of one row of E logits into ids[k] and weights[k], exactly as defined above.
+void moe_route_row(const float* logits, int64_t experts, int k, bool normalize, int32_t* ids, float* weights);
+
+}  // namespace tracelm::reference

@@ -1,0 +1,323 @@
+// The mixture-of-experts ops (ops/moe/moe.h) on the CPU backend: moe_route against the reference row by row, bit for
+// bit (ties, NaN, infinite rows); moe_ffn against a second implementation built from the backend's own verified
+// ops, one (row, slot) at a time (matmul of the row by the expert's slice of the stacked weights, glu, the down
+// matmul, the weighted sum in slot order on the host), bit for bit on float, GGML-quantized and repacked weights,
+// and against double-precision math on f32 weights; a row's bits alone equal its bits among others; a recorded
+// graph routes from the logits uploaded before each replay, equals eager calls and allocates nothing.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "formats/quantize.h"
+#include "formats/repack.h"
+#include "ops/moe/moe.h"
+#include "support/test_support.h"
+
+namespace tracelm {
+namespace {
+
+// A device tensor of the backend, freed with it.
+struct Device {
+    explicit Device(Backend& b) : be(b) {}
+    ~Device() {
+        for (Buffer* b : buffers) be.free(b);
+    }
+    Tensor make(const std::string& name, DType dt, int64_t rows, int64_t cols) {
+        buffers.push_back(be.alloc(dtype_row_bytes(dt, cols) * static_cast<size_t>(rows), name));
+        return whole(buffers.back(), dt, rows, cols);
+    }
+    Tensor f32(const std::string& name, int64_t rows, int64_t cols, const std::vector<float>& v) {
+        Tensor t = make(name, DType::F32, rows, cols);
+        be.upload(t, v.data());
+        return t;
+    }
+    Tensor i32(const std::string& name, int64_t rows, int64_t cols, const std::vector<int32_t>& v) {
+        Tensor t = make(name, DType::I32, rows, cols);
+        be.upload(t, v.data());
+        return t;
+    }
+    // f32 values stored as `dt` (quantized by formats/quantize.h; a repacked type: its GGML type's rows repacked).
+    Tensor weight(const std::string& name, DType dt, int64_t rows, int64_t cols, const std::vector<float>& v) {
+        const DType plain = dtype_unpacked(dt);
+        std::vector<char> bytes(dtype_row_bytes(plain, cols) * static_cast<size_t>(rows));
+        for (int64_t r = 0; r < rows; ++r)
+            quantize_row(plain, v.data() + r * cols, cols, bytes.data() + static_cast<size_t>(r) * dtype_row_bytes(plain, cols));
+        if (dt != plain) {
+            std::vector<char> packed(bytes.size());
+            repack_r16(plain, bytes.data(), packed.data(), rows, cols);
+            bytes.swap(packed);
+        }
+        Tensor t = make(name, dt, rows, cols);
+        be.upload(t, bytes.data());
+        return t;
+    }
+    std::vector<float> read(const Tensor& t) {
+        std::vector<float> v(static_cast<size_t>(t.numel()));
+        be.download(t, v.data());
+        return v;
+    }
+    Backend& be;
+    std::vector<Buffer*> buffers;
+};
+
+std::vector<float> randn(std::mt19937& rng, size_t n, float scale = 1.0f) {
+    std::normal_distribution<float> d(0.0f, scale);
+    std::vector<float> v(n);
+    for (float& x : v) x = d(rng);
+    return v;
+}
+
+bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+TEST(MoeRoute, EveryRowIsTheReferences) {
+    cpu::CpuBackend be(2);
+    Device d(be);
+    const int64_t T = 37, E = 64;
+    std::mt19937 rng(11);
+    std::vector<float> logits = randn(rng, static_cast<size_t>(T * E), 2.0f);
+    for (int64_t i = 0; i < E; ++i) {
+        logits[static_cast<size_t>(E + i)] = std::round(logits[static_cast<size_t>(E + i)]);  // row 1: many ties
+        logits[static_cast<size_t>(2 * E + i)] = -INFINITY;                                   // row 2: none finite
+    }
+    logits[static_cast<size_t>(3 * E + 5)] = NAN;       // row 3: a NaN counts as -inf
+    logits[static_cast<size_t>(4 * E + 9)] = INFINITY;  // row 4: an infinite maximum
+    const Tensor l = d.f32("logits", T, E, logits);
+    for (const int k : {1, 8, 64}) {
+        for (const bool normalize : {false, true}) {
+            SCOPED_TRACE(::testing::Message() << "k " << k << (normalize ? " normalized" : ""));
+            const Tensor ids = d.make("ids", DType::I32, T, k), w = d.make("w", DType::F32, T, k);
+            be.moe_route(l, normalize, ids, w);
+            std::vector<int32_t> got_ids(static_cast<size_t>(T * k));
+            be.download(ids, got_ids.data());
+            const std::vector<float> got_w = d.read(w);
+            for (int64_t t = 0; t < T; ++t) {
+                std::vector<int32_t> want_ids(static_cast<size_t>(k));
+                std::vector<float> want_w(static_cast<size_t>(k));
+                reference::moe_route_row(logits.data() + t * E, E, k, normalize, want_ids.data(), want_w.data());
+                for (int j = 0; j < k; ++j) {
+                    ASSERT_EQ(got_ids[static_cast<size_t>(t * k + j)], want_ids[static_cast<size_t>(j)]) << t << " " << j;
+                    ASSERT_TRUE(same_bits(got_w[static_cast<size_t>(t * k + j)], want_w[static_cast<size_t>(j)]))
+                        << t << " " << j;
+                }
+            }
+        }
+    }
+    // The reference itself on a row worked by hand: softmax of (0, ln 3, ln 2) is (1/6, 3/6, 2/6).
+    const float row[3] = {0.0f, std::log(3.0f), std::log(2.0f)};
+    int32_t ids[2];
+    float w[2];
+    reference::moe_route_row(row, 3, 2, true, ids, w);
+    EXPECT_EQ(ids[0], 1);
+    EXPECT_EQ(ids[1], 2);
+    EXPECT_NEAR(w[0], 0.6, 1e-6);
+    EXPECT_NEAR(w[1], 0.4, 1e-6);
+}
+
+struct Layer {
+    int64_t E, H, I, k;
+    Tensor gate, up, down;
+    MoeExperts experts() const { return MoeExperts{&gate, &up, &down, E, Activation::Silu}; }
+};
+
+Layer make_layer(Device& d, DType dt, int64_t E, int64_t H, int64_t I, int64_t k, std::mt19937& rng,
+                 std::vector<float>* gate = nullptr, std::vector<float>* up = nullptr, std::vector<float>* down = nullptr) {
+    std::vector<float> g = randn(rng, static_cast<size_t>(E * I * H), 0.1f), u = randn(rng, g.size(), 0.1f),
+                       dn = randn(rng, static_cast<size_t>(E * H * I), 0.1f);
+    Layer l{E, H, I, k, d.weight("gate_exps", dt, E * I, H, g), d.weight("up_exps", dt, E * I, H, u),
+            d.weight("down_exps", dt, E * H, I, dn)};
+    if (gate) *gate = g;
+    if (up) *up = u;
+    if (down) *down = dn;
+    return l;
+}
+
+// Row t's output as the backend's own ops compute each (row, slot): the row by the expert's slices, glu, the down
+// product, then the weighted sum in slot order (ids outside [0, E) skipped).
+std::vector<float> composed(Device& d, const Layer& l, const std::vector<float>& x, const std::vector<int32_t>& ids,
+                            const std::vector<float>& w, int64_t t, int64_t batch_rows) {
+    Backend& be = d.be;
+    const Tensor xt = d.f32("x_t", 1, l.H, std::vector<float>(x.begin() + t * l.H, x.begin() + (t + 1) * l.H));
+    const Tensor g = d.make("g", DType::F32, 1, l.I), u = d.make("u", DType::F32, 1, l.I),
+                 y = d.make("y", DType::F32, 1, l.H);
+    std::vector<float> out(static_cast<size_t>(l.H), 0.0f);
+    bool first = true;
+    for (int64_t j = 0; j < l.k; ++j) {
+        const int32_t e = ids[static_cast<size_t>(t * l.k + j)];
+        if (e < 0 || e >= l.E) continue;
+        be.matmul(xt, l.gate.slice_rows(e * l.I, l.I), nullptr, g, batch_rows);
+        be.matmul(xt, l.up.slice_rows(e * l.I, l.I), nullptr, u, batch_rows);
+        be.glu(g, u, Activation::Silu, g);
+        be.matmul(g, l.down.slice_rows(e * l.H, l.H), nullptr, y, batch_rows);
+        const std::vector<float> yv = d.read(y);
+        const float wt = w[static_cast<size_t>(t * l.k + j)];
+        for (int64_t c = 0; c < l.H; ++c) {
+            const float term = wt * yv[static_cast<size_t>(c)];
+            out[static_cast<size_t>(c)] = first ? term : out[static_cast<size_t>(c)] + term;
+        }
+        first = false;
+    }
+    return out;
+}
+
+// Ids with overlapping and disjoint experts across rows, one slot outside [0, E), one row with a repeated expert.
+std::vector<int32_t> route(int64_t T, int64_t k, int64_t E, std::mt19937& rng) {
+    std::vector<int32_t> ids(static_cast<size_t>(T * k));
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t j = 0; j < k; ++j) ids[static_cast<size_t>(t * k + j)] = static_cast<int32_t>((t * 3 + j * 5 + rng() % 2) % E);
+    ids[1] = static_cast<int32_t>(E);  // contributes nothing
+    if (T > 2) ids[static_cast<size_t>(2 * k + 1)] = ids[static_cast<size_t>(2 * k)];
+    return ids;
+}
+
+class MoeFfnWeights : public ::testing::TestWithParam<DType> {};
+
+TEST_P(MoeFfnWeights, EachRowIsItsExpertsWeightedInSlotOrderAndAloneAsAmongOthers) {
+    const DType dt = GetParam();
+    cpu::CpuBackend be(2);
+    Device d(be);
+    std::mt19937 rng(5);
+    const int64_t E = 6, H = 64, I = 96, k = 3, T = 9;
+    const Layer l = make_layer(d, dt, E, H, I, k, rng);
+    const std::vector<float> x = randn(rng, static_cast<size_t>(T * H));
+    const std::vector<int32_t> ids = route(T, k, E, rng);
+    std::vector<float> w = randn(rng, static_cast<size_t>(T * k), 0.5f);
+    for (const int64_t batch_rows : {int64_t{1}, T}) {
+        SCOPED_TRACE(::testing::Message() << "batch_rows " << batch_rows);
+        const Tensor xt = d.f32("x", T, H, x), it = d.i32("ids", T, k, ids), wt = d.f32("w", T, k, w);
+        const Tensor out = d.make("out", DType::F32, T, H);
+        be.moe_ffn(xt, it, wt, l.experts(), out, batch_rows);
+        const std::vector<float> got = d.read(out);
+        for (int64_t t = 0; t < T; ++t) {
+            const std::vector<float> want = composed(d, l, x, ids, w, t, batch_rows);
+            for (int64_t c = 0; c < H; ++c)
+                ASSERT_TRUE(same_bits(got[static_cast<size_t>(t * H + c)], want[static_cast<size_t>(c)]))
+                    << "row " << t << " col " << c << ": " << got[static_cast<size_t>(t * H + c)] << " vs "
+                    << want[static_cast<size_t>(c)];
+            // The row alone gives the same bits.
+            const Tensor x1 = d.f32("x1", 1, H, std::vector<float>(x.begin() + t * H, x.begin() + (t + 1) * H));
+            const Tensor i1 = d.i32("i1", 1, k, std::vector<int32_t>(ids.begin() + t * k, ids.begin() + (t + 1) * k));
+            const Tensor w1 = d.f32("w1", 1, k, std::vector<float>(w.begin() + t * k, w.begin() + (t + 1) * k));
+            const Tensor o1 = d.make("o1", DType::F32, 1, H);
+            be.moe_ffn(x1, i1, w1, l.experts(), o1, batch_rows);
+            const std::vector<float> alone = d.read(o1);
+            for (int64_t c = 0; c < H; ++c)
+                ASSERT_TRUE(same_bits(alone[static_cast<size_t>(c)], got[static_cast<size_t>(t * H + c)]))
+                    << "row " << t << " col " << c << ": " << alone[static_cast<size_t>(c)] << " alone vs "
+                    << got[static_cast<size_t>(t * H + c)];
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, MoeFfnWeights,
+                         ::testing::Values(DType::F32, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q8_0_R16,
+                                           DType::Q4_0_R16),
+                         [](const auto& type) { return std::string(dtype_name(type.param)); });
+
+// f32 experts against the definition in double precision.
+TEST(MoeFfn, F32ExpertsFollowTheDefinition) {
+    cpu::CpuBackend be(2);
+    Device d(be);
+    std::mt19937 rng(7);
+    const int64_t E = 4, H = 32, I = 48, k = 2, T = 5;
+    std::vector<float> g, u, dn;
+    const Layer l = make_layer(d, DType::F32, E, H, I, k, rng, &g, &u, &dn);
+    const std::vector<float> x = randn(rng, static_cast<size_t>(T * H));
+    const std::vector<int32_t> ids = {0, 3, 1, 1, 2, 0, 3, 2, 1, 0};
+    const std::vector<float> w = randn(rng, static_cast<size_t>(T * k));
+    const Tensor out = d.make("out", DType::F32, T, H);
+    be.moe_ffn(d.f32("x", T, H, x), d.i32("ids", T, k, ids), d.f32("w", T, k, w), l.experts(), out);
+    const std::vector<float> got = d.read(out);
+    for (int64_t t = 0; t < T; ++t) {
+        std::vector<double> want(static_cast<size_t>(H), 0.0);
+        for (int64_t j = 0; j < k; ++j) {
+            const int64_t e = ids[static_cast<size_t>(t * k + j)];
+            std::vector<double> h(static_cast<size_t>(I));
+            for (int64_t i = 0; i < I; ++i) {
+                double a = 0, b = 0;
+                for (int64_t c = 0; c < H; ++c) {
+                    a += static_cast<double>(g[static_cast<size_t>((e * I + i) * H + c)]) * x[static_cast<size_t>(t * H + c)];
+                    b += static_cast<double>(u[static_cast<size_t>((e * I + i) * H + c)]) * x[static_cast<size_t>(t * H + c)];
+                }
+                h[static_cast<size_t>(i)] = a / (1 + std::exp(-a)) * b;
+            }
+            for (int64_t c = 0; c < H; ++c) {
+                double y = 0;
+                for (int64_t i = 0; i < I; ++i) y += static_cast<double>(dn[static_cast<size_t>((e * H + c) * I + i)]) * h[static_cast<size_t>(i)];
+                want[static_cast<size_t>(c)] += w[static_cast<size_t>(t * k + j)] * y;
+            }
+        }
+        for (int64_t c = 0; c < H; ++c) EXPECT_NEAR(got[static_cast<size_t>(t * H + c)], want[static_cast<size_t>(c)], 1e-4) << t << " " << c;
+    }
+}
+
+// Route and FFN recorded once: each replay routes from the logits uploaded before it (the experts change from
+// replay to replay), equals the eager ops and allocates nothing.
+TEST(MoeFfn, AGraphRoutesOnTheDeviceAsEagerCallsDo) {
+    cpu::CpuBackend be(2);
+    Device d(be);
+    std::mt19937 rng(9);
+    const int64_t E = 8, H = 64, I = 32, k = 2, T = 4;
+    const Layer l = make_layer(d, DType::Q8_0, E, H, I, k, rng);
+    const Tensor x = d.f32("x", T, H, randn(rng, static_cast<size_t>(T * H)));
+    const Tensor logits = d.make("logits", DType::F32, T, E), ids = d.make("ids", DType::I32, T, k),
+                 w = d.make("w", DType::F32, T, k), out = d.make("out", DType::F32, T, H),
+                 eager = d.make("eager", DType::F32, T, H);
+    be.upload(logits, randn(rng, static_cast<size_t>(T * E)).data());
+    be.moe_route(logits, true, ids, w);
+    be.moe_ffn(x, ids, w, l.experts(), out);  // warms the backend's scratch
+    be.begin_capture();
+    be.moe_route(logits, true, ids, w);
+    be.moe_ffn(x, ids, w, l.experts(), out);
+    const GraphId graph = be.end_capture();
+    uint64_t allocations = 0;
+    std::vector<int32_t> previous;
+    int changed = 0;
+    for (int step = 0; step < 6; ++step) {
+        be.upload(logits, randn(rng, static_cast<size_t>(T * E), 3.0f).data());
+        const uint64_t before = testing::heap_allocations().load();
+        be.replay(graph);
+        allocations += testing::heap_allocations().load() - before;
+        std::vector<int32_t> chosen(static_cast<size_t>(T * k));
+        be.download(ids, chosen.data());
+        changed += chosen != previous;
+        previous = chosen;
+        const std::vector<float> replayed = d.read(out);
+        be.moe_route(logits, true, ids, w);
+        be.moe_ffn(x, ids, w, l.experts(), eager);
+        ASSERT_EQ(replayed, d.read(eager)) << "step " << step;
+    }
+    EXPECT_EQ(allocations, 0u);
+    EXPECT_GE(changed, 5);
+    be.destroy_graph(graph);
+}
+
+TEST(MoeOps, BadShapesAreRefusedByName) {
+    cpu::CpuBackend be(1);
+    Device d(be);
+    std::mt19937 rng(1);
+    const Layer l = make_layer(d, DType::F32, 4, 16, 8, 2, rng);
+    const Tensor x = d.make("x", DType::F32, 3, 16), ids = d.make("ids", DType::I32, 3, 2),
+                 w = d.make("w", DType::F32, 3, 2), out = d.make("out", DType::F32, 3, 16);
+    const Tensor logits = d.make("logits", DType::F32, 3, 4);
+    EXPECT_THROW(be.moe_route(logits, true, d.make("ids5", DType::I32, 3, 5), d.make("w5", DType::F32, 3, 5)),
+                 std::invalid_argument);  // k > experts
+    EXPECT_THROW(be.moe_route(logits, true, w, w), std::invalid_argument);  // ids not i32
+    MoeExperts bad = l.experts();
+    bad.count = 3;  // 32 gate rows are not 3 experts' rows
+    EXPECT_THROW(be.moe_ffn(x, ids, w, bad, out), std::invalid_argument);
+    EXPECT_THROW(be.moe_ffn(x, ids, w, l.experts(), d.make("o", DType::F32, 3, 8)), std::invalid_argument);
+    try {
+        be.moe_ffn(x, ids, w, MoeExperts{&l.gate, &l.up, &l.gate, 4, Activation::Silu}, out);
+        FAIL() << "down with gate's shape";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("moe_ffn"), std::string::npos) << e.what();
+    }
+}
+
+}  // namespace
+}  // namespace tracelm
