@@ -39,13 +39,16 @@ std::string tokenizer_dir(const MakeCheckpointOptions& opts) {
 
 struct Geometry {
     int hidden, intermediate, layers, heads, kv_heads, head_dim, max_positions;
+    // Qwen3-MoE: every layer's MLP is `experts` experts of moe_intermediate, experts_per_tok chosen per token.
+    int experts = 0, experts_per_tok = 0, moe_intermediate = 0;
 };
 constexpr int kQwen3Vocab = 151936;
 
 Geometry geometry_by_name(const std::string& name) {
     if (name == "tiny") return {64, 192, 2, 4, 2, 32, 4096};
     if (name == "qwen3-0.6b") return {1024, 3072, 28, 16, 8, 128, 40960};
-    throw std::runtime_error("unknown checkpoint geometry '" + name + "' (supported: tiny, qwen3-0.6b)");
+    if (name == "moe-tiny") return {64, 192, 2, 4, 2, 32, 4096, 8, 2, 32};
+    throw std::runtime_error("unknown checkpoint geometry '" + name + "' (supported: tiny, qwen3-0.6b, moe-tiny)");
 }
 
 // How a tensor's values are drawn: fan_in > 0: uniform in +-sqrt(3 / fan_in) (unit-variance
@@ -72,9 +75,20 @@ std::vector<RandomTensor> qwen3_tensors(const Geometry& g, DType dt) {
         add(p + "self_attn.o_proj.weight", {H, q}, q);
         add(p + "self_attn.q_norm.weight", {hd}, 0);
         add(p + "self_attn.k_norm.weight", {hd}, 0);
-        add(p + "mlp.gate_proj.weight", {I, H}, H);
-        add(p + "mlp.up_proj.weight", {I, H}, H);
-        add(p + "mlp.down_proj.weight", {H, I}, I);
+        if (g.experts > 0) {
+            const int64_t MI = g.moe_intermediate;
+            add(p + "mlp.gate.weight", {g.experts, H}, H);
+            for (int e = 0; e < g.experts; ++e) {
+                const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
+                add(x + "gate_proj.weight", {MI, H}, H);
+                add(x + "up_proj.weight", {MI, H}, H);
+                add(x + "down_proj.weight", {H, MI}, MI);
+            }
+        } else {
+            add(p + "mlp.gate_proj.weight", {I, H}, H);
+            add(p + "mlp.up_proj.weight", {I, H}, H);
+            add(p + "mlp.down_proj.weight", {H, I}, I);
+        }
         add(p + "input_layernorm.weight", {H}, 0);
         add(p + "post_attention_layernorm.weight", {H}, 0);
     }
@@ -128,7 +142,7 @@ void write_random_tensor(const RandomTensor& t, uint64_t seed, DType dtype, bool
 }
 
 json qwen3_config_json(const Geometry& g, DType dt) {
-    return json{
+    json j{
         {"architectures", {"Qwen3ForCausalLM"}},
         {"attention_bias", false},
         {"attention_dropout", 0.0},
@@ -155,6 +169,17 @@ json qwen3_config_json(const Geometry& g, DType dt) {
         {"use_sliding_window", false},
         {"vocab_size", kQwen3Vocab},
     };
+    if (g.experts > 0) {
+        j["architectures"] = {"Qwen3MoeForCausalLM"};
+        j["model_type"] = "qwen3_moe";
+        j["num_experts"] = g.experts;
+        j["num_experts_per_tok"] = g.experts_per_tok;
+        j["moe_intermediate_size"] = g.moe_intermediate;
+        j["norm_topk_prob"] = true;
+        j["decoder_sparse_step"] = 1;
+        j["mlp_only_layers"] = json::array();
+    }
+    return j;
 }
 
 void write_text(const fs::path& path, const std::string& text) {
@@ -207,6 +232,7 @@ void remove_old_weights(const fs::path& dir) {
 // the requested type, quantized from the f32 values; the norms are f32, as llama.cpp's converter keeps them,
 // holding what a checkpoint of that dtype holds (the bf16 values for bf16).
 void write_random_gguf(const Geometry& g, const MakeCheckpointOptions& opts) {
+    if (g.experts > 0) throw std::runtime_error("GGUF random checkpoints of mixture-of-experts geometries are not made yet");
     if (!can_quantize_to(opts.dtype))
         throw std::runtime_error("GGUF random checkpoints are f32, f16, bf16, q8_0 or q4_0, not " +
                                  std::string(dtype_name(opts.dtype)));

@@ -12,7 +12,7 @@ namespace tracelm {
 enum class CheckpointFormat { Safetensors, Gguf };
 
 struct MakeCheckpointOptions {
-    std::string geometry = "tiny";  // "tiny" or "qwen3-0.6b"
+    std::string geometry = "tiny";  // "tiny", "qwen3-0.6b", or "moe-tiny" (Qwen3-MoE: 8 experts, 2 per token)
     uint64_t seed = 0;
     CheckpointFormat format = CheckpointFormat::Safetensors;
     std::string out;           // Safetensors: the folder; Gguf: the file

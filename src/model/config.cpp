@@ -113,14 +113,14 @@ Arch parse_arch(const Fields& f) {
     if (!a.is_array() || a.empty() || !a[0].is_string())
         f.fail("architectures", "must be a non-empty list of strings, got " + untrusted::escape(a.dump()));
     const auto name = a[0].get<std::string>();
-    if (name == "Qwen3ForCausalLM") return Arch::Qwen3;
+    if (name == "Qwen3ForCausalLM" || name == "Qwen3MoeForCausalLM") return Arch::Qwen3;
     if (name == "Qwen2ForCausalLM") return Arch::Qwen2;
     // Mistral is Llama plus an optional sliding window on every layer.
     if (name == "LlamaForCausalLM" || name == "MistralForCausalLM") return Arch::Llama;
     // The multimodal checkpoint's text model (its config in text_config, its weights under model.language_model).
     if (name == "Gemma3ForCausalLM" || name == "Gemma3ForConditionalGeneration") return Arch::Gemma3;
     f.fail("architectures", "unsupported architecture '" + untrusted::escape(name) +
-                                "' (supported: Qwen3ForCausalLM, Qwen2ForCausalLM, LlamaForCausalLM, "
+                                "' (supported: Qwen3ForCausalLM, Qwen3MoeForCausalLM, Qwen2ForCausalLM, LlamaForCausalLM, "
                                 "MistralForCausalLM, Gemma3ForCausalLM, Gemma3ForConditionalGeneration)");
 }
 
@@ -274,6 +274,28 @@ void parse_gemma3(const Fields& f, ModelConfig& c) {
         f.fail("use_bidirectional_attention", "bidirectional attention is not supported");
 }
 
+constexpr int64_t kMaxExperts = 4096;
+
+// Qwen3-MoE's experts and which layers have them: as transformers builds Qwen3MoeDecoderLayer, a layer outside
+// mlp_only_layers whose (index + 1) is a multiple of decoder_sparse_step.
+void parse_moe(const Fields& f, ModelConfig& c) {
+    c.num_experts = static_cast<int>(f.integer("num_experts", 1, kMaxExperts));
+    c.num_experts_per_tok = static_cast<int>(f.integer("num_experts_per_tok", 1, c.num_experts));
+    c.moe_intermediate_size = static_cast<int>(f.integer("moe_intermediate_size", 1, kMaxIntermediate));
+    c.norm_topk_prob = f.boolean("norm_topk_prob", false);
+    const int64_t step = f.integer("decoder_sparse_step", 1, kMaxLayers, 1);
+    if (f.has("shared_expert_intermediate_size") && f.integer("shared_expert_intermediate_size", 0, kMaxIntermediate) != 0)
+        f.fail("shared_expert_intermediate_size", "shared experts are not supported");
+    c.layer_moe.assign(static_cast<size_t>(c.num_hidden_layers), 0);
+    for (size_t l = 0; l < c.layer_moe.size(); ++l) c.layer_moe[l] = (l + 1) % static_cast<size_t>(step) == 0;
+    if (f.has("mlp_only_layers")) {
+        const json& only = f.at("mlp_only_layers");
+        if (!only.is_array()) f.fail("mlp_only_layers", "must be a list of layer indices");
+        for (const json& v : only)
+            c.layer_moe[static_cast<size_t>(f.integer_value("mlp_only_layers", v, 0, c.num_hidden_layers - 1))] = 0;
+    }
+}
+
 void check_unsupported_features(const Fields& f) {
     if (f.has("partial_rotary_factor") && f.number("partial_rotary_factor", 0.0, 2.0) != 1.0)
         f.fail("partial_rotary_factor", "partial rotary embeddings are not supported");
@@ -329,6 +351,7 @@ ModelConfig parse(const json& top, const std::string& source) {
     c.qk_norm = c.qk_norm || c.arch == Arch::Qwen3;
     c.hidden_act = parse_activation(f, c);
     parse_layer_kinds(f, c);
+    if (c.architecture == "Qwen3MoeForCausalLM") parse_moe(f, c);
 
     if (f.has("bos_token_id")) c.bos_token_id = static_cast<int>(f.integer("bos_token_id", 0, c.vocab_size - 1));
     if (f.has("eos_token_id")) {

@@ -52,6 +52,17 @@ struct ModelConfig {
     double query_pre_attn_scalar = 0.0;  // 0: head_dim
     // Hugging Face tensor names start with this instead of "model." (the text model of a multimodal checkpoint).
     std::string weight_prefix = "model.";
+    // Mixture of experts (Qwen3-MoE): num_experts 0 is a dense model. A layer with layer_moe set replaces its MLP by
+    // num_experts SwiGLU experts of moe_intermediate_size, num_experts_per_tok of them chosen per token by a router
+    // (weights renormalised when norm_topk_prob); the others keep the dense MLP (decoder_sparse_step, mlp_only_layers).
+    int num_experts = 0;
+    int num_experts_per_tok = 0;
+    int moe_intermediate_size = 0;
+    bool norm_topk_prob = false;
+    std::vector<uint8_t> layer_moe;
+    bool is_moe(int layer) const {
+        return static_cast<size_t>(layer) < layer_moe.size() && layer_moe[static_cast<size_t>(layer)] != 0;
+    }
     std::optional<int> bos_token_id;
     std::vector<int> eos_token_ids;
     std::string torch_dtype;  // "torch_dtype" or, in newer files, "dtype"; empty if absent

@@ -25,6 +25,13 @@ Decoder::Decoder(const Model& model, Backend& backend, PagedKvCache& kv, int max
     last_ = activation("last_hidden", max_seqs, c.hidden_size);
     last_proj_ = activation("last_proj", max_seqs, c.hidden_size);
     logits_ = activation("logits", max_seqs, c.vocab_size);
+    if (c.num_experts > 0) {
+        router_logits_ = activation("router_logits", max_rows, c.num_experts);
+        expert_weights_ = activation("expert_weights", max_rows, c.num_experts_per_tok);
+        buffers_.push_back(backend_.alloc(static_cast<size_t>(max_rows) * c.num_experts_per_tok * sizeof(int32_t),
+                                          "expert_ids"));
+        expert_ids_ = whole(buffers_.back(), DType::I32, max_rows, c.num_experts_per_tok);
+    }
 }
 
 Decoder::~Decoder() {
@@ -70,9 +77,7 @@ void Decoder::forward(const StepInputs& in, int T, bool with_logits, int64_t bat
         if (L.attn_out_norm) backend_.rms_norm(proj, *L.attn_out_norm, eps, proj);
         if (last_layer) break;
         backend_.add_rms_norm(x, proj, L.post_norm, eps, h);
-        const MatmulOut gate_up[] = {{&L.gate_proj, nullptr, gate}, {&L.up_proj, nullptr, up}};
-        backend_.matmuls(h, gate_up, batch_rows);
-        backend_.glu_matmul(gate, up, c.hidden_act, L.down_proj, proj, batch_rows);
+        mlp(L, h, gate, up, proj, batch_rows);
         if (L.mlp_out_norm) backend_.rms_norm(proj, *L.mlp_out_norm, eps, proj);
         backend_.add_rms_norm(x, proj, w.layers[l + 1].input_norm, eps, h);
     }
@@ -88,22 +93,37 @@ void Decoder::forward(const StepInputs& in, int T, bool with_logits, int64_t bat
     }
     if (all_rows) {
         backend_.add_rms_norm(x, proj, L.post_norm, eps, h);
-        const MatmulOut all_gate_up[] = {{&L.gate_proj, nullptr, gate}, {&L.up_proj, nullptr, up}};
-        backend_.matmuls(h, all_gate_up, batch_rows);
-        backend_.glu_matmul(gate, up, c.hidden_act, L.down_proj, proj, batch_rows);
+        mlp(L, h, gate, up, proj, batch_rows);
         if (L.mlp_out_norm) backend_.rms_norm(proj, *L.mlp_out_norm, eps, proj);
         backend_.add(x, proj, x);
         backend_.rms_norm(x, w.final_norm, eps, x);
     }
     if (!with_logits) return;
     backend_.add_rms_norm(xl, pl, L.post_norm, eps, hl);
-    const MatmulOut gate_up[] = {{&L.gate_proj, nullptr, gl}, {&L.up_proj, nullptr, ul}};
-    backend_.matmuls(hl, gate_up);
-    backend_.glu_matmul(gl, ul, c.hidden_act, L.down_proj, pl);
+    mlp(L, hl, gl, ul, pl, 1);
     if (L.mlp_out_norm) backend_.rms_norm(pl, *L.mlp_out_norm, eps, pl);
     backend_.add(xl, pl, xl);
     backend_.rms_norm(xl, w.final_norm, eps, xl);
     backend_.matmul(xl, w.lm_head, nullptr, logits_.slice_rows(0, S));
+}
+
+void Decoder::mlp(const LayerWeights& L, const Tensor& h, const Tensor& gate, const Tensor& up, const Tensor& out,
+                  int64_t batch_rows) {
+    const ModelConfig& c = model_.config();
+    if (!L.experts) {
+        const MatmulOut gate_up[] = {{&L.gate_proj, nullptr, gate}, {&L.up_proj, nullptr, up}};
+        backend_.matmuls(h, gate_up, batch_rows);
+        backend_.glu_matmul(gate, up, c.hidden_act, L.down_proj, out, batch_rows);
+        return;
+    }
+    // Routed on the device: the router's logits, each row's experts and weights, then the experts' FFN.
+    const LayerWeights::Experts& e = *L.experts;
+    const Tensor logits = router_logits_.slice_rows(0, h.rows), ids = expert_ids_.slice_rows(0, h.rows),
+                 weights = expert_weights_.slice_rows(0, h.rows);
+    backend_.matmul(h, e.router, nullptr, logits, batch_rows);
+    backend_.moe_route(logits, c.norm_topk_prob, ids, weights);
+    backend_.moe_ffn(h, ids, weights, MoeExperts{&e.gate, &e.up, &e.down, c.num_experts, c.hidden_act}, out,
+                     batch_rows);
 }
 
 void Decoder::lm_head(const Tensor& hidden, const Tensor& out) {

@@ -49,6 +49,10 @@ class Decoder {
 
    private:
     Tensor activation(const std::string& name, int64_t rows, int64_t cols);
+    // The MLP of layer L on h into out: the dense gated MLP (gate and up its scratch), or a mixture-of-experts
+    // layer's router, routing and experts.
+    void mlp(const LayerWeights& L, const Tensor& h, const Tensor& gate, const Tensor& up, const Tensor& out,
+             int64_t batch_rows);
 
     const Model& model_;
     Backend& backend_;
@@ -56,6 +60,7 @@ class Decoder {
     int max_rows_;
     std::vector<Buffer*> buffers_;
     Tensor x_, h_, q_, k_, v_, attn_, proj_, gate_, up_, last_, last_proj_, logits_;
+    Tensor router_logits_, expert_ids_, expert_weights_;  // mixture-of-experts layers: [max_rows, E / k]
 };
 
 }  // namespace tracelm

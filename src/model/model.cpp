@@ -134,6 +134,37 @@ Tensor Model::bind(Backend& backend, const std::string& name, int64_t rows, int6
     return t;
 }
 
+Tensor Model::bind_experts(Backend& backend, const std::string& prefix, const std::string& proj, int64_t rows,
+                           int64_t cols) {
+    const int64_t E = config_.num_experts;
+    std::vector<unsigned char> stacked;
+    std::optional<DType> dt;
+    for (int64_t e = 0; e < E; ++e) {
+        const std::string name = prefix + "mlp.experts." + std::to_string(e) + "." + proj + ".weight";
+        const std::optional<Stored> info = find(name);
+        if (!info) throw std::runtime_error("missing tensor '" + name + "' in " + path_);
+        if (info->shape != std::vector<int64_t>{rows, cols})
+            throw std::runtime_error("tensor '" + name + "' in " + path_ + " has shape " + shape_str(info->shape) +
+                                     ", expected " + shape_str({rows, cols}));
+        if (!is_float(info->dtype) || (dt && *dt != info->dtype))
+            throw std::runtime_error("tensor '" + name + "' has dtype " + std::string(dtype_name(info->dtype)) +
+                                     (dt ? ", expected the other experts' " + std::string(dtype_name(*dt))
+                                         : std::string(" (experts must be f32, bf16 or f16)")));
+        if (const auto at = first_non_finite(info->dtype, info->data, info->bytes))
+            throw std::runtime_error("tensor '" + name + "' in " + path_ + " holds NaN or infinity (element " +
+                                     std::to_string(*at) + "); the weights are broken");
+        dt = info->dtype;
+        const auto* src = static_cast<const unsigned char*>(info->data);
+        stacked.insert(stacked.end(), src, src + info->bytes);
+        release_file_pages(info->data, info->bytes);
+    }
+    parameters_ += E * rows * cols;
+    ++dtype_counts_[*dt];
+    const Tensor t = whole(backend.alloc(stacked.size(), prefix + proj + "_exps"), *dt, E * rows, cols);
+    backend.upload(t, stacked.data());
+    return t;
+}
+
 std::unique_ptr<Model> Model::load(const std::string& path, Backend& backend,
                                    const std::function<void(size_t, size_t)>& progress, Numerics numerics) {
     std::unique_ptr<Model> m = open(path);
@@ -147,6 +178,9 @@ std::unique_ptr<Model> Model::load(const std::string& path, Backend& backend,
 }
 
 void Model::require_supported(const BackendCapabilities& caps, const std::string& backend) const {
+    if (config_.num_experts > 0 && !caps.moe)
+        throw std::runtime_error(path_ + ": a mixture-of-experts model (" + std::to_string(config_.num_experts) +
+                                 " experts), which backend '" + backend + "' does not run");
     const int hd = config_.head_dim;
     if (hd > caps.max_head_dim || hd % 2 != 0) {
         throw std::runtime_error(path_ + ": head_dim " + std::to_string(hd) + " is not supported by backend '" +
@@ -227,11 +261,25 @@ void Model::bind_all(Backend& backend, const std::function<void(size_t, size_t)>
             L.q_norm = bind_norm(backend, p + "self_attn.q_norm.weight", hd);
             L.k_norm = bind_norm(backend, p + "self_attn.k_norm.weight", hd);
         }
-        L.gate_proj = bind(backend, p + "mlp.gate_proj.weight", I, H, false, 0, true);
-        L.up_proj = bind(backend, p + "mlp.up_proj.weight", I, H, false, 0, true);
-        L.down_proj = bind(backend, p + "mlp.down_proj.weight", H, I, false, 0, true);
-        for (const Tensor* t : {&L.q_proj, &L.k_proj, &L.v_proj, &L.o_proj, &L.gate_proj, &L.up_proj, &L.down_proj})
-            decode_weight_bytes_ += t->nbytes();
+        for (const Tensor* t : {&L.q_proj, &L.k_proj, &L.v_proj, &L.o_proj}) decode_weight_bytes_ += t->nbytes();
+        if (cfg.is_moe(l)) {
+            const int64_t E = cfg.num_experts, MI = cfg.moe_intermediate_size;
+            LayerWeights::Experts x;
+            x.router = bind(backend, p + "mlp.gate.weight", E, H, false, 0, true);
+            x.gate = bind_experts(backend, p, "gate_proj", MI, H);
+            x.up = bind_experts(backend, p, "up_proj", MI, H);
+            x.down = bind_experts(backend, p, "down_proj", H, MI);
+            // A token reads the router and its k experts' matrices.
+            decode_weight_bytes_ += x.router.nbytes() + (x.gate.nbytes() + x.up.nbytes() + x.down.nbytes()) /
+                                                            static_cast<size_t>(E) *
+                                                            static_cast<size_t>(cfg.num_experts_per_tok);
+            L.experts = std::move(x);
+        } else {
+            L.gate_proj = bind(backend, p + "mlp.gate_proj.weight", I, H, false, 0, true);
+            L.up_proj = bind(backend, p + "mlp.up_proj.weight", I, H, false, 0, true);
+            L.down_proj = bind(backend, p + "mlp.down_proj.weight", H, I, false, 0, true);
+            for (const Tensor* t : {&L.gate_proj, &L.up_proj, &L.down_proj}) decode_weight_bytes_ += t->nbytes();
+        }
         w.layers.push_back(std::move(L));
         if (progress) progress(static_cast<size_t>(l + 1), static_cast<size_t>(cfg.num_hidden_layers));
     }

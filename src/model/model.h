@@ -23,7 +23,13 @@ struct LayerWeights {
     std::optional<Tensor> o_bias;                  // f32 (attention_bias outside Qwen2)
     std::optional<Tensor> q_norm, k_norm;          // per-head RMSNorm weights (Qwen3, Gemma 3)
     std::optional<Tensor> attn_out_norm, mlp_out_norm;  // norms of the attention's and the MLP's outputs (Gemma 3)
-    Tensor gate_proj, up_proj, down_proj;
+    Tensor gate_proj, up_proj, down_proj;  // unbound in a mixture-of-experts layer
+    // A mixture-of-experts layer (ModelConfig::is_moe): the router [E, H] and the experts' matrices stacked as
+    // moe_ffn takes them (runtime/backend.h MoeExperts), gate and up [E * I, H], down [E * H, I].
+    struct Experts {
+        Tensor router, gate, up, down;
+    };
+    std::optional<Experts> experts;
 };
 
 struct ModelWeights {
@@ -89,6 +95,10 @@ class Model {
     // matrix: a matmul weight or embedding table, which the fast numerics repack.
     Tensor bind(Backend& backend, const std::string& name, int64_t rows, int64_t cols, bool as_f32, int heads = 0,
                 bool matrix = false, float add = 0.0f);
+    // The experts' `proj` weights (gate_proj, up_proj, down_proj; each rows x cols) of the layer at `prefix`,
+    // stacked in expert order into one matrix.
+    Tensor bind_experts(Backend& backend, const std::string& prefix, const std::string& proj, int64_t rows,
+                        int64_t cols);
     // An RMSNorm weight as the norm applies it: plus the config's norm_weight_offset (Gemma's 1 + w), in f32 then.
     Tensor bind_norm(Backend& backend, const std::string& name, int64_t cols);
     void bind_all(Backend& backend, const std::function<void(size_t, size_t)>& progress);

@@ -195,6 +195,20 @@ TEST(CudaCapabilities, QuantizedGgufIsRefusedAtLoadTime) {
     EXPECT_NO_THROW(m->require_supported(backend_info("cpu").capabilities(), "cpu"));
 }
 
+// The CUDA backend has no mixture-of-experts ops yet: such a model is refused before anything is bound.
+TEST(CudaCapabilities, MixtureOfExpertsModelIsRefusedAtLoadTime) {
+    const std::string& dir = testing::generated_checkpoint("moe-tiny", 7, DType::F32);
+    const std::unique_ptr<Model> m = Model::open(dir);
+    try {
+        m->require_supported(backend_info("cuda").capabilities(), "cuda");
+        ADD_FAILURE() << "a mixture-of-experts model was accepted for cuda";
+    } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find("a mixture-of-experts model (8 experts), which backend 'cuda' does not run"),
+                  std::string::npos) << e.what();
+    }
+    EXPECT_NO_THROW(m->require_supported(backend_info("cpu").capabilities(), "cpu"));
+}
+
 TEST(CudaCli, GenerateSaysWhenCudaIsUnavailable) {
     if (cuda_unavailable().empty()) GTEST_SKIP() << "CUDA is available here";
     const std::string& dir = testing::generated_checkpoint("tiny", 7, DType::F32);

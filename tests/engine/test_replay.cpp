@@ -64,6 +64,13 @@ TEST(Replay, EqualsEagerOneSequence300StepsF32) {
     expect_replay_equals_eager({{{785, 6722, 315, 9625, 374}}, 300}, testing::generated_checkpoint("tiny", 7, DType::F32));
 }
 
+// A mixture-of-experts model: each step's routing (router logits, top-k, grouping by expert) runs inside the graph,
+// and three sequences choose overlapping and different experts.
+TEST(Replay, EqualsEagerMixtureOfExperts) {
+    expect_replay_equals_eager({{{785, 6722, 315, 9625, 374}, {1, 2, 3}, {42, 7, 7, 9, 11000}}, 60},
+                               testing::generated_checkpoint("moe-tiny", 7, DType::F32));
+}
+
 TEST(Replay, EqualsEagerThreeSequencesBf16) {
     // Different prompt lengths put each sequence at a different offset within its blocks; 300 steps
     // cross many 16-token block boundaries. The 40-token prompt spans two prefill chunks.

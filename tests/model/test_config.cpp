@@ -452,6 +452,55 @@ json gemma3_270m() {
     return j;
 }
 
+// Qwen3-30B-A3B's config.json (Hugging Face, Apache-2.0), as far as tracelm reads it.
+json qwen3_moe() {
+    return json::parse(R"({
+      "architectures": ["Qwen3MoeForCausalLM"], "hidden_size": 2048, "intermediate_size": 6144,
+      "num_hidden_layers": 48, "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128,
+      "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "vocab_size": 151936, "max_position_embeddings": 40960,
+      "tie_word_embeddings": false, "torch_dtype": "bfloat16", "hidden_act": "silu", "attention_bias": false,
+      "num_experts": 128, "num_experts_per_tok": 8, "moe_intermediate_size": 768, "norm_topk_prob": true,
+      "decoder_sparse_step": 1, "mlp_only_layers": [], "router_aux_loss_coef": 0.001, "output_router_logits": false,
+      "model_type": "qwen3_moe", "use_sliding_window": false, "sliding_window": null})");
+}
+
+TEST(ModelConfig, ParsesQwen3MoeAndWhichLayersHaveExperts) {
+    const ModelConfig c = parse(qwen3_moe());
+    EXPECT_EQ(c.arch, Arch::Qwen3);
+    EXPECT_TRUE(c.qk_norm);
+    EXPECT_EQ(c.num_experts, 128);
+    EXPECT_EQ(c.num_experts_per_tok, 8);
+    EXPECT_EQ(c.moe_intermediate_size, 768);
+    EXPECT_TRUE(c.norm_topk_prob);
+    for (int l = 0; l < 48; ++l) EXPECT_TRUE(c.is_moe(l)) << l;
+    // transformers' rule: a layer outside mlp_only_layers whose index + 1 is a multiple of decoder_sparse_step.
+    json j = qwen3_moe();
+    j["decoder_sparse_step"] = 2;
+    j["mlp_only_layers"] = {3, 47};
+    const ModelConfig s = parse(j);
+    for (int l = 0; l < 48; ++l) EXPECT_EQ(s.is_moe(l), (l + 1) % 2 == 0 && l != 3 && l != 47) << l;
+    EXPECT_EQ(parse(llama()).num_experts, 0);
+    EXPECT_FALSE(parse(llama()).is_moe(0));
+}
+
+TEST(ModelConfig, MalformedExpertFieldsAreRefusedByName) {
+    const std::pair<const char*, json> cases[] = {
+        {"num_experts", 0},         {"num_experts", -1},          {"num_experts", 1 << 20},
+        {"num_experts_per_tok", 0}, {"num_experts_per_tok", 129}, {"moe_intermediate_size", 0},
+        {"decoder_sparse_step", 0}, {"mlp_only_layers", 3},       {"mlp_only_layers", json::array({48})},
+        {"shared_expert_intermediate_size", 512},
+    };
+    for (const auto& [field, value] : cases) {
+        SCOPED_TRACE(std::string(field) + " = " + value.dump());
+        json j = qwen3_moe();
+        j[field] = value;
+        expect_error(j, field);
+    }
+    json missing = qwen3_moe();
+    missing.erase("num_experts_per_tok");
+    expect_error(missing, "num_experts_per_tok");
+}
+
 TEST(ModelConfig, ParsesGemma3_270M) {
     const ModelConfig c = parse(gemma3_270m());
     EXPECT_EQ(c.arch, Arch::Gemma3);

@@ -98,6 +98,20 @@ TEST(Scheduler, SixteenConcurrentRequestsEachCompleteAsAlone) {
     EXPECT_EQ(st.ttft_seconds.count, 16u);
 }
 
+// A mixture-of-experts model (experts chosen on the device per row): 16 requests on 8 rows, each as alone.
+TEST(Scheduler, MixtureOfExpertsRequestsEachCompleteAsAlone) {
+    cpu::CpuBackend be(2);
+    const auto model = Model::load(testing::generated_checkpoint("moe-tiny", 7, DType::F32), be);
+    SchedulerOptions o;
+    o.max_seqs = 8;
+    o.context = 256;
+    o.max_batched_tokens = 32;
+    Scheduler s(*model, be, o);
+    const auto rs = mixed_requests(16, 16);
+    expect_all_alone(*model, be, rs, run_all(s, rs, 3), o.context);
+    EXPECT_EQ(s.stats().replays, s.stats().decode_steps);
+}
+
 // A request's choices submitted together (n > 1): the later ones wait for the first one's prompt, then share its
 // KV blocks through the prefix cache (each computes only the prompt's last, partial block), and each still produces
 // what it produces alone. Without prefix caching nothing waits and nothing is shared.
