@@ -30,8 +30,9 @@ CLIENTS = 16 if SANITIZED else 64
 DISCONNECTS = 4 if SANITIZED else 8
 MAX_TOKENS = 10
 # Decode steps a sequence may still run once its client has left: the one in flight, and the server notices at its
-# next write (a streamed client's socket may take one more write to fail) or read. 1-3 measured on 2 shared cores.
-CANCEL_STEPS = 5 if SANITIZED else 3
+# next write (a streamed client's socket may take one more write to fail) or read. 1-4 measured on 2 shared cores
+# (4 once in a full ctest run, 3 in its reruns).
+CANCEL_STEPS = 5 if SANITIZED else 4
 
 
 def completion_body(i, stream):
