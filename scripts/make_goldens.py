@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""One-off generator of the Hugging Face transformers goldens for tests/model/test_goldens.cpp.
+"""One-off generator of the Hugging Face transformers goldens for tests/model/test_goldens.cpp: the tiny Qwen3
+geometry (Qwen3ForCausalLM) or, with --geometry moe-tiny, the tiny Qwen3-MoE one (Qwen3MoeForCausalLM).
 
 Not run in CI. Needs torch and transformers (e.g. `python3 -m venv /tmp/g && /tmp/g/bin/pip install
 torch transformers`) and a built `tracelm` binary, which writes the random-weight checkpoint; the
 checkpoint's FNV-1a hash is stored so the test can prove it regenerated the very same weights.
 
   /tmp/g/bin/python scripts/make_goldens.py --tracelm build/tracelm --out testdata/goldens/qwen3_tiny_f32.json
+  /tmp/g/bin/python scripts/make_goldens.py --tracelm build/tracelm --geometry moe-tiny \
+      --out testdata/goldens/qwen3_moe_tiny_f32.json
 """
 import argparse
 import json
@@ -14,7 +17,7 @@ import tempfile
 
 import torch
 import transformers
-from transformers import AutoTokenizer, Qwen3ForCausalLM
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 PROMPTS = [
     "The capital of France is",
@@ -53,13 +56,14 @@ def main():
     ap.add_argument("--tracelm", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--geometry", default="tiny", choices=["tiny", "moe-tiny"])
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory() as d:
-        subprocess.run([args.tracelm, "make-checkpoint", "--geometry", "tiny", "--seed", str(args.seed),
+        subprocess.run([args.tracelm, "make-checkpoint", "--geometry", args.geometry, "--seed", str(args.seed),
                         "--dtype", "f32", "--out", d], check=True)
         tok = AutoTokenizer.from_pretrained(d)
-        model = Qwen3ForCausalLM.from_pretrained(d, dtype=torch.float32, attn_implementation="eager")
+        model = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32, attn_implementation="eager")
         model.eval()
         vocab = model.config.vocab_size
         gen = torch.Generator().manual_seed(1234)
@@ -87,8 +91,8 @@ def main():
 
         golden = {
             "generator": f"transformers {transformers.__version__}, torch {torch.__version__}, "
-                         "Qwen3ForCausalLM float32 eager attention",
-            "checkpoint": {"geometry": "tiny", "seed": args.seed, "dtype": "f32",
+                         f"{type(model).__name__} float32 eager attention",
+            "checkpoint": {"geometry": args.geometry, "seed": args.seed, "dtype": "f32",
                            "fnv1a64": format(fnv1a64(f"{d}/model.safetensors"), "016x")},
             "probe_ids": probe_ids,
             "prompts": records,

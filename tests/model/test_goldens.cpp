@@ -1,5 +1,5 @@
 // Numerics against an independent implementation: logits and greedy tokens from Hugging Face
-// transformers' Qwen3ForCausalLM (float32) on a generated checkpoint, made by
+// transformers' Qwen3ForCausalLM and Qwen3MoeForCausalLM (float32) on generated checkpoints (tiny, moe-tiny), made by
 // scripts/make_goldens.py. Prefill logits and 32 greedy decode steps per prompt.
 #include <gtest/gtest.h>
 
@@ -15,14 +15,14 @@
 namespace tracelm {
 namespace {
 
-nlohmann::json load_goldens() {
-    std::ifstream f(testing::repo_path("testdata/goldens/qwen3_tiny_f32.json"));
-    if (!f) throw std::runtime_error("missing testdata/goldens/qwen3_tiny_f32.json");
+nlohmann::json load_goldens(const std::string& file) {
+    std::ifstream f(testing::repo_path("testdata/goldens/" + file));
+    if (!f) throw std::runtime_error("missing testdata/goldens/" + file);
     return nlohmann::json::parse(f);
 }
 
-void check_against_goldens(bool capture) {
-    const auto g = load_goldens();
+void check_against_goldens(const std::string& file, bool capture) {
+    const auto g = load_goldens(file);
     const std::string dir = testing::golden_checkpoint(g["checkpoint"]);
 
     const Tokenizer tok = Tokenizer::from_file(dir + "/tokenizer.json");
@@ -68,8 +68,15 @@ void check_against_goldens(bool capture) {
     }
 }
 
-TEST(Goldens, EagerLogitsAndGreedyTokensMatchTransformersQwen3) { check_against_goldens(false); }
-TEST(Goldens, ReplayedLogitsAndGreedyTokensMatchTransformersQwen3) { check_against_goldens(true); }
+TEST(Goldens, EagerLogitsAndGreedyTokensMatchTransformersQwen3) { check_against_goldens("qwen3_tiny_f32.json", false); }
+TEST(Goldens, ReplayedLogitsAndGreedyTokensMatchTransformersQwen3) { check_against_goldens("qwen3_tiny_f32.json", true); }
+// Experts routed on the device, with the router's choices as transformers makes them.
+TEST(Goldens, EagerLogitsAndGreedyTokensMatchTransformersQwen3Moe) {
+    check_against_goldens("qwen3_moe_tiny_f32.json", false);
+}
+TEST(Goldens, ReplayedLogitsAndGreedyTokensMatchTransformersQwen3Moe) {
+    check_against_goldens("qwen3_moe_tiny_f32.json", true);
+}
 
 }  // namespace
 }  // namespace tracelm
