@@ -34,6 +34,11 @@ void add_arch_metadata(GgufWriter& w, const std::string& arch, const ModelConfig
     w.add_f32(p + "rope.freq_base", static_cast<float>(c.rope_theta));
     w.add_f32(p + "attention.layer_norm_rms_epsilon", c.rms_norm_eps);
     w.add_u32(p + "vocab_size", static_cast<uint32_t>(c.vocab_size));
+    if (c.num_experts > 0) {
+        w.add_u32(p + "expert_count", static_cast<uint32_t>(c.num_experts));
+        w.add_u32(p + "expert_used_count", static_cast<uint32_t>(c.num_experts_per_tok));
+        w.add_u32(p + "expert_feed_forward_length", static_cast<uint32_t>(c.moe_intermediate_size));
+    }
 }
 
 namespace {
@@ -70,7 +75,7 @@ std::vector<uint8_t> permute_heads(const uint8_t* src, size_t bytes, int64_t row
 void convert_to_gguf(const std::string& hf_dir, const std::string& out_path) {
     const ModelConfig c = ModelConfig::from_file(hf_dir + "/config.json");
     // Gemma's file needs its own metadata (window, layer pattern, local RoPE base) and its norms as 1 + w.
-    if (c.arch == Arch::Gemma3 || c.sliding_window > 0)
+    if (c.arch == Arch::Gemma3 || c.sliding_window > 0 || c.num_experts > 0)
         throw std::runtime_error(hf_dir + ": converting " + c.architecture + " to GGUF is not supported yet");
     const std::string arch(arch_name(c.arch));
     const SafetensorsFolder ck(hf_dir);

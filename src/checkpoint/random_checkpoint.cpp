@@ -231,18 +231,37 @@ void remove_old_weights(const fs::path& dir) {
 // The same model as one GGUF file (general.architecture qwen3, the tokenizer in the metadata). Matrices are of
 // the requested type, quantized from the f32 values; the norms are f32, as llama.cpp's converter keeps them,
 // holding what a checkpoint of that dtype holds (the bf16 values for bf16).
+// A mixture-of-experts geometry (general.architecture qwen3moe) stacks each layer's experts in one tensor per
+// projection, ffn_{gate,up,down}_exps [E, rows, cols], as llama.cpp's converter does: the same values as the folder's
+// per-expert tensors, expert after expert.
 void write_random_gguf(const Geometry& g, const MakeCheckpointOptions& opts) {
-    if (g.experts > 0) throw std::runtime_error("GGUF random checkpoints of mixture-of-experts geometries are not made yet");
     if (!can_quantize_to(opts.dtype))
         throw std::runtime_error("GGUF random checkpoints are f32, f16, bf16, q8_0 or q4_0, not " +
                                  std::string(dtype_name(opts.dtype)));
     const ModelConfig c = ModelConfig::from_json_text(qwen3_config_json(g, opts.dtype).dump());
     GgufWriter w;
-    add_arch_metadata(w, std::string(arch_name(c.arch)), c);
+    add_arch_metadata(w, c.num_experts > 0 ? "qwen3moe" : std::string(arch_name(c.arch)), c);
     add_bpe_tokenizer_metadata(w, tokenizer_dir(opts), c.vocab_size, c.bos_token_id);
-    for (const RandomTensor& t : qwen3_tensors(g, DType::F32)) {
+    const std::vector<RandomTensor> tensors = qwen3_tensors(g, DType::F32);
+    for (size_t i = 0; i < tensors.size(); ++i) {
+        const RandomTensor& t = tensors[i];
         const DType dt = t.spec.shape.size() == 2 ? opts.dtype : DType::F32;
         const bool round_to_bf16 = dt == DType::F32 && opts.dtype == DType::BF16;
+        const size_t experts = t.spec.name.find(".mlp.experts.") != std::string::npos ? static_cast<size_t>(g.experts) : 1;
+        if (experts > 1) {
+            // Expert 0's tensor stands for the stack; the others are written within it.
+            const std::string& n = t.spec.name;
+            if (n.find(".mlp.experts.0.") == std::string::npos) continue;
+            const std::string stacked = n.substr(0, n.find(".mlp.experts.") + 13) + n.substr(n.find(".mlp.experts.0.") + 15);
+            std::vector<RandomTensor> each;
+            for (size_t e = 0; e < experts; ++e) each.push_back(tensors[i + 3 * e]);  // in order: gate, up, down
+            w.add_tensor(gguf_tensor_name(stacked), dt,
+                         {t.spec.shape[1], t.spec.shape[0], static_cast<int64_t>(experts)},
+                         [each, seed = opts.seed, dt, round_to_bf16](const GgufWriter::Sink& sink) {
+                             for (const RandomTensor& x : each) write_random_tensor(x, seed, dt, round_to_bf16, sink);
+                         });
+            continue;
+        }
         w.add_tensor(gguf_tensor_name(t.spec.name), dt, {t.spec.shape.rbegin(), t.spec.shape.rend()},
                      [t, seed = opts.seed, dt, round_to_bf16](const GgufWriter::Sink& sink) {
                          write_random_tensor(t, seed, dt, round_to_bf16, sink);

@@ -24,6 +24,11 @@ std::string gguf_tensor_name(const std::string& hf, bool sandwich_norms) {
         {"self_attn.o_proj.", "attn_output."},
         {"self_attn.q_norm.weight", "attn_q_norm.weight"},
         {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+        {"mlp.gate.weight", "ffn_gate_inp.weight"},  // a mixture-of-experts layer's router
+        // Its experts, stacked in one [E, rows, cols] tensor each (llama.cpp's layout; tracelm's name for the stack).
+        {"mlp.experts.gate_proj.", "ffn_gate_exps."},
+        {"mlp.experts.up_proj.", "ffn_up_exps."},
+        {"mlp.experts.down_proj.", "ffn_down_exps."},
         {"mlp.gate_proj.", "ffn_gate."},
         {"mlp.up_proj.", "ffn_up."},
         {"mlp.down_proj.", "ffn_down."},

@@ -489,13 +489,13 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
         c.arch = Arch::Llama;
     } else if (arch == "qwen2") {
         c.arch = Arch::Qwen2;
-    } else if (arch == "qwen3") {
+    } else if (arch == "qwen3" || arch == "qwen3moe") {
         c.arch = Arch::Qwen3;
     } else if (arch == "gemma3") {
         c.arch = Arch::Gemma3;
     } else {
         throw std::runtime_error(g.path() + ": general.architecture '" + untrusted::escape(arch) +
-                                 "' is not supported (supported: llama, qwen2, qwen3, gemma3)");
+                                 "' is not supported (supported: llama, qwen2, qwen3, qwen3moe, gemma3)");
     }
     c.architecture = arch;
     const std::string p = arch + ".";
@@ -545,6 +545,14 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
     c.attention_bias = g.find_tensor("blk.0.attn_q.bias") != nullptr;
     c.qk_norm = c.arch == Arch::Qwen3;
     if (c.arch == Arch::Gemma3) read_gguf_gemma3(g, p, c);
+    if (arch == "qwen3moe") {
+        // llama.cpp builds every qwen3moe layer as MoE and always renormalises the chosen experts' weights.
+        c.num_experts = bounded(p + "expert_count", 1, kMaxExperts);
+        c.num_experts_per_tok = bounded(p + "expert_used_count", 1, c.num_experts);
+        c.moe_intermediate_size = bounded(p + "expert_feed_forward_length", 1, kMaxIntermediate);
+        c.norm_topk_prob = true;
+        c.layer_moe.assign(static_cast<size_t>(c.num_hidden_layers), 1);
+    }
     if (auto bos = g.opt_int<int64_t>("tokenizer.ggml.bos_token_id"); bos && *bos >= 0 && *bos < c.vocab_size)
         c.bos_token_id = static_cast<int>(*bos);
     if (auto eos = g.opt_int<int64_t>("tokenizer.ggml.eos_token_id"); eos && *eos >= 0 && *eos < c.vocab_size)

@@ -64,8 +64,11 @@ Tensor Model::bind(Backend& backend, const std::string& name, int64_t rows, int6
     const std::optional<Stored> info = find(name);
     if (!info) throw std::runtime_error("missing tensor '" + name + "' in " + path_);
     const bool vector = rows == 1;
+    // GGUF stacks a layer's experts in one [E, rows / E, cols] tensor, bound as the [rows, cols] matrix it is.
+    const bool stacked = matrix && info->shape.size() == 3 && name.find(".mlp.experts.") != std::string::npos &&
+                         info->shape[0] * info->shape[1] == rows && info->shape[2] == cols;
     const bool shape_ok = vector ? (info->shape.size() == 1 && info->shape[0] == cols)
-                                 : (info->shape.size() == 2 && info->shape[0] == rows && info->shape[1] == cols);
+                                 : stacked || (info->shape.size() == 2 && info->shape[0] == rows && info->shape[1] == cols);
     if (!shape_ok) {
         throw std::runtime_error("tensor '" + name + "' in " + path_ + " has shape " + shape_str(info->shape) +
                                  ", expected " + (vector ? shape_str({cols}) : shape_str({rows, cols})));
@@ -137,6 +140,7 @@ Tensor Model::bind(Backend& backend, const std::string& name, int64_t rows, int6
 Tensor Model::bind_experts(Backend& backend, const std::string& prefix, const std::string& proj, int64_t rows,
                            int64_t cols) {
     const int64_t E = config_.num_experts;
+    if (gguf_) return bind(backend, prefix + "mlp.experts." + proj + ".weight", E * rows, cols, false, 0, true);
     std::vector<unsigned char> stacked;
     std::optional<DType> dt;
     for (int64_t e = 0; e < E; ++e) {

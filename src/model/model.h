@@ -96,7 +96,7 @@ class Model {
     Tensor bind(Backend& backend, const std::string& name, int64_t rows, int64_t cols, bool as_f32, int heads = 0,
                 bool matrix = false, float add = 0.0f);
     // The experts' `proj` weights (gate_proj, up_proj, down_proj; each rows x cols) of the layer at `prefix`,
-    // stacked in expert order into one matrix.
+    // stacked in expert order into one matrix: a folder's per-expert tensors, or GGUF's stacked one.
     Tensor bind_experts(Backend& backend, const std::string& prefix, const std::string& proj, int64_t rows,
                         int64_t cols);
     // An RMSNorm weight as the norm applies it: plus the config's norm_weight_offset (Gemma's 1 + w), in f32 then.

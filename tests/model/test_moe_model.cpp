@@ -1,12 +1,18 @@
-// Loading a Qwen3-MoE checkpoint (per-expert safetensors tensors stacked per layer): expert tensors that disagree with
-// the config are refused naming the tensor, and a decode token is counted as reading only its chosen experts.
+// Loading a Qwen3-MoE checkpoint (per-expert safetensors tensors stacked per layer, or GGUF's stacked ffn_*_exps):
+// expert tensors and metadata that disagree are refused naming them, a decode token is counted as reading only its
+// chosen experts, an f32 GGUF computes the folder's bits, and quantized experts replay as they run eagerly.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "backends/cpu/cpu_backend.h"
+#include "checkpoint/gguf_convert.h"
+#include "checkpoint/random_checkpoint.h"
+#include "engine/engine.h"
+#include "formats/gguf_writer.h"
 #include "model/model.h"
 #include "support/test_support.h"
 
@@ -71,6 +77,89 @@ TEST(MoeModel, ADecodeTokenReadsOnlyItsChosenExperts) {
         ASSERT_TRUE(L.experts.has_value());
         EXPECT_EQ(L.experts->gate.rows, c.num_experts * MI);
         EXPECT_EQ(L.experts->down.rows, c.num_experts * H);
+    }
+}
+
+std::string random_gguf(const testing::TempDir& dir, DType dt) {
+    MakeCheckpointOptions o;
+    o.geometry = "moe-tiny";
+    o.seed = 7;
+    o.format = CheckpointFormat::Gguf;
+    o.dtype = dt;
+    o.out = dir.str(std::string(dtype_name(dt)) + ".gguf");
+    make_random_checkpoint(o);
+    return o.out;
+}
+
+// Prefill and 8 greedy steps of two prompts: every step's logits and tokens (f32 KV, whatever the file's default).
+std::vector<std::vector<float>> run(const Model& m, Backend& be, bool capture, std::vector<int32_t>* tokens) {
+    EngineOptions o;
+    o.max_seqs = 2;
+    o.context = 128;
+    o.capture = capture;
+    o.kv_dtype = DType::F32;
+    Engine e(m, be, o);
+    std::vector<std::vector<float>> logits;
+    const std::vector<int32_t> first = e.start({{785, 6722, 315, 9625, 374}, {1, 2, 3, 4, 5, 6, 7, 8, 9}}, 10);
+    tokens->insert(tokens->end(), first.begin(), first.end());
+    for (int i = 0; i < 8; ++i) {
+        e.step();
+        const std::vector<int32_t> s = e.sampled();
+        tokens->insert(tokens->end(), s.begin(), s.end());
+        logits.push_back(e.logits());
+    }
+    return logits;
+}
+
+TEST(MoeModel, AnF32GgufComputesTheFoldersBits) {
+    const testing::TempDir dir;
+    cpu::CpuBackend be(2);
+    const auto folder = Model::load(testing::generated_checkpoint("moe-tiny", 7, DType::F32), be);
+    const auto gguf = Model::load(random_gguf(dir, DType::F32), be);
+    EXPECT_EQ(gguf->config().num_experts, 8);
+    EXPECT_EQ(gguf->config().num_experts_per_tok, 2);
+    EXPECT_TRUE(gguf->config().norm_topk_prob);
+    std::vector<int32_t> a, b;
+    EXPECT_EQ(run(*folder, be, true, &a), run(*gguf, be, true, &b));
+    EXPECT_EQ(a, b);
+}
+
+TEST(MoeModel, QuantizedGgufExpertsReplayAsTheyRunEagerly) {
+    const testing::TempDir dir;
+    for (const DType dt : {DType::Q8_0, DType::Q4_0}) {
+        for (const Numerics n : {Numerics::Ggml, Numerics::Fast}) {
+            SCOPED_TRACE(std::string(dtype_name(dt)) + (n == Numerics::Fast ? " fast" : " ggml"));
+            cpu::CpuBackend be(2);
+            const auto m = Model::load(random_gguf(dir, dt), be, {}, n);
+            EXPECT_EQ(m->weights().layers[0].experts->gate.dtype, n == Numerics::Fast ? dtype_repacked(dt) : dt);
+            std::vector<int32_t> eager, replayed;
+            EXPECT_EQ(run(*m, be, false, &eager), run(*m, be, true, &replayed));
+            EXPECT_EQ(eager, replayed);
+        }
+    }
+}
+
+TEST(MoeModel, MalformedGgufExpertMetadataIsRefusedNamingTheKey) {
+    const testing::TempDir dir;
+    ModelConfig c = ModelConfig::from_json_text(R"({"architectures": ["Qwen3ForCausalLM"], "hidden_size": 64,
+        "intermediate_size": 192, "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 32, "rms_norm_eps": 1e-6, "vocab_size": 16, "max_position_embeddings": 64})");
+    for (const auto& [experts, used, key] : {std::tuple{4, 5, "qwen3moe.expert_used_count"},
+                                             std::tuple{0, 1, "qwen3moe.expert_count"}}) {
+        c.num_experts = experts;
+        c.num_experts_per_tok = used;
+        c.moe_intermediate_size = 32;
+        GgufWriter w;
+        add_arch_metadata(w, "qwen3moe", c);
+        w.add_tensor("token_embd.weight", DType::F32, {64, 16}, std::vector<uint8_t>(64 * 16 * 4, 0));
+        const std::string path = dir.str("bad.gguf");
+        w.write(path);
+        try {
+            ModelConfig::from_gguf(GgufFile(path));
+            ADD_FAILURE() << key << " accepted";
+        } catch (const std::runtime_error& e) {
+            EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+        }
     }
 }
 
