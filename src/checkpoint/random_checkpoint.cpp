@@ -230,7 +230,7 @@ void remove_old_weights(const fs::path& dir) {
 
 // The same model as one GGUF file (general.architecture qwen3, the tokenizer in the metadata). Matrices are of
 // the requested type, quantized from the f32 values; the norms are f32, as llama.cpp's converter keeps them,
-// holding what a checkpoint of that dtype holds (the bf16 values for bf16).
+// holding what a checkpoint of that dtype holds (the bf16 values for bf16); so is an MoE router.
 // A mixture-of-experts geometry (general.architecture qwen3moe) stacks each layer's experts in one tensor per
 // projection, ffn_{gate,up,down}_exps [E, rows, cols], as llama.cpp's converter does: the same values as the folder's
 // per-expert tensors, expert after expert.
@@ -245,7 +245,9 @@ void write_random_gguf(const Geometry& g, const MakeCheckpointOptions& opts) {
     const std::vector<RandomTensor> tensors = qwen3_tensors(g, DType::F32);
     for (size_t i = 0; i < tensors.size(); ++i) {
         const RandomTensor& t = tensors[i];
-        const DType dt = t.spec.shape.size() == 2 ? opts.dtype : DType::F32;
+        // The MoE router (ffn_gate_inp) stays f32, as llama.cpp's converter and quantizer keep it.
+        const bool router = t.spec.name.ends_with(".mlp.gate.weight");
+        const DType dt = t.spec.shape.size() == 2 && !router ? opts.dtype : DType::F32;
         const bool round_to_bf16 = dt == DType::F32 && opts.dtype == DType::BF16;
         const size_t experts = t.spec.name.find(".mlp.experts.") != std::string::npos ? static_cast<size_t>(g.experts) : 1;
         if (experts > 1) {

@@ -120,8 +120,7 @@ void Decoder::mlp(const LayerWeights& L, const Tensor& h, const Tensor& gate, co
     const LayerWeights::Experts& e = *L.experts;
     const Tensor logits = router_logits_.slice_rows(0, h.rows), ids = expert_ids_.slice_rows(0, h.rows),
                  weights = expert_weights_.slice_rows(0, h.rows);
-    backend_.matmul(h, e.router, nullptr, logits, batch_rows);
-    backend_.moe_route(logits, c.norm_topk_prob, ids, weights);
+    backend_.moe_route(h, e.router, batch_rows, c.norm_topk_prob, logits, ids, weights);
     backend_.moe_ffn(h, ids, weights, MoeExperts{&e.gate, &e.up, &e.down, c.num_experts, c.hidden_act}, out,
                      batch_rows);
 }

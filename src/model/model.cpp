@@ -269,7 +269,7 @@ void Model::bind_all(Backend& backend, const std::function<void(size_t, size_t)>
         if (cfg.is_moe(l)) {
             const int64_t E = cfg.num_experts, MI = cfg.moe_intermediate_size;
             LayerWeights::Experts x;
-            x.router = bind(backend, p + "mlp.gate.weight", E, H, false, 0, true);
+            x.router = bind(backend, p + "mlp.gate.weight", E, H, true);  // f32, as llama.cpp keeps it
             x.gate = bind_experts(backend, p, "gate_proj", MI, H);
             x.up = bind_experts(backend, p, "up_proj", MI, H);
             x.down = bind_experts(backend, p, "down_proj", H, MI);

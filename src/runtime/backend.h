@@ -259,8 +259,10 @@ class Backend {
                           int head_dim, float scale, const Tensor& out);
 
     // ---- mixture of experts (semantics in ops/moe/moe.h; capabilities().moe) ----
-    // ids / weights [T, k]: each row's k experts of router logits [T, E], best first, and their weights.
-    void moe_route(const Tensor& logits, bool normalize, const Tensor& ids, const Tensor& weights);
+    // logits [T, E] = x [T, H] by the f32 router [E, H] in ggml's order for batch_rows (as for matmul); ids /
+    // weights [T, k]: each row's k experts, best first, and their weights.
+    void moe_route(const Tensor& x, const Tensor& router, int64_t batch_rows, bool normalize, const Tensor& logits,
+                   const Tensor& ids, const Tensor& weights);
     // out[t] = the weighted sum over row t's k experts of their SwiGLU (act-gated) FFN of x[t], in slot order;
     // batch_rows as for matmul.
     void moe_ffn(const Tensor& x, const Tensor& ids, const Tensor& weights, const MoeExperts& experts,
@@ -302,7 +304,8 @@ class Backend {
                                      const AttentionMeta& meta, const Tensor& indices, int heads, int kv_heads,
                                      int head_dim, float scale, const Tensor& out) = 0;
 
-    virtual void do_moe_route(const Tensor& logits, bool normalize, const Tensor& ids, const Tensor& weights) = 0;
+    virtual void do_moe_route(const Tensor& x, const Tensor& router, int64_t batch_rows, bool normalize,
+                              const Tensor& logits, const Tensor& ids, const Tensor& weights) = 0;
     virtual void do_moe_ffn(const Tensor& x, const Tensor& ids, const Tensor& weights, const MoeExperts& experts,
                             const Tensor& out, int64_t batch_rows) = 0;
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels/kernels.h"
+#include "support/ggml_reference.h"
 
 namespace tracelm::cpu {
 namespace {
@@ -404,6 +405,31 @@ TEST_P(KernelTest, DotAndAxpyMatchExactMath) {
             ASSERT_NEAR(y[i], want, 1e-6 * (std::fabs(b[i]) + std::fabs(s * a[i])) + 1e-30) << "n=" << n << " i=" << i;
         }
         EXPECT_EQ(y[n], 42.0f);
+    }
+}
+
+// ggml's f32 MUL_MAT orders: every Isa gives ggml_reference.h's transcriptions of ggml_vec_dot_f32 and tinyBLAS bit
+// for bit (K multiples of 32, of 8 only, and with a tail), for a window [n0, n1) of the rows, the rest untouched.
+TEST_P(KernelTest, GgmlF32MatmulIsGgmlsOrder) {
+    std::mt19937 rng(12);
+    const int64_t T = 3, N = 11;
+    for (const int64_t K : {64, 40, 36}) {
+        const std::vector<float> x = random_floats(static_cast<size_t>(T * K), rng),
+                                 w = random_floats(static_cast<size_t>(N * K), rng);
+        for (const GgmlDot order : {GgmlDot::VecDot, GgmlDot::Tinyblas}) {
+            if (order == GgmlDot::Tinyblas && K % 8 != 0) continue;
+            std::vector<float> y(static_cast<size_t>(T * N), 99.0f);
+            k().matmul_f32_ggml(x.data(), T, K, w.data(), y.data(), N, 2, 9, order);
+            for (int64_t t = 0; t < T; ++t)
+                for (int64_t n = 0; n < N; ++n) {
+                    const float* xr = x.data() + t * K;
+                    const float* wr = w.data() + n * K;
+                    const float want = n < 2 || n >= 9 ? 99.0f
+                                       : order == GgmlDot::VecDot ? ggml_ref::vec_dot_f32(K, xr, wr)
+                                                                  : ggml_ref::tinyblas_dot_f32(K, wr, xr);
+                    ASSERT_TRUE(same_bits(y[static_cast<size_t>(t * N + n)], want)) << K << " " << t << " " << n;
+                }
+        }
     }
 }
 

@@ -7,13 +7,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "backends/cpu/cpu_backend.h"
 #include "engine/engine.h"
+#include "support/llamacpp_greedy.h"
 #include "support/test_support.h"
 
 namespace tracelm {
@@ -22,38 +21,6 @@ namespace {
 nlohmann::json goldens() {
     std::ifstream f(testing::repo_path("testdata/goldens/gemma3_greedy_norepack.json"));
     return nlohmann::json::parse(f);
-}
-
-// The FNV-1a 64 hash of the logits' little-endian f32 bytes, as the golden script takes it (hex).
-std::string logits_hash(const std::vector<float>& logits) {
-    uint64_t h = 0xCBF29CE484222325ull;
-    for (float v : logits) {
-        uint8_t b[4];
-        std::memcpy(b, &v, 4);  // x86 is little-endian
-        for (uint8_t c : b) h = (h ^ c) * 0x100000001B3ull;
-    }
-    char s[17];
-    std::snprintf(s, sizeof(s), "%016llx", static_cast<unsigned long long>(h));
-    return s;
-}
-
-struct Steps {
-    std::vector<int32_t> tokens;
-    std::vector<std::string> hashes;  // of the logits each token was taken from
-};
-
-// The engine's greedy continuation of `prompt`, `n` tokens, and the hash of the logits of every step.
-Steps greedy(Engine& engine, const std::vector<int32_t>& prompt, size_t n) {
-    Steps s;
-    s.tokens.push_back(engine.start({prompt}, static_cast<int>(n))[0]);
-    s.hashes.push_back(logits_hash(engine.logits()));
-    while (s.tokens.size() < n) {
-        engine.step();
-        s.tokens.push_back(engine.sampled()[0]);
-        s.hashes.push_back(logits_hash(engine.logits()));
-    }
-    engine.finish();
-    return s;
 }
 
 TEST(Gemma3Gguf, MetadataGivesGemma3sLayout) {
@@ -93,7 +60,7 @@ TEST_P(Gemma3, GreedyContinuationsAndLogitsMatchLlamaCppWithoutRepacking) {
         const auto want_hashes = r["logits_fnv1a64"].get<std::vector<std::string>>();
         ASSERT_EQ(want_hashes.size(), want.size());
         beyond_window += prompt.size() > 512;
-        const Steps got = greedy(engine, prompt, want.size());
+        const testing::GreedySteps got = testing::greedy_steps(engine, prompt, want.size());
         size_t same = 0;
         while (same < want.size() && got.tokens[same] == want[same]) ++same;
         EXPECT_EQ(same, want.size()) << prompt.size() << "-token prompt: parted from llama.cpp at step " << same

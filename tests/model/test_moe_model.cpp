@@ -3,6 +3,7 @@
 // chosen experts, an f32 GGUF computes the folder's bits, and quantized experts replay as they run eagerly.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -14,6 +15,7 @@
 #include "engine/engine.h"
 #include "formats/gguf_writer.h"
 #include "model/model.h"
+#include "support/llamacpp_greedy.h"
 #include "support/test_support.h"
 
 namespace tracelm {
@@ -162,6 +164,46 @@ TEST(MoeModel, MalformedGgufExpertMetadataIsRefusedNamingTheKey) {
         }
     }
 }
+
+// llama.cpp's bits on Qwen3-MoE GGUF files in the ggml numerics (testdata/goldens/qwen3_moe_tiny_llamacpp.json, from
+// scripts/make_moe_llamacpp_goldens.py: llama-cpp-python 0.3.36, repacking off): the moe-tiny files with Q8_0 and
+// Q4_0 experts and an f32 router, four prompts from 1 to 326 tokens each in one forward, 24 greedy steps; every
+// token and every logit of every step, eager and replayed.
+class MoeLlamaCpp : public ::testing::TestWithParam<bool> {};
+
+TEST_P(MoeLlamaCpp, GreedyContinuationsAndLogitsAreLlamaCpps) {
+    std::ifstream f(testing::repo_path("testdata/goldens/qwen3_moe_tiny_llamacpp.json"));
+    const auto g = nlohmann::json::parse(f);
+    ASSERT_FALSE(g["use_extra_bufts"].get<bool>());
+    ASSERT_EQ(g["files"].size(), 2u);
+    for (const auto& file : g["files"]) {
+        const DType dt = file["dtype"] == "q8_0" ? DType::Q8_0 : DType::Q4_0;
+        SCOPED_TRACE(dtype_name(dt));
+        const testing::TempDir dir;
+        const std::string path = random_gguf(dir, dt);
+        char digest[17];
+        std::snprintf(digest, sizeof digest, "%016llx", static_cast<unsigned long long>(fnv1a64_file(path)));
+        ASSERT_EQ(digest, file["gguf_fnv1a64"].get<std::string>()) << "not the file the goldens were made from";
+        cpu::CpuBackend be(2);
+        const auto model = Model::load(path, be);
+        EngineOptions opt;
+        opt.capture = GetParam();
+        opt.context = g["n_ctx"].get<int>();
+        opt.prefill_chunk = g["n_ubatch"].get<int>();
+        Engine engine(*model, be, opt);
+        for (const auto& r : file["records"]) {
+            const auto prompt = r["prompt_ids"].get<std::vector<int32_t>>();
+            const auto want = r["tokens"].get<std::vector<int32_t>>();
+            const auto want_hashes = r["logits_fnv1a64"].get<std::vector<std::string>>();
+            const testing::GreedySteps got = testing::greedy_steps(engine, prompt, want.size());
+            EXPECT_EQ(got.tokens, want) << prompt.size() << "-token prompt";
+            for (size_t i = 0; i < want.size(); ++i)
+                ASSERT_EQ(got.hashes[i], want_hashes[i]) << prompt.size() << "-token prompt: the logits of step " << i;
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Decode, MoeLlamaCpp, ::testing::Bool(), [](const auto& p) { return p.param ? "replay" : "eager"; });
 
 }  // namespace
 }  // namespace tracelm

@@ -15,7 +15,9 @@
 #include "backends/cpu/cpu_backend.h"
 #include "formats/quantize.h"
 #include "formats/repack.h"
+#include "ops/ggml_math.h"
 #include "ops/moe/moe.h"
+#include "support/ggml_reference.h"
 #include "support/test_support.h"
 
 namespace tracelm {
@@ -74,35 +76,86 @@ std::vector<float> randn(std::mt19937& rng, size_t n, float scale = 1.0f) {
 
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
+// The router product is ggml's f32 MUL_MAT (ggml_reference.h's transcriptions of vec_dot_f32 and tinyBLAS, checked
+// there against llama.cpp): vec_dot's order for one row, tinyBLAS's from two rows when H % 8 == 0.
+TEST(MoeRoute, RouterLogitsAreGgmlsF32Products) {
+    cpu::CpuBackend be(2);
+    Device d(be);
+    std::mt19937 rng(5);
+    const int64_t T = 5, E = 12;
+    for (const int64_t H : {64, 40, 36}) {
+        const std::vector<float> xv = randn(rng, static_cast<size_t>(T * H)), rv = randn(rng, static_cast<size_t>(E * H));
+        const Tensor x = d.f32("x", T, H, xv), router = d.f32("router", E, H, rv),
+                     logits = d.make("logits", DType::F32, T, E), ids = d.make("ids", DType::I32, T, 2),
+                     w = d.make("w", DType::F32, T, 2);
+        for (const int64_t batch_rows : {1, 2, 9}) {
+            SCOPED_TRACE(::testing::Message() << "H " << H << ", batch_rows " << batch_rows);
+            be.moe_route(x, router, batch_rows, true, logits, ids, w);
+            const std::vector<float> got = d.read(logits);
+            int differ = 0;  // from the other order: shows the two are told apart
+            for (int64_t t = 0; t < T; ++t)
+                for (int64_t e = 0; e < E; ++e) {
+                    const float* xr = xv.data() + t * H;
+                    const float* rr = rv.data() + e * H;
+                    const bool tiny = batch_rows >= 2 && H % 8 == 0;
+                    const float want = tiny ? ggml_ref::tinyblas_dot_f32(H, rr, xr) : ggml_ref::vec_dot_f32(H, xr, rr);
+                    const float other = tiny ? ggml_ref::vec_dot_f32(H, xr, rr)
+                                             : (H % 8 == 0 ? ggml_ref::tinyblas_dot_f32(H, rr, xr) : want);
+                    ASSERT_TRUE(same_bits(got[static_cast<size_t>(t * E + e)], want)) << t << " " << e;
+                    differ += !same_bits(want, other);
+                }
+            if (H % 8 == 0) {
+                EXPECT_GT(differ, 0);
+            }
+        }
+    }
+}
+
+// Routing from the op's logits row by row, bit for bit with the reference (ggml's SOFT_MAX, descending order with
+// ties to the lower id, the clamped normalisation): a router of one-hot rows passes chosen logits through, so rows
+// with many ties, a NaN, an infinity or nothing finite are routed as the spec says.
 TEST(MoeRoute, EveryRowIsTheReferences) {
     cpu::CpuBackend be(2);
     Device d(be);
     const int64_t T = 37, E = 64;
     std::mt19937 rng(11);
-    std::vector<float> logits = randn(rng, static_cast<size_t>(T * E), 2.0f);
+    std::vector<float> xv = randn(rng, static_cast<size_t>(T * E), 2.0f);
     for (int64_t i = 0; i < E; ++i) {
-        logits[static_cast<size_t>(E + i)] = std::round(logits[static_cast<size_t>(E + i)]);  // row 1: many ties
-        logits[static_cast<size_t>(2 * E + i)] = -INFINITY;                                   // row 2: none finite
+        xv[static_cast<size_t>(E + i)] = std::round(xv[static_cast<size_t>(E + i)]);  // row 1: many ties
+        xv[static_cast<size_t>(2 * E + i)] = -INFINITY;                               // row 2: none finite
     }
-    logits[static_cast<size_t>(3 * E + 5)] = NAN;       // row 3: a NaN counts as -inf
-    logits[static_cast<size_t>(4 * E + 9)] = INFINITY;  // row 4: an infinite maximum
-    const Tensor l = d.f32("logits", T, E, logits);
+    xv[static_cast<size_t>(3 * E + 5)] = NAN;       // row 3: a NaN, so every logit of the row is NaN
+    xv[static_cast<size_t>(4 * E + 9)] = INFINITY;  // row 4: an infinity, the same (0 * inf)
+    std::vector<float> identity(static_cast<size_t>(E * E), 0.0f);
+    for (int64_t e = 0; e < E; ++e) identity[static_cast<size_t>(e * E + e)] = 1.0f;
+    const Tensor x = d.f32("x", T, E, xv), router = d.f32("router", E, E, identity),
+                 logits = d.make("logits", DType::F32, T, E);
     for (const int k : {1, 8, 64}) {
         for (const bool normalize : {false, true}) {
             SCOPED_TRACE(::testing::Message() << "k " << k << (normalize ? " normalized" : ""));
             const Tensor ids = d.make("ids", DType::I32, T, k), w = d.make("w", DType::F32, T, k);
-            be.moe_route(l, normalize, ids, w);
+            be.moe_route(x, router, 1, normalize, logits, ids, w);
             std::vector<int32_t> got_ids(static_cast<size_t>(T * k));
             be.download(ids, got_ids.data());
-            const std::vector<float> got_w = d.read(w);
+            const std::vector<float> got_w = d.read(w), l = d.read(logits);
             for (int64_t t = 0; t < T; ++t) {
+                if (t < 2 || t > 4) {
+                    for (int64_t e = 0; e < E; ++e)
+                        ASSERT_EQ(l[static_cast<size_t>(t * E + e)], xv[static_cast<size_t>(t * E + e)]);
+                }
                 std::vector<int32_t> want_ids(static_cast<size_t>(k));
                 std::vector<float> want_w(static_cast<size_t>(k));
-                reference::moe_route_row(logits.data() + t * E, E, k, normalize, want_ids.data(), want_w.data());
+                reference::moe_route_row(l.data() + t * E, E, k, normalize, want_ids.data(), want_w.data());
                 for (int j = 0; j < k; ++j) {
                     ASSERT_EQ(got_ids[static_cast<size_t>(t * k + j)], want_ids[static_cast<size_t>(j)]) << t << " " << j;
                     ASSERT_TRUE(same_bits(got_w[static_cast<size_t>(t * k + j)], want_w[static_cast<size_t>(j)]))
                         << t << " " << j;
+                }
+                if (t >= 2 && t <= 4) {  // nothing finite (0 * inf is NaN): experts 0..k-1, weight 0
+                    for (int j = 0; j < k; ++j) {
+                        EXPECT_EQ(got_ids[static_cast<size_t>(t * k + j)], j);
+                        EXPECT_EQ(got_w[static_cast<size_t>(t * k + j)], 0.0f);
+                    }
                 }
             }
         }
@@ -116,6 +169,19 @@ TEST(MoeRoute, EveryRowIsTheReferences) {
     EXPECT_EQ(ids[1], 2);
     EXPECT_NEAR(w[0], 0.6, 1e-6);
     EXPECT_NEAR(w[1], 0.4, 1e-6);
+}
+
+// ggml::soft_max_row is ggml's SOFT_MAX as ggml_reference.h transcribes it (checked there against llama.cpp's
+// captured kq_soft_max), on rows of 8k and 8k + tail elements.
+TEST(MoeRoute, SoftMaxRowIsGgmls) {
+    std::mt19937 rng(3);
+    for (const int64_t n : {8, 64, 128, 13, 3}) {
+        const std::vector<float> x = randn(rng, static_cast<size_t>(n), 4.0f);
+        std::vector<float> got(static_cast<size_t>(n)), want(static_cast<size_t>(n));
+        ggml::soft_max_row(x.data(), got.data(), n);
+        ggml_ref::soft_max(x.data(), nullptr, n, 1.0f, want.data());
+        for (int64_t i = 0; i < n; ++i) ASSERT_TRUE(same_bits(got[static_cast<size_t>(i)], want[static_cast<size_t>(i)])) << n << " " << i;
+    }
 }
 
 struct Layer {
@@ -255,8 +321,8 @@ TEST(MoeFfn, F32ExpertsFollowTheDefinition) {
     }
 }
 
-// Route and FFN recorded once: each replay routes from the logits uploaded before it (the experts change from
-// replay to replay), equals the eager ops and allocates nothing.
+// Route and FFN recorded once: each replay routes from the rows uploaded before it (the experts change from replay
+// to replay), equals the eager ops and allocates nothing.
 TEST(MoeFfn, AGraphRoutesOnTheDeviceAsEagerCallsDo) {
     cpu::CpuBackend be(2);
     Device d(be);
@@ -264,21 +330,21 @@ TEST(MoeFfn, AGraphRoutesOnTheDeviceAsEagerCallsDo) {
     const int64_t E = 8, H = 64, I = 32, k = 2, T = 4;
     const Layer l = make_layer(d, DType::Q8_0, E, H, I, k, rng);
     const Tensor x = d.f32("x", T, H, randn(rng, static_cast<size_t>(T * H)));
+    const Tensor router = d.f32("router", E, H, randn(rng, static_cast<size_t>(E * H)));
     const Tensor logits = d.make("logits", DType::F32, T, E), ids = d.make("ids", DType::I32, T, k),
                  w = d.make("w", DType::F32, T, k), out = d.make("out", DType::F32, T, H),
                  eager = d.make("eager", DType::F32, T, H);
-    be.upload(logits, randn(rng, static_cast<size_t>(T * E)).data());
-    be.moe_route(logits, true, ids, w);
+    be.moe_route(x, router, 1, true, logits, ids, w);
     be.moe_ffn(x, ids, w, l.experts(), out);  // warms the backend's scratch
     be.begin_capture();
-    be.moe_route(logits, true, ids, w);
+    be.moe_route(x, router, 1, true, logits, ids, w);
     be.moe_ffn(x, ids, w, l.experts(), out);
     const GraphId graph = be.end_capture();
     uint64_t allocations = 0;
     std::vector<int32_t> previous;
     int changed = 0;
     for (int step = 0; step < 6; ++step) {
-        be.upload(logits, randn(rng, static_cast<size_t>(T * E), 3.0f).data());
+        be.upload(x, randn(rng, static_cast<size_t>(T * H), 3.0f).data());
         const uint64_t before = testing::heap_allocations().load();
         be.replay(graph);
         allocations += testing::heap_allocations().load() - before;
@@ -287,7 +353,7 @@ TEST(MoeFfn, AGraphRoutesOnTheDeviceAsEagerCallsDo) {
         changed += chosen != previous;
         previous = chosen;
         const std::vector<float> replayed = d.read(out);
-        be.moe_route(logits, true, ids, w);
+        be.moe_route(x, router, 1, true, logits, ids, w);
         be.moe_ffn(x, ids, w, l.experts(), eager);
         ASSERT_EQ(replayed, d.read(eager)) << "step " << step;
     }
@@ -303,10 +369,13 @@ TEST(MoeOps, BadShapesAreRefusedByName) {
     const Layer l = make_layer(d, DType::F32, 4, 16, 8, 2, rng);
     const Tensor x = d.make("x", DType::F32, 3, 16), ids = d.make("ids", DType::I32, 3, 2),
                  w = d.make("w", DType::F32, 3, 2), out = d.make("out", DType::F32, 3, 16);
-    const Tensor logits = d.make("logits", DType::F32, 3, 4);
-    EXPECT_THROW(be.moe_route(logits, true, d.make("ids5", DType::I32, 3, 5), d.make("w5", DType::F32, 3, 5)),
+    const Tensor logits = d.make("logits", DType::F32, 3, 4), router = d.make("router", DType::F32, 4, 16);
+    EXPECT_THROW(be.moe_route(x, router, 1, true, logits, d.make("ids5", DType::I32, 3, 5), d.make("w5", DType::F32, 3, 5)),
                  std::invalid_argument);  // k > experts
-    EXPECT_THROW(be.moe_route(logits, true, w, w), std::invalid_argument);  // ids not i32
+    EXPECT_THROW(be.moe_route(x, router, 1, true, logits, w, w), std::invalid_argument);  // ids not i32
+    EXPECT_THROW(be.moe_route(x, d.make("r8", DType::F32, 4, 8), 1, true, logits, ids, w),
+                 std::invalid_argument);  // router width is not x's
+    EXPECT_THROW(be.moe_route(x, router, 0, true, logits, ids, w), std::invalid_argument);  // batch_rows 0
     MoeExperts bad = l.experts();
     bad.count = 3;  // 32 gate rows are not 3 experts' rows
     EXPECT_THROW(be.moe_ffn(x, ids, w, bad, out), std::invalid_argument);

@@ -231,6 +231,34 @@ inline float tinyblas_dot_f16(int64_t n, const uint16_t* x, const uint16_t* y) {
     return (t0 + t2) + (t1 + t3);
 }
 
+// ggml_vec_dot_f32 (vec.cpp, AVX2+FMA: GGML_F32_STEP 32, GGML_F32_EPR 8): as vec_dot_f16 on f32 operands, except
+// that the tail beyond the last multiple of 32 adds x*y (rounded) to the f32 sum.
+inline float vec_dot_f32(int64_t n, const float* x, const float* y) {
+    float acc[4][8] = {};
+    const int64_t np = n & ~int64_t{31};
+    for (int64_t i = 0; i < np; i += 32)
+        for (int j = 0; j < 4; ++j)
+            for (int l = 0; l < 8; ++l) acc[j][l] = std::fma(x[i + 8 * j + l], y[i + 8 * j + l], acc[j][l]);
+    float s[8];
+    for (int l = 0; l < 8; ++l) s[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
+    float sum = reduce8_hadd(s);
+    for (int64_t k = np; k < n; ++k) {
+        const float p = x[k] * y[k];
+        sum += p;
+    }
+    return sum;
+}
+
+// llamafile's tinyBLAS<8, __m256, __m256, float, float, float> (sgemm.cpp, AVX2), one output element: as
+// tinyblas_dot_f16 on f32 operands. n must be a multiple of 8.
+inline float tinyblas_dot_f32(int64_t n, const float* x, const float* y) {
+    float acc[8] = {};
+    for (int64_t i = 0; i < n; i += 8)
+        for (int l = 0; l < 8; ++l) acc[l] = std::fma(x[i + l], y[i + l], acc[l]);
+    const float t0 = acc[4] + acc[0], t1 = acc[5] + acc[1], t2 = acc[6] + acc[2], t3 = acc[7] + acc[3];
+    return (t0 + t2) + (t1 + t3);
+}
+
 // ggml_v_expf (vec.h, AVX2+FMA), one lane: ARM's optimized-routines expf, max error 1.45 ulp + 0.5.
 inline float v_expf(float x) {
     const float r = 0x1.8p23f;

@@ -275,7 +275,7 @@ void paged_attention_f16_range(const F16AttentionArgs& f, int64_t begin, int64_t
             k.to_f16(q, q16, hd);
             const bool batch = row.q_len >= 2;
             // tinyBLAS declines a dot whose length is not a multiple of 8.
-            const F16Dot kq_order = batch && hd % 8 == 0 ? F16Dot::Tinyblas : F16Dot::VecDot;
+            const GgmlDot kq_order = batch && hd % 8 == 0 ? GgmlDot::Tinyblas : GgmlDot::VecDot;
             const int64_t n = row.visible - a0;
             k.scores(k_cache + kv_off, offsets + a0, n, q16, hd, kq_order, f.interleaved, p + a0);
             k.soft_max(p + a0, n, a.scale);

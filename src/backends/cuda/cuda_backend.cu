@@ -317,7 +317,8 @@ void CudaBackend::do_sparse_attention(const Tensor& q, const Tensor& k_cache, co
 }
 
 // Mixture-of-experts ops are not on this backend yet (capabilities().moe is false, so no MoE model loads here).
-void CudaBackend::do_moe_route(const Tensor&, bool, const Tensor&, const Tensor&) {
+void CudaBackend::do_moe_route(const Tensor&, const Tensor&, int64_t, bool, const Tensor&, const Tensor&,
+                               const Tensor&) {
     throw std::runtime_error("moe_route: the CUDA backend has no mixture-of-experts ops yet");
 }
 

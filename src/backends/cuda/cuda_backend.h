@@ -77,7 +77,8 @@ class CudaBackend final : public Backend {
     void do_sparse_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta,
                              const Tensor& indices, int heads, int kv_heads, int head_dim, float scale,
                              const Tensor& out) override;
-    void do_moe_route(const Tensor& logits, bool normalize, const Tensor& ids, const Tensor& weights) override;
+    void do_moe_route(const Tensor& x, const Tensor& router, int64_t batch_rows, bool normalize, const Tensor& logits,
+                      const Tensor& ids, const Tensor& weights) override;
     void do_moe_ffn(const Tensor& x, const Tensor& ids, const Tensor& weights, const MoeExperts& experts,
                     const Tensor& out, int64_t batch_rows) override;
 

@@ -19,7 +19,13 @@ void need(const char* op, const Tensor& t, DType dt) {
 
 }  // namespace
 
-void check_route_args(const Tensor& logits, const Tensor& ids, const Tensor& weights) {
+void check_route_args(const Tensor& x, const Tensor& router, int64_t batch_rows, const Tensor& logits,
+                      const Tensor& ids, const Tensor& weights) {
+    need("moe_route", x, DType::F32);
+    need("moe_route", router, DType::F32);
+    if (batch_rows < 1) bad("moe_route", "batch_rows " + std::to_string(batch_rows) + " < 1");
+    if (router.cols != x.cols || logits.rows != x.rows || logits.cols != router.rows)
+        bad("moe_route", "x " + shape(x) + ", router " + shape(router) + " and logits " + shape(logits) + " disagree");
     need("moe_route", logits, DType::F32);
     need("moe_route", ids, DType::I32);
     need("moe_route", weights, DType::F32);
@@ -54,9 +60,10 @@ void check_ffn_args(const Tensor& x, const Tensor& ids, const Tensor& weights, c
 namespace tracelm {
 
 // The entry points of the MoE ops, here beside their checks (runtime/backend.h).
-void Backend::moe_route(const Tensor& logits, bool normalize, const Tensor& ids, const Tensor& weights) {
-    moe::check_route_args(logits, ids, weights);
-    do_moe_route(logits, normalize, ids, weights);
+void Backend::moe_route(const Tensor& x, const Tensor& router, int64_t batch_rows, bool normalize,
+                        const Tensor& logits, const Tensor& ids, const Tensor& weights) {
+    moe::check_route_args(x, router, batch_rows, logits, ids, weights);
+    do_moe_route(x, router, batch_rows, normalize, logits, ids, weights);
 }
 
 void Backend::moe_ffn(const Tensor& x, const Tensor& ids, const Tensor& weights, const MoeExperts& experts,

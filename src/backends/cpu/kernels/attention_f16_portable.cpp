@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels/kernels_internal.h"
+#include "ops/ggml_math.h"
 
 namespace tracelm::cpu::portable_f16_attention {
 namespace {
@@ -19,9 +20,9 @@ float elem(const uint16_t* x, int64_t g, int64_t half, bool interleaved) {
     return f16_to_f32(interleaved ? x[(g & 1) * half + g / 2] : x[g]);
 }
 
-float dot(const uint16_t* x, const uint16_t* y, int64_t n, F16Dot order, bool interleaved) {
+float dot(const uint16_t* x, const uint16_t* y, int64_t n, GgmlDot order, bool interleaved) {
     const int64_t half = n / 2;
-    if (order == F16Dot::Tinyblas) {
+    if (order == GgmlDot::Tinyblas) {
         float acc[8] = {};
         for (int64_t i = 0; i < n; i += 8)
             for (int l = 0; l < 8; ++l)
@@ -55,7 +56,7 @@ void soft_max(float* p, int64_t n, float scale) {
     for (int64_t i = n; i < n8; ++i) p[i] = -std::numeric_limits<float>::infinity();
     double sum = 0.0;
     for (int64_t i = 0; i < n8; i += 8) {
-        for (int l = 0; l < 8; ++l) p[i + l] = detail::ggml_v_expf(p[i + l] - max);
+        for (int l = 0; l < 8; ++l) p[i + l] = ggml::v_expf(p[i + l] - max);
         const float t0 = p[i + 4] + p[i], t1 = p[i + 5] + p[i + 1], t2 = p[i + 6] + p[i + 2], t3 = p[i + 7] + p[i + 3];
         sum += static_cast<double>((t0 + t2) + (t1 + t3));
     }
@@ -63,7 +64,7 @@ void soft_max(float* p, int64_t n, float scale) {
     for (int64_t i = 0; i < n8; ++i) p[i] = f16_to_f32(f32_to_f16(p[i] * inv));
 }
 
-void scores(const uint16_t* base, const int64_t* keys, int64_t count, const uint16_t* q, int64_t n, F16Dot order,
+void scores(const uint16_t* base, const int64_t* keys, int64_t count, const uint16_t* q, int64_t n, GgmlDot order,
             bool interleaved, float* p) {
     for (int64_t j = 0; j < count; ++j)
         p[j] = keys[j] < 0 ? -std::numeric_limits<float>::infinity() : dot(base + keys[j], q, n, order, interleaved);
@@ -85,7 +86,7 @@ void scores_tile(const uint16_t* base, const int64_t* keys, const int64_t* count
     std::vector<uint16_t> q16(static_cast<size_t>(n));
     for (int i = 0; i < nq; ++i) {
         to_f16(q + i * n, q16.data(), n);
-        scores(base, keys, counts[i], q16.data(), n, F16Dot::Tinyblas, interleaved, p + i * p_stride);
+        scores(base, keys, counts[i], q16.data(), n, GgmlDot::Tinyblas, interleaved, p + i * p_stride);
     }
 }
 

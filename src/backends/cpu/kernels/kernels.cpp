@@ -164,6 +164,10 @@ void gelu_mul(const float* gate, const float* up, float* out, bool f16_table, in
 }
 
 float dot_f32(const float* a, const float* b, int64_t n) { return active_kernels().dot_f32(a, b, n); }
+void matmul_f32_ggml(const float* x, int64_t T, int64_t K, const float* w, float* y, int64_t N, int64_t n0, int64_t n1,
+                     GgmlDot order) {
+    active_kernels().matmul_f32_ggml(x, T, K, w, y, N, n0, n1, order);
+}
 
 void axpy_f32(float a, const float* x, float* y, int64_t n) { active_kernels().axpy_f32(a, x, y, n); }
 

@@ -84,12 +84,17 @@ void matmul_quant(const float* x, int64_t T, int64_t K, const void* w, DType wt,
 // memory bandwidth).
 double read_sweep(const void* data, size_t bytes);
 
-// The summation orders of ggml's f16 x f16 dot products (docs/ggml-numerics.md): its MUL_MAT sums a batch of
-// >= 2 tokens with llamafile's tinyBLAS and a single token with ggml_vec_dot_f16.
-enum class F16Dot : uint8_t {
+// The summation orders of ggml's f16 x f16 and f32 x f32 dot products (docs/ggml-numerics.md): its MUL_MAT sums a
+// batch of >= 2 tokens with llamafile's tinyBLAS and a single token with ggml_vec_dot_f16 / ggml_vec_dot_f32.
+enum class GgmlDot : uint8_t {
     Tinyblas,  // one 8-lane FMA accumulator over k in steps of 8, then hsum; n a multiple of 8
-    VecDot,    // 4 accumulators of 8 lanes over steps of 32, reduced (a0+a2)+(a1+a3), two hadds; tail in double
+    VecDot,    // 4 accumulators of 8 lanes over steps of 32, reduced (a0+a2)+(a1+a3), two hadds; then the tail
+               // (f16: in double; f32: in f32)
 };
+// ggml's f32 MUL_MAT of x [T, K] by w [N, K] into y [T, N], columns [n0, n1), in `order` (KernelTable's
+// matmul_f32_ggml): what llama.cpp computes for an f32 weight such as a MoE router.
+void matmul_f32_ggml(const float* x, int64_t T, int64_t K, const float* w, float* y, int64_t N, int64_t n0, int64_t n1,
+                     GgmlDot order);
 
 // Attention over an f16 KV cache with the numbers of llama.cpp's CPU backend (ggml-cpu built for AVX2+FMA+F16C),
 // on every Isa: the Avx512 table uses the AVX2 kernels (ggml's AVX-512 build sums differently), the portable
@@ -101,7 +106,7 @@ struct F16AttentionKernels {
     // [0, count); -inf (a masked position) where keys[j] < 0. With `interleaved`, the key rows are stored as
     // tracelm keeps the q/k heads of llama-architecture GGUFs: ggml's element 2i at i and 2i+1 at i + n/2 (n even).
     void (*scores)(const uint16_t* base, const int64_t* keys, int64_t count, const uint16_t* q, int64_t n,
-                   F16Dot order, bool interleaved, float* p);
+                   GgmlDot order, bool interleaved, float* p);
     // p[0, n) = softmax(p * scale) as ggml's SOFT_MAX computes it over a row padded with masked (-inf) entries to a
     // multiple of 8, each probability then rounded to f16 (stored widened). p has room for n rounded up to 8.
     void (*soft_max)(float* p, int64_t n, float scale);
@@ -140,6 +145,12 @@ struct KernelTable {
     // variant, lane by lane on every Isa), [n_vec, n) with expf (ggml's scalar tail of a row).
     void (*silu_mul)(const float* gate, const float* up, float* out, int64_t n, int64_t n_vec);
     float (*dot_f32)(const float* a, const float* b, int64_t n);
+    // y[t, n] for n in [n0, n1) = ggml's f32 MUL_MAT of row t of x [T, K] by row n of w [N, K] (f32), in `order`:
+    // VecDot is ggml_vec_dot_f32 (4 accumulators of 8 lanes over steps of 32, GGML_F32x8_REDUCE, a tail of K % 32
+    // added in f32 after it), Tinyblas llamafile's tinyBLAS (one 8-lane FMA accumulator over steps of 8, its hsum;
+    // K a multiple of 8). The same bits on every Isa.
+    void (*matmul_f32_ggml)(const float* x, int64_t T, int64_t K, const float* w, float* y, int64_t N, int64_t n0,
+                            int64_t n1, GgmlDot order);
     void (*axpy_f32)(float a, const float* x, float* y, int64_t n);
     void (*rope_rotate)(float* x, int64_t heads, int64_t head_dim, const float* cs);
     void (*row_to_f32)(const void* src, DType dt, int64_t cols, float* out);

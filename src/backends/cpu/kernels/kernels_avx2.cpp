@@ -188,7 +188,7 @@ namespace tracelm::cpu {
 
 // Declared extern in kernels_internal.h, so this const keeps external linkage.
 const KernelTable detail::avx2_kernels = {
-    Isa::Avx2, avx2::matmul, avx2::add, avx2::silu_mul, avx2::dot_f32, avx2::axpy_f32, avx2::rope_rotate,
+    Isa::Avx2, avx2::matmul, avx2::add, avx2::silu_mul, avx2::dot_f32, avx2::matmul_f32_ggml, avx2::axpy_f32, avx2::rope_rotate,
     avx2::row_to_f32, avx2::read_sweep, &detail::avx2_quant, &detail::avx2_f16_attention,
 };
 

@@ -135,7 +135,7 @@ namespace tracelm::cpu {
 
 // Declared extern in kernels_internal.h, so this const keeps external linkage.
 const KernelTable detail::avx512_kernels = {
-    Isa::Avx512, avx512::matmul, avx512::add, avx512::silu_mul, avx512::dot_f32, avx512::axpy_f32, avx512::rope_rotate,
+    Isa::Avx512, avx512::matmul, avx512::add, avx512::silu_mul, avx512::dot_f32, avx512::matmul_f32_ggml, avx512::axpy_f32, avx512::rope_rotate,
     avx512::row_to_f32, avx512::read_sweep, &detail::avx512_quant,
     // ggml's attention numbers are those of its AVX2 build, which these kernels reproduce on wider vectors.
     &detail::avx512_f16_attention,

@@ -27,10 +27,6 @@ void dequantize_row(const void* src, DType dt, int64_t cols, float* out);
 // Row n of a repacked table of N rows (formats/repack.h), equal to dequantize_row of its GGML row.
 void dequantize_repacked_row(const void* table, DType dt, int64_t N, int64_t cols, int64_t n, float* out);
 
-// One lane of ggml_v_expf as its AVX2 build computes it (ARM's optimized-routines expf), with std::fma where it
-// fuses: for the portable kernels (kernels_portable.cpp).
-float ggml_v_expf(float x);
-
 // 64-byte aligned memory of at least `bytes`, owned by the calling thread and reused by its next call.
 void* scratch(size_t bytes);
 

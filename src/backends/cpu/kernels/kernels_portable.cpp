@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "backends/cpu/kernels/kernels_internal.h"
+#include "ops/ggml_math.h"
 
 namespace tracelm::cpu::portable {
 namespace {
@@ -68,8 +69,40 @@ void add(const float* a, const float* b, float* out, int64_t i0, int64_t i1) {
 // Without FMA hardware std::fma is slow (a library call, emulated), but gives ggml's bits.
 void silu_mul(const float* gate, const float* up, float* out, int64_t n, int64_t n_vec) {
     int64_t i = 0;
-    for (; i < n_vec; ++i) out[i] = gate[i] / (1.0f + detail::ggml_v_expf(0.0f - gate[i])) * up[i];
+    for (; i < n_vec; ++i) out[i] = gate[i] / (1.0f + ggml::v_expf(0.0f - gate[i])) * up[i];
     for (; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+// ggml's f32 MUL_MAT orders (kernels.h), lane by lane: the x86 kernels' operations in the same order.
+float ggml_f32_dot(const float* x, const float* w, int64_t K, GgmlDot order) {
+    if (order == GgmlDot::Tinyblas) {
+        float acc[8] = {};
+        for (int64_t i = 0; i < K; i += 8)
+            for (int l = 0; l < 8; ++l) acc[l] = std::fma(w[i + l], x[i + l], acc[l]);
+        const float t0 = acc[4] + acc[0], t1 = acc[5] + acc[1], t2 = acc[6] + acc[2], t3 = acc[7] + acc[3];
+        return (t0 + t2) + (t1 + t3);
+    }
+    float acc[4][8] = {};
+    const int64_t np = K & ~int64_t{31};
+    for (int64_t i = 0; i < np; i += 32)
+        for (int j = 0; j < 4; ++j)
+            for (int l = 0; l < 8; ++l) acc[j][l] = std::fma(w[i + 8 * j + l], x[i + 8 * j + l], acc[j][l]);
+    float s[8];
+    for (int l = 0; l < 8; ++l) s[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
+    // Two hadds of t = lo + hi: (t0 + t1) + (t2 + t3).
+    const float t0 = s[0] + s[4], t1 = s[1] + s[5], t2 = s[2] + s[6], t3 = s[3] + s[7];
+    float sum = (t0 + t1) + (t2 + t3);
+    for (int64_t i = np; i < K; ++i) {
+        const float term = x[i] * w[i];
+        sum += term;
+    }
+    return sum;
+}
+
+void matmul_f32_ggml(const float* x, int64_t T, int64_t K, const float* w, float* y, int64_t N, int64_t n0,
+                     int64_t n1, GgmlDot order) {
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t n = n0; n < n1; ++n) y[t * N + n] = ggml_f32_dot(x + t * K, w + n * K, K, order);
 }
 
 float dot_f32(const float* a, const float* b, int64_t n) {
@@ -117,30 +150,11 @@ double read_sweep(const void* data, size_t bytes) {
 
 namespace tracelm::cpu {
 
-float detail::ggml_v_expf(float x) {
-    const float r = 0x1.8p23f;
-    const float z = std::fma(x, 0x1.715476p+0f, r);
-    const float n = z - r;
-    const float b = std::fma(-n, 0x1.7f7d1cp-20f, std::fma(-n, 0x1.62e4p-1f, x));
-    const uint32_t e = std::bit_cast<uint32_t>(z) << 23;
-    const float k = std::bit_cast<float>(e + std::bit_cast<uint32_t>(1.0f));
-    const float u = b * b;
-    const float j = std::fma(
-        std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u,
-        0x1.ffffecp-1f * b);
-    if (!(std::fabs(n) > 126.0f)) return std::fma(j, k, k);
-    // Scaled in two factors where 2^n alone would leave the normal range (or overflow / underflow entirely).
-    const uint32_t g = n <= 0.0f ? 0x82000000u : 0u;
-    const float s1 = std::bit_cast<float>(g + 0x7f000000u);
-    if (std::fabs(n) > 192.0f) return s1 * s1;
-    const float s2 = std::bit_cast<float>(e - g);
-    return std::fma(s2, j, s2) * s1;
-}
 
 // Declared extern in kernels_internal.h, so this const keeps external linkage.
 const KernelTable detail::portable_kernels = {
     Isa::Portable,     portable::matmul,   portable::add,         portable::silu_mul,   portable::dot_f32,
-    portable::axpy_f32, portable::rope_rotate, portable::to_f32, portable::read_sweep, &detail::portable_quant,
+    portable::matmul_f32_ggml, portable::axpy_f32, portable::rope_rotate, portable::to_f32, portable::read_sweep, &detail::portable_quant,
     &detail::portable_f16_attention,
 };
 

@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "backends/cpu/ops/op_support.h"
+#include "ops/ggml_math.h"
 #include "ops/moe/moe.h"
 
 namespace tracelm::cpu {
@@ -18,46 +19,52 @@ namespace {
 // ---- moe_route ----
 
 struct RouteArgs {
-    const float* logits;
+    const float* x;
+    const float* router;
+    float* logits;
+    float* probs;  // scratch [T, E]
     int32_t* ids;
     float* weights;
-    int64_t E, k;
+    int64_t E, H, k;
     bool normalize;
+    GgmlDot order;
 };
 
 void run_route(const RouteArgs& a, int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
-        const float* x = a.logits + r * a.E;
+        float* x = a.logits + r * a.E;
+        matmul_f32_ggml(a.x + r * a.H, 1, a.H, a.router, x, a.E, 0, a.E, a.order);
+        float* p = a.probs + r * a.E;
         int32_t* ids = a.ids + r * a.k;
         float* w = a.weights + r * a.k;
         float m = -INFINITY;
-        for (int64_t i = 0; i < a.E; ++i) m = x[i] > m ? x[i] : m;
-        const bool finite = m > -INFINITY && m < INFINITY;
-        double sum = 0.0;
-        if (finite)
-            for (int64_t i = 0; i < a.E; ++i) sum += std::isnan(x[i]) ? 0.0 : static_cast<double>(std::exp(x[i] - m));
-        const float inv = finite ? static_cast<float>(1.0 / sum) : 0.0f;
-        const auto prob = [&](int64_t i) { return finite && !std::isnan(x[i]) ? std::exp(x[i] - m) * inv : 0.0f; };
+        for (int64_t i = 0; i < a.E; ++i) {
+            p[i] = std::isnan(x[i]) ? -INFINITY : x[i];
+            m = p[i] > m ? p[i] : m;
+        }
+        if (std::isfinite(m))
+            ggml::soft_max_row(p, p, a.E);
+        else
+            std::fill(p, p + a.E, 0.0f);
         // The k best by insertion: a later expert displaces an earlier one only when strictly more probable, so
         // ties keep the lower id first.
         int64_t n = 0;
         for (int64_t i = 0; i < a.E; ++i) {
-            const float p = prob(i);
-            if (n == a.k && !(p > w[n - 1])) continue;
+            const float pi = p[i];
+            if (n == a.k && !(pi > w[n - 1])) continue;
             int64_t at = n < a.k ? n++ : a.k - 1;
-            while (at > 0 && p > w[at - 1]) {
+            while (at > 0 && pi > w[at - 1]) {
                 w[at] = w[at - 1];
                 ids[at] = ids[at - 1];
                 --at;
             }
-            w[at] = p;
+            w[at] = pi;
             ids[at] = static_cast<int32_t>(i);
         }
         if (!a.normalize) continue;
         double total = 0.0;
         for (int64_t j = 0; j < a.k; ++j) total += static_cast<double>(w[j]);
-        if (total <= 0.0) continue;
-        const auto t = static_cast<float>(total);
+        const float t = std::max(static_cast<float>(total), 0x1p-14f);  // ggml's CLAMP before the DIV
         for (int64_t j = 0; j < a.k; ++j) w[j] /= t;
     }
 }
@@ -173,15 +180,25 @@ void run_combine(const FfnArgs& a, int64_t b, int64_t e) {
 }
 
 constexpr const char* kMoeScratchName = "cpu:moe_scratch";
+constexpr const char* kMoeProbsName = "cpu:moe_route_probs";
 
 size_t align64(size_t n) { return (n + 63) / 64 * 64; }
 
 }  // namespace
 
-void CpuBackend::do_moe_route(const Tensor& logits, bool normalize, const Tensor& ids, const Tensor& weights) {
+void CpuBackend::do_moe_route(const Tensor& x, const Tensor& router, int64_t batch_rows, bool normalize,
+                              const Tensor& logits, const Tensor& ids, const Tensor& weights) {
+    const int64_t T = x.rows, E = router.rows, H = x.cols;
+    Buffer* probs = scratch_buffer(kMoeProbsName, static_cast<size_t>(T * E) * sizeof(float));
+    const auto b = reinterpret_cast<uintptr_t>(probs->data);
+    // llamafile's tinyBLAS takes ggml's f32 products of 2 or more rows where K is a multiple of 8.
+    const GgmlDot order = batch_rows >= 2 && H % 8 == 0 ? GgmlDot::Tinyblas : GgmlDot::VecDot;
     submit(run_route,
-           RouteArgs{logits.ptr<float>(), ids.ptr<int32_t>(), weights.ptr<float>(), logits.cols, ids.cols, normalize},
-           Footprint().read(logits).write(ids).write(weights), logits.rows, 8);
+           RouteArgs{x.ptr<float>(), router.ptr<float>(), logits.ptr<float>(), static_cast<float*>(probs->data),
+                     ids.ptr<int32_t>(), weights.ptr<float>(), E, H, ids.cols, normalize, order},
+           Footprint().read(x).read(router).write(logits).write(ByteRange{b, b + static_cast<size_t>(T * E) * 4})
+               .write(ids).write(weights),
+           T, 4);
 }
 
 void CpuBackend::do_moe_ffn(const Tensor& x, const Tensor& ids, const Tensor& weights, const MoeExperts& experts,
