@@ -7,8 +7,9 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 # transformers and llama.cpp goldens, replay == eager; Isas/ReplayAllocations runs every ISA by itself. SmolLM2's
 # llama.cpp goldens only replayed (eager == replay is Replay.*'s): on the portable kernels the pair took 5.7 min of
-# CPU time here, most of the pass.
-E2E='^(Goldens\.|Decode/SmolLM2\..*/replay|SmolLM2Cli\.|Replay\.|Models/ArchGoldens\.)'
+# CPU time here, most of the pass. The Qwen3-30B-A3B slice's goldens (a 3.7 GB checkpoint through the kernels the
+# tiny geometries already run) only in the default pass.
+E2E='^(Goldens\.|Decode/SmolLM2\..*/replay|Decode/MoeLlamaCpp\..*/replay|SmolLM2Cli\.|Replay\.|Models/ArchGoldens\.)'
 flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
 has() { for f in "$@"; do [[ "$flags" == *" $f "* ]] || return 1; done; }
 isas=()
@@ -18,5 +19,5 @@ if has avx2 fma f16c; then
 fi
 for isa in "${isas[@]}"; do
   echo "--- TRACELM_ISA=$isa"
-  TRACELM_ISA=$isa ctest --test-dir "$BUILD_DIR" --output-on-failure -R "$E2E" "$@"
+  TRACELM_ISA=$isa ctest --test-dir "$BUILD_DIR" --output-on-failure -R "$E2E" -E 'Qwen3_30bA3bSlice' "$@"
 done

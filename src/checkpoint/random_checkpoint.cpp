@@ -48,7 +48,11 @@ Geometry geometry_by_name(const std::string& name) {
     if (name == "tiny") return {64, 192, 2, 4, 2, 32, 4096};
     if (name == "qwen3-0.6b") return {1024, 3072, 28, 16, 8, 128, 40960};
     if (name == "moe-tiny") return {64, 192, 2, 4, 2, 32, 4096, 8, 2, 32};
-    throw std::runtime_error("unknown checkpoint geometry '" + name + "' (supported: tiny, qwen3-0.6b, moe-tiny)");
+    // Qwen3-30B-A3B's layers (its config.json: hidden 2048, 32 query and 4 KV heads of 128, 128 experts of 768, 8
+    // per token, context 40960), 8 of its 48 by default, with a tied head.
+    if (name == "qwen3-30b-a3b-slice") return {2048, 6144, 8, 32, 4, 128, 40960, 128, 8, 768};
+    throw std::runtime_error("unknown checkpoint geometry '" + name +
+                             "' (supported: tiny, qwen3-0.6b, moe-tiny, qwen3-30b-a3b-slice)");
 }
 
 // How a tensor's values are drawn: fan_in > 0: uniform in +-sqrt(3 / fan_in) (unit-variance
@@ -281,7 +285,10 @@ std::string shard_name(size_t i, size_t n) {
 }  // namespace
 
 void make_random_checkpoint(const MakeCheckpointOptions& opts) {
-    const Geometry g = geometry_by_name(opts.geometry);
+    Geometry g = geometry_by_name(opts.geometry);
+    if (opts.layers < 0 || opts.layers > 1024)
+        throw std::runtime_error("random checkpoint: layers " + std::to_string(opts.layers) + " not in [0, 1024]");
+    if (opts.layers > 0) g.layers = opts.layers;
     if (opts.out.empty()) throw std::runtime_error("random checkpoint: no output path given");
     if (opts.format == CheckpointFormat::Gguf) {
         write_random_gguf(g, opts);

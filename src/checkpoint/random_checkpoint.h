@@ -12,7 +12,10 @@ namespace tracelm {
 enum class CheckpointFormat { Safetensors, Gguf };
 
 struct MakeCheckpointOptions {
-    std::string geometry = "tiny";  // "tiny", "qwen3-0.6b", or "moe-tiny" (Qwen3-MoE: 8 experts, 2 per token)
+    // "tiny", "qwen3-0.6b", "moe-tiny" (Qwen3-MoE: 8 experts, 2 per token) or "qwen3-30b-a3b-slice" (Qwen3-30B-A3B's
+    // layer shapes: 128 experts, 8 per token; 8 layers).
+    std::string geometry = "tiny";
+    int layers = 0;  // > 0: this many layers instead of the geometry's
     uint64_t seed = 0;
     CheckpointFormat format = CheckpointFormat::Safetensors;
     std::string out;           // Safetensors: the folder; Gguf: the file

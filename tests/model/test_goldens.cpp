@@ -1,6 +1,7 @@
 // Numerics against an independent implementation: logits and greedy tokens from Hugging Face
-// transformers' Qwen3ForCausalLM and Qwen3MoeForCausalLM (float32) on generated checkpoints (tiny, moe-tiny), made by
-// scripts/make_goldens.py. Prefill logits and 32 greedy decode steps per prompt.
+// transformers' Qwen3ForCausalLM and Qwen3MoeForCausalLM (float32) on generated checkpoints (tiny, moe-tiny, and one
+// f32 layer of Qwen3-30B-A3B's shapes), made by scripts/make_goldens.py. Prefill logits and 32 greedy decode steps
+// per prompt.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -76,6 +77,11 @@ TEST(Goldens, EagerLogitsAndGreedyTokensMatchTransformersQwen3Moe) {
 }
 TEST(Goldens, ReplayedLogitsAndGreedyTokensMatchTransformersQwen3Moe) {
     check_against_goldens("qwen3_moe_tiny_f32.json", true);
+}
+// One f32 layer of Qwen3-30B-A3B's shapes: 128 experts of 768, 8 per token, 32 query and 4 KV heads of 128 (replayed;
+// the eager path is the tiny geometries' and Replay.* checks the two equal). A 3.7 GB checkpoint: run once in CI.
+TEST(Goldens, ReplayedLogitsAndGreedyTokensMatchTransformersQwen3_30bA3bSlice) {
+    check_against_goldens("qwen3_30b_a3b_slice_f32.json", true);
 }
 
 }  // namespace

@@ -59,7 +59,9 @@ inline std::atomic<uint64_t>& heap_allocations() {
 }
 
 // A random-weight checkpoint made once per test process (removed at exit).
-inline const std::string& generated_checkpoint(const std::string& geometry, uint64_t seed, DType dtype) {
+// layers > 0: that many layers instead of the geometry's.
+inline const std::string& generated_checkpoint(const std::string& geometry, uint64_t seed, DType dtype,
+                                               int layers = 0) {
     struct Cache {
         std::map<std::string, std::string> dirs;
         std::string root;
@@ -69,7 +71,8 @@ inline const std::string& generated_checkpoint(const std::string& geometry, uint
         }
     };
     static Cache cache;
-    const std::string key = geometry + "-" + std::to_string(seed) + "-" + std::string(dtype_name(dtype));
+    std::string key = geometry + "-" + std::to_string(seed) + "-" + std::string(dtype_name(dtype));
+    if (layers > 0) key += "-layers" + std::to_string(layers);
     auto it = cache.dirs.find(key);
     if (it != cache.dirs.end()) return it->second;
     if (cache.root.empty()) {
@@ -79,24 +82,33 @@ inline const std::string& generated_checkpoint(const std::string& geometry, uint
     opt.geometry = geometry;
     opt.seed = seed;
     opt.dtype = dtype;
+    opt.layers = layers;
     opt.out = cache.root + "/" + key;
     opt.tokenizer_dir = repo_path("models/qwen3-tokenizer");
     make_random_checkpoint(opt);
     return cache.dirs.emplace(key, opt.out).first->second;
 }
 
-// The f32 checkpoint a golden file was made from ({"geometry", "seed", "fnv1a64"}), generated here and checked to
-// hash as that one did: std::runtime_error when it does not (make-checkpoint's output changed; remake the goldens).
+// The checkpoint a golden file was made from ({"geometry", "seed", "dtype", optional "layers", and "fnv1a64" or, for
+// large ones, "sha256" of model.safetensors}), generated here and checked to hash as that one did:
+// std::runtime_error when it does not (make-checkpoint's output changed; remake the goldens).
 inline const std::string& golden_checkpoint(const nlohmann::json& ck) {
-    const std::string& dir =
-        generated_checkpoint(ck.at("geometry").get<std::string>(), ck.at("seed").get<uint64_t>(), DType::F32);
-    char hash[17];
-    std::snprintf(hash, sizeof(hash), "%016llx",
-                  static_cast<unsigned long long>(fnv1a64_file(dir + "/model.safetensors")));
-    if (ck.at("fnv1a64").get<std::string>() != hash) {
-        throw std::runtime_error(std::string("the generated checkpoint hashes ") + hash + ", not " +
-                                 ck.at("fnv1a64").get<std::string>() +
-                                 ": it is not the one the goldens were made from");
+    const DType dtype = ck.value("dtype", std::string("f32")) == "bf16" ? DType::BF16 : DType::F32;
+    const std::string& dir = generated_checkpoint(ck.at("geometry").get<std::string>(), ck.at("seed").get<uint64_t>(),
+                                                  dtype, ck.value("layers", 0));
+    const std::string key = ck.contains("sha256") ? "sha256" : "fnv1a64";
+    std::string hash;
+    if (key == "sha256") {
+        hash = sha256_file(dir + "/model.safetensors");
+    } else {
+        char fnv[17];
+        std::snprintf(fnv, sizeof(fnv), "%016llx",
+                      static_cast<unsigned long long>(fnv1a64_file(dir + "/model.safetensors")));
+        hash = fnv;
+    }
+    if (ck.at(key).get<std::string>() != hash) {
+        throw std::runtime_error("the generated checkpoint's " + key + " is " + hash + ", not " +
+                                 ck.at(key).get<std::string>() + ": it is not the one the goldens were made from");
     }
     return dir;
 }
