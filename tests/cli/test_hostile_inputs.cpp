@@ -449,6 +449,49 @@ TEST(HostileInputs, NonFiniteWeightIsRefusedAtLoad) {
                                          " holds NaN or infinity (element 5); the weights are broken");
 }
 
+// A random Qwen3-MoE GGUF (moe-tiny: 8 experts of 32, 2 per token) with one integer of its metadata overwritten in
+// place: absurd or contradictory expert counts and widths are refused naming the key, or the first tensor whose
+// shape they contradict, with exit code 1 and bounded memory (nothing sized by the absurd value is allocated).
+TEST(HostileInputs, HostileMoeMetadataIsRefusedByName) {
+    const TempDir dir;
+    const std::string good = dir.str("moe.gguf");
+    ASSERT_EQ(run({"make-checkpoint", "--geometry", "moe-tiny", "--seed", "2", "--format", "gguf", "--dtype", "q8_0",
+                   "--out", good}).code, 0);
+    const std::string bytes = slurp(good);
+    // GGUF metadata: key length (u64), key, value type (u32), value; the integer types the writer may use.
+    const auto patched = [&](const std::string& key, uint64_t value) {
+        const size_t at = bytes.find(key);
+        EXPECT_NE(at, std::string::npos) << key;
+        std::string out = bytes;
+        uint32_t type = 0;
+        std::memcpy(&type, out.data() + at + key.size(), 4);
+        const size_t width = type == 4 || type == 5 ? 4 : type == 10 || type == 11 ? 8 : 0;
+        EXPECT_NE(width, 0u) << key << " has value type " << type;
+        std::memcpy(out.data() + at + key.size() + 4, &value, width);
+        const std::string path = dir.str("bad.gguf");
+        write(path, out);
+        return path;
+    };
+    const auto generate = [&](const std::string& path) {
+        return run({"generate", "--model", path, "--prompt", "Hello", "--max-tokens", "2", "--threads", "1"});
+    };
+    for (const uint64_t absurd : {uint64_t{0}, uint64_t{1} << 31, (uint64_t{1} << 32) - 1}) {
+        const Child c = generate(patched("qwen3moe.expert_count", absurd));
+        expect_refused(c, "qwen3moe.expert_count");
+        EXPECT_LT(c.peak_rss_mib, kPeakRssBoundMib);
+    }
+    expect_refused(generate(patched("qwen3moe.expert_used_count", 9)), "qwen3moe.expert_used_count");
+    expect_refused(generate(patched("qwen3moe.expert_used_count", 0)), "qwen3moe.expert_used_count");
+    const Child wide = generate(patched("qwen3moe.expert_feed_forward_length", uint64_t{1} << 40));
+    expect_refused(wide, "qwen3moe.expert_feed_forward_length");
+    EXPECT_LT(wide.peak_rss_mib, kPeakRssBoundMib);
+    // Plausible values that the stacked tensors contradict.
+    expect_refused(generate(patched("qwen3moe.expert_count", 16)), "tensor 'model.layers.0.mlp.gate.weight'");
+    expect_refused(generate(patched("qwen3moe.expert_feed_forward_length", 64)),
+                   "tensor 'model.layers.0.mlp.experts.gate_proj.weight'");
+    EXPECT_EQ(generate(good).code, 0);
+}
+
 TEST(HostileInputs, NonFiniteCheckCoversEveryWeightType) {
     const auto f16_inf = uint16_t{0x7c00}, f16_nan = uint16_t{0x7e00}, bf16_nan = uint16_t{0x7fc0};
     const auto put16 = [](std::vector<uint8_t>& b, size_t at, uint16_t v) { std::memcpy(b.data() + at, &v, 2); };
