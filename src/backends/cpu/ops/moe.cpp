@@ -1,12 +1,13 @@
-// CpuBackend::moe_route and moe_ffn (semantics in ops/moe/moe.h). moe_ffn runs as six recorded ops over one
-// backend scratch buffer: a counting sort of the (row, slot) pairs by expert (so each active expert's weights are
-// read once for all the rows that chose it), the gather of their input rows, the gate and up products of every
-// active expert (each thread a share of every expert's weight rows), the activation, the down products, and the
-// weighted sum of each row's slots in slot order. Which experts are active is read from `ids` when the ops run, so a
+// CpuBackend::moe_route and moe_ffn (semantics in ops/moe/moe.h). moe_ffn runs as recorded ops over one backend
+// scratch buffer: a counting sort of the (row, slot) pairs by expert (so each active expert's weights are read once
+// for all the rows that chose it) and the gather of their input rows (one op for a few rows, two otherwise), the
+// gate and up products of every active expert with the activation (each thread a share of every expert's weight
+// rows), the down products, and the weighted sum of each row's slots in slot order. Which experts are active is read from `ids` when the ops run, so a
 // recorded decode step routes on the device like an eager one. matmul's kernels give each output element the same
 // bits whatever rows share the product (kernels.h), so grouping changes no row's result.
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "backends/cpu/ops/op_support.h"
 #include "ops/ggml_math.h"
@@ -115,12 +116,23 @@ void run_gather(const FfnArgs& a, int64_t b, int64_t e) {
         std::copy_n(a.x + a.sorted[p] / a.k * a.H, a.H, a.xs + p * a.H);
 }
 
-// y[rows of expert e, [n0, n1)] = in[those rows] . w_e^T for every active expert, w_e the N x K matrix at `w`
-// + e * N * row_bytes.
-void products(const FfnArgs& a, int64_t thread, const char* w, const float* in, float* y, int64_t N, int64_t K) {
-    constexpr int64_t kGrain = 16;  // whole 16-row groups: a repacked type's unit
+// Both on one thread: for a few rows (a decode step) one synchronisation less costs more than the copy.
+void run_group_gather(const FfnArgs& a, int64_t, int64_t) {
+    run_group(a, 0, 1);
+    run_gather(a, 0, a.T * a.k);
+}
+
+// The thread's share [n0, n1) of N output columns: whole 16-row groups, a repacked type's unit.
+std::pair<int64_t, int64_t> share(const FfnArgs& a, int64_t thread, int64_t N) {
+    constexpr int64_t kGrain = 16;
     const int64_t units = (N + kGrain - 1) / kGrain;
-    const int64_t n0 = units * thread / a.threads * kGrain, n1 = std::min(N, units * (thread + 1) / a.threads * kGrain);
+    return {units * thread / a.threads * kGrain, std::min(N, units * (thread + 1) / a.threads * kGrain)};
+}
+
+// y[rows of expert e, [n0, n1)] = in[those rows] . w_e^T for every active expert, w_e the N x K matrix at `w`
+// + e * N * row_bytes, [n0, n1) the thread's share.
+void products(const FfnArgs& a, int64_t thread, const char* w, const float* in, float* y, int64_t N, int64_t K) {
+    const auto [n0, n1] = share(a, thread, N);
     if (n0 >= n1) return;
     const size_t row_bytes = dtype_row_bytes(a.wt, K);
     for (int64_t e = 0; e < a.E; ++e) {
@@ -135,20 +147,20 @@ void products(const FfnArgs& a, int64_t thread, const char* w, const float* in, 
     }
 }
 
+// The gate and up products of the thread's share of the columns, then the activation of those columns (elementwise,
+// each element where its row puts it, so the same as the whole row's).
 void run_gate_up(const FfnArgs& a, int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
         products(a, i, a.gate, a.xs, a.g, a.I, a.H);
         products(a, i, a.up, a.xs, a.u, a.I, a.H);
-    }
-}
-
-void run_act(const FfnArgs& a, int64_t b, int64_t e) {
-    for (int64_t p = b; p < std::min(e, static_cast<int64_t>(a.offsets[a.E])); ++p) {
-        float* g = a.g + p * a.I;
-        if (a.act == Activation::Silu)
-            silu_mul(g, a.u + p * a.I, g, a.I, 0, a.I);
-        else
-            gelu_mul(g, a.u + p * a.I, g, a.act == Activation::GeluTanhF16, 0, a.I);
+        const auto [n0, n1] = share(a, i, a.I);
+        for (int64_t p = 0; n0 < n1 && p < a.offsets[a.E]; ++p) {
+            const int64_t i0 = p * a.I + n0, i1 = p * a.I + n1;
+            if (a.act == Activation::Silu)
+                silu_mul(a.g, a.u, a.g, a.I, i0, i1);
+            else
+                gelu_mul(a.g, a.u, a.g, a.act == Activation::GeluTanhF16, i0, i1);
+        }
     }
 }
 
@@ -181,6 +193,8 @@ void run_combine(const FfnArgs& a, int64_t b, int64_t e) {
 
 constexpr const char* kMoeScratchName = "cpu:moe_scratch";
 constexpr const char* kMoeProbsName = "cpu:moe_route_probs";
+// Up to this many (row, slot) pairs the sort and the gather are one op.
+constexpr int64_t kGatherAlone = 128;
 
 size_t align64(size_t n) { return (n + 63) / 64 * 64; }
 
@@ -229,10 +243,13 @@ void CpuBackend::do_moe_ffn(const Tensor& x, const Tensor& ids, const Tensor& we
     const ByteRange sort = range(base, ints), xs = range(a.xs, static_cast<size_t>(P * H) * 4),
                     gu = range(a.g, static_cast<size_t>(P * 2 * I) * 4), eo = range(a.eo, static_cast<size_t>(P * H) * 4),
                     act = range(a.act_scratch, act_stride * static_cast<size_t>(threads()));
-    submit(run_group, a, Footprint().read(ids).write(sort), 1);
-    submit(run_gather, a, Footprint().read(x).read(sort).write(xs), P, 4);
+    if (P <= kGatherAlone) {
+        submit(run_group_gather, a, Footprint().read(ids).read(x).write(sort).write(xs), 1);
+    } else {
+        submit(run_group, a, Footprint().read(ids).write(sort), 1);
+        submit(run_gather, a, Footprint().read(x).read(sort).write(xs), P, 4);
+    }
     submit(run_gate_up, a, Footprint().read(sort).read(xs).read(gate).read(up).write(gu).write(act), threads());
-    submit(run_act, a, Footprint().read(sort).write(gu), P, 4);
     submit(run_down, a, Footprint().read(sort).read(gu).read(down).write(eo).write(act), threads());
     submit(run_combine, a, Footprint().read(sort).read(weights).read(eo).write(out), T, 4);
 }
