@@ -71,6 +71,41 @@ TEST(Replay, EqualsEagerMixtureOfExperts) {
                                testing::generated_checkpoint("moe-tiny", 7, DType::F32));
 }
 
+// Captured mixture-of-experts steps, one sequence and a bucket of 16 (8 experts, 2 per token: the rows share some
+// experts and not others), Q8_0 experts in both numerics: replays allocate nothing and the host writes nothing.
+TEST(Replay, MixtureOfExpertsStepsAllocateAndUploadNothing) {
+    testing::TempDir dir;
+    MakeCheckpointOptions o;
+    o.geometry = "moe-tiny";
+    o.seed = 7;
+    o.format = CheckpointFormat::Gguf;
+    o.dtype = DType::Q8_0;
+    o.out = dir.file("moe.gguf");
+    make_random_checkpoint(o);
+    for (const Numerics numerics : {Numerics::Ggml, Numerics::Fast}) {
+        cpu::CpuBackend be(2);
+        const auto model = Model::load(o.out, be, {}, numerics);
+        for (const int seqs : {1, 16}) {
+            EngineOptions opt;
+            opt.context = 128;
+            opt.max_seqs = seqs;
+            Engine engine(*model, be, opt);
+            std::vector<std::vector<int32_t>> prompts;
+            for (int i = 0; i < seqs; ++i) prompts.push_back({1 + 97 * i, 5000 + 13 * i, 42});
+            engine.start(prompts, 14);
+            engine.step();  // eager warm-up
+            engine.step();  // capture + first replay
+            ASSERT_TRUE(engine.captured());
+            const uint64_t allocations = testing::heap_allocations().load(), uploads = be.uploads();
+            for (int i = 0; i < 8; ++i) engine.step();
+            EXPECT_EQ(testing::heap_allocations().load() - allocations, 0u) << seqs << " sequences";
+            EXPECT_EQ(be.uploads() - uploads, 0u) << seqs << " sequences";
+            EXPECT_EQ(engine.replays(), 9);
+            engine.finish();
+        }
+    }
+}
+
 TEST(Replay, EqualsEagerThreeSequencesBf16) {
     // Different prompt lengths put each sequence at a different offset within its blocks; 300 steps
     // cross many 16-token block boundaries. The 40-token prompt spans two prefill chunks.

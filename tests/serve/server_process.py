@@ -44,11 +44,11 @@ def metric(body, name):
 
 
 class Server:
-    def __init__(self, binary, args):
+    def __init__(self, binary, args, model=MODEL):
         # With --api-key, metrics() sends the key (every route but /health needs it).
         self.api_key = args[args.index("--api-key") + 1] if "--api-key" in args else None
         threads = os.environ.get("TRACELM_THREADS", "2")
-        self.proc = subprocess.Popen([binary, "serve", "--model", MODEL, "--port", "0", "--threads", threads] + args,
+        self.proc = subprocess.Popen([binary, "serve", "--model", model, "--port", "0", "--threads", threads] + args,
                                      stdout=subprocess.PIPE, stderr=sys.stderr, text=True, preexec_fn=die_with_parent)
         atexit.register(self.kill)
         ready, _, _ = select.select([self.proc.stdout], [], [], 30)
