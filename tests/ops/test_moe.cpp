@@ -1,7 +1,8 @@
 // The mixture-of-experts ops (ops/moe/moe.h) on the CPU backend: moe_route against the reference row by row, bit for
 // bit (ties, NaN, infinite rows); moe_ffn against a second implementation built from the backend's own verified
 // ops, one (row, slot) at a time (matmul of the row by the expert's slice of the stacked weights, glu, the down
-// matmul, the weighted sum in slot order on the host), bit for bit on float, GGML-quantized and repacked weights,
+// matmul, the weighted sum in slot order on the host), bit for bit on float, GGML-quantized (Q8_0, Q4_0, Q4_K, Q6_K)
+// and repacked weights,
 // and against double-precision math on f32 weights; a row's bits alone equal its bits among others; a recorded
 // graph routes from the logits uploaded before each replay, equals eager calls and allocates nothing.
 #include <gtest/gtest.h>
@@ -44,11 +45,24 @@ struct Device {
         return t;
     }
     // f32 values stored as `dt` (quantized by formats/quantize.h; a repacked type: its GGML type's rows repacked).
+    // The K types, which formats/quantize.h does not write, take gguf-made blocks of testdata/quant/<type>.bin
+    // (the quantization fixtures) in a random order instead of v.
     Tensor weight(const std::string& name, DType dt, int64_t rows, int64_t cols, const std::vector<float>& v) {
         const DType plain = dtype_unpacked(dt);
-        std::vector<char> bytes(dtype_row_bytes(plain, cols) * static_cast<size_t>(rows));
-        for (int64_t r = 0; r < rows; ++r)
-            quantize_row(plain, v.data() + r * cols, cols, bytes.data() + static_cast<size_t>(r) * dtype_row_bytes(plain, cols));
+        const size_t row_bytes = dtype_row_bytes(plain, cols);
+        std::vector<char> bytes(row_bytes * static_cast<size_t>(rows));
+        if (can_quantize_to(plain)) {
+            for (int64_t r = 0; r < rows; ++r)
+                quantize_row(plain, v.data() + r * cols, cols, bytes.data() + static_cast<size_t>(r) * row_bytes);
+        } else {
+            // Fixture: "TLQF", u32 version, type, rows, cols, then the blocks.
+            const std::string fixture = testing::read_text("testdata/quant/" + std::string(dtype_name(plain)) + ".bin");
+            EXPECT_GT(fixture.size(), 20u) << "no fixture for " << dtype_name(plain);
+            const size_t block = dtype_row_bytes(plain, 256), blocks = (fixture.size() - 20) / block;
+            std::mt19937 pick(static_cast<uint32_t>(rows * 31 + cols));
+            for (size_t at = 0; at < bytes.size(); at += block)
+                std::memcpy(bytes.data() + at, fixture.data() + 20 + (pick() % blocks) * block, block);
+        }
         if (dt != plain) {
             std::vector<char> packed(bytes.size());
             repack_r16(plain, bytes.data(), packed.data(), rows, cols);
@@ -247,7 +261,8 @@ TEST_P(MoeFfnWeights, EachRowIsItsExpertsWeightedInSlotOrderAndAloneAsAmongOther
     cpu::CpuBackend be(2);
     Device d(be);
     std::mt19937 rng(5);
-    const int64_t E = 6, H = 64, I = 96, k = 3, T = 9;
+    const bool k_type = !dtype_row_ok(dtype_unpacked(dt), 64);  // blocks of 256
+    const int64_t E = 6, H = k_type ? 256 : 64, I = k_type ? 512 : 96, k = 3, T = 9;
     const Layer l = make_layer(d, dt, E, H, I, k, rng);
     const std::vector<float> x = randn(rng, static_cast<size_t>(T * H));
     const std::vector<int32_t> ids = route(T, k, E, rng);
@@ -280,8 +295,8 @@ TEST_P(MoeFfnWeights, EachRowIsItsExpertsWeightedInSlotOrderAndAloneAsAmongOther
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, MoeFfnWeights,
-                         ::testing::Values(DType::F32, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q8_0_R16,
-                                           DType::Q4_0_R16),
+                         ::testing::Values(DType::F32, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K,
+                                           DType::Q8_0_R16, DType::Q4_0_R16, DType::Q4_K_R16, DType::Q6_K_R16),
                          [](const auto& type) { return std::string(dtype_name(type.param)); });
 
 // f32 experts against the definition in double precision.
