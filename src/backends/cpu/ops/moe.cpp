@@ -2,9 +2,10 @@
 // scratch buffer: a counting sort of the (row, slot) pairs by expert (so each active expert's weights are read once
 // for all the rows that chose it) and the gather of their input rows (one op for a few rows, two otherwise), the
 // gate and up products of every active expert with the activation (each thread a share of every expert's weight
-// rows), the down products, and the weighted sum of each row's slots in slot order. Which experts are active is read from `ids` when the ops run, so a
-// recorded decode step routes on the device like an eager one. matmul's kernels give each output element the same
-// bits whatever rows share the product (kernels.h), so grouping changes no row's result.
+// rows), the down products, and the weighted sum of each row's slots in slot order. Which experts are active is
+// read from `ids` when the ops run, so a recorded decode step routes on the device like an eager one. matmul's
+// kernels give each output element the same bits whatever rows share the product (kernels.h), so grouping changes
+// no row's result.
 #include <algorithm>
 #include <cmath>
 #include <utility>
