@@ -199,17 +199,32 @@ TEST(GgmlConformanceKernels, GeluF16TableIsGgmls) {
         gate.push_back(x);
         up.push_back(h % 3 == 0 ? 1.0f : -0.75f);
     }
-    for (const float x : {-10.0f, -1e4f, 10.0f, 300.0f}) {
+    // Cut-offs, values that round to f16 at a tie or beyond its range, NaN; an odd count leaves a partial vector.
+    for (const float x : {-10.0f, -1e4f, 10.0f, 300.0f, -9.999999f, 9.999999f, 1.00048828125f, 1e-30f, -0.0f, 70000.0f,
+                          -INFINITY, INFINITY, NAN, 0.333f, -2.5f}) {
         gate.push_back(x);
         up.push_back(0.5f);
     }
-    std::vector<float> got(gate.size()), want(gate.size());
-    cpu::gelu_mul(gate.data(), up.data(), got.data(), true, 0, static_cast<int64_t>(gate.size()));
+    std::vector<float> want(gate.size());
     for (size_t i = 0; i < gate.size(); ++i) {
         const float x = gate[i];
         want[i] = x <= -10.0f ? 0.0f : x >= 10.0f ? x * up[i] : f16_to_f32(table[f32_to_f16(x)]) * up[i];
     }
+    std::vector<float> got(gate.size());
+    cpu::gelu_mul(gate.data(), up.data(), got.data(), true, 0, static_cast<int64_t>(gate.size()));
     EXPECT_BITWISE(got, want, "gelu f16 table");
+    // Every Isa's kernel on stretches of every length 1..17 (full and partial vectors), against the same values.
+    std::vector<float> table_f32(table.size());
+    for (size_t h = 0; h < table.size(); ++h) table_f32[h] = f16_to_f32(table[h]);
+    for (const cpu::Isa isa : runnable_isas()) {
+        std::vector<float> y(gate.size());
+        for (size_t i0 = 0, n = 1; i0 < gate.size(); i0 += n, n = n % 17 + 1) {
+            n = std::min(n, gate.size() - i0);
+            cpu::kernels_for(isa).gelu_mul_f16(table_f32.data(), gate.data() + i0, up.data() + i0, y.data() + i0,
+                                               static_cast<int64_t>(n));
+        }
+        EXPECT_BITWISE(y, want, std::string("gelu_mul_f16 (") + cpu::isa_name(isa) + ")");
+    }
 }
 
 // ROPE of q and k (mode 0 on GGUF's rows = NeoX on tracelm's), through the backend and through each Isa's rotation.

@@ -133,11 +133,13 @@ float gelu_f32(float x) {
     return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * std::fma(kCoefA * x, x, 1.0f)));
 }
 
-// ggml_table_gelu_f16: the f16 GELU of every f16 value, built once (before any capture: CpuBackend asks for it).
-const std::array<uint16_t, 65536>& gelu_f16_table() {
-    static const std::array<uint16_t, 65536> table = [] {
-        std::array<uint16_t, 65536> t{};
-        for (uint32_t i = 0; i < t.size(); ++i) t[i] = f32_to_f16(gelu_f32(f16_to_f32(static_cast<uint16_t>(i))));
+// ggml_table_gelu_f16 widened to f32: entry h is the f16 GELU of the f16 value h (the f32 formula at that value,
+// rounded to f16), as f32 so that vector kernels gather it directly. Built on first use (a function static).
+const std::array<float, 65536>& gelu_f16_table() {
+    static const std::array<float, 65536> table = [] {
+        std::array<float, 65536> t{};
+        for (uint32_t i = 0; i < t.size(); ++i)
+            t[i] = f16_to_f32(f32_to_f16(gelu_f32(f16_to_f32(static_cast<uint16_t>(i)))));
         return t;
     }();
     return table;
@@ -146,21 +148,12 @@ const std::array<uint16_t, 65536>& gelu_f16_table() {
 }  // namespace
 
 void gelu_mul(const float* gate, const float* up, float* out, bool f16_table, int64_t i0, int64_t i1) {
-    if (!f16_table) {
-        for (int64_t i = i0; i < i1; ++i) out[i] = gelu_f32(gate[i]) * up[i];
+    if (i1 <= i0) return;
+    if (f16_table) {
+        active_kernels().gelu_mul_f16(gelu_f16_table().data(), gate + i0, up + i0, out + i0, i1 - i0);
         return;
     }
-    const std::array<uint16_t, 65536>& table = gelu_f16_table();
-    for (int64_t i = i0; i < i1; ++i) {
-        const float x = gate[i];
-        if (x <= -10.0f) {
-            out[i] = 0.0f;
-        } else if (x >= 10.0f) {
-            out[i] = x * up[i];
-        } else {
-            out[i] = f16_to_f32(table[f32_to_f16(x)]) * up[i];
-        }
-    }
+    for (int64_t i = i0; i < i1; ++i) out[i] = gelu_f32(gate[i]) * up[i];
 }
 
 float dot_f32(const float* a, const float* b, int64_t n) { return active_kernels().dot_f32(a, b, n); }

@@ -36,8 +36,8 @@ void add(const float* a, const float* b, float* out, int64_t i0, int64_t i1);
 void silu_mul(const float* gate, const float* up, float* out, int64_t cols, int64_t i0, int64_t i1);
 // out = gelu(gate) * up over [i0, i1), GELU's tanh approximation: in f32 with glibc's tanhf (f16_table false), or
 // as ggml's GEGLU computes it (f16_table true): 0 for gate <= -10, gate * up for gate >= 10, else the f16 table
-// entry of gate rounded to f16 (the f32 formula at that f16 value, rounded to f16) times up. One implementation for
-// every Isa.
+// entry of gate rounded to f16 (the f32 formula at that f16 value, rounded to f16) times up (KernelTable::gelu_mul_f16:
+// the same bits on every Isa).
 void gelu_mul(const float* gate, const float* up, float* out, bool f16_table, int64_t i0, int64_t i1);
 float dot_f32(const float* a, const float* b, int64_t n);
 void axpy_f32(float a, const float* x, float* y, int64_t n);  // y += a * x
@@ -144,6 +144,9 @@ struct KernelTable {
     // silu(gate) * up over n elements of one row: [0, n_vec) with ggml_v_expf (the operations of its AVX2
     // variant, lane by lane on every Isa), [n_vec, n) with expf (ggml's scalar tail of a row).
     void (*silu_mul)(const float* gate, const float* up, float* out, int64_t n, int64_t n_vec);
+    // ggml's GEGLU over n elements: 0 where gate <= -10, gate * up where gate >= 10, else table[f16(gate)] * up, the
+    // table holding the f16 GELU of every f16 value (as f32) and f16() rounding to nearest even as F16C does.
+    void (*gelu_mul_f16)(const float* table, const float* gate, const float* up, float* out, int64_t n);
     float (*dot_f32)(const float* a, const float* b, int64_t n);
     // y[t, n] for n in [n0, n1) = ggml's f32 MUL_MAT of row t of x [T, K] by row n of w [N, K] (f32), in `order`:
     // VecDot is ggml_vec_dot_f32 (4 accumulators of 8 lanes over steps of 32, GGML_F32x8_REDUCE, a tail of K % 32

@@ -153,6 +153,25 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n, int64_t
     for (; i < n; ++i) out[i] = gate[i] / (1.0f + ::expf(-gate[i])) * up[i];
 }
 
+// ggml_vec_geglu_f32 on 8 lanes: F16C rounds as f32_to_f16 does, so the gathered entries are the scalar loop's.
+__m256 gelu_mul8(const float* table, __m256 g, __m256 u) {
+    const __m256i h = _mm256_cvtepu16_epi32(_mm256_cvtps_ph(g, _MM_FROUND_TO_NEAREST_INT));
+    const __m256 y = _mm256_mul_ps(_mm256_i32gather_ps(table, h, 4), u);
+    const __m256 hi = _mm256_cmp_ps(g, _mm256_set1_ps(10.0f), _CMP_GE_OQ);
+    const __m256 lo = _mm256_cmp_ps(g, _mm256_set1_ps(-10.0f), _CMP_LE_OQ);
+    return _mm256_andnot_ps(lo, _mm256_blendv_ps(y, _mm256_mul_ps(g, u), hi));
+}
+
+void gelu_mul_f16(const float* table, const float* gate, const float* up, float* out, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(out + i, gelu_mul8(table, _mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
+    if (i < n) {
+        const __m256i m = lane_mask(n - i);
+        _mm256_maskstore_ps(out + i, m, gelu_mul8(table, _mm256_maskload_ps(gate + i, m), _mm256_maskload_ps(up + i, m)));
+    }
+}
+
 // x0' = fma(x0, c, -(x1 * s)), x1' = fma(x0, s, x1 * c) on 8 pairs.
 void rotate8(__m256& x0, __m256& x1, __m256 c, __m256 s) {
     const __m256 y0 = _mm256_fmsub_ps(x0, c, _mm256_mul_ps(x1, s));
@@ -188,7 +207,7 @@ namespace tracelm::cpu {
 
 // Declared extern in kernels_internal.h, so this const keeps external linkage.
 const KernelTable detail::avx2_kernels = {
-    Isa::Avx2, avx2::matmul, avx2::add, avx2::silu_mul, avx2::dot_f32, avx2::matmul_f32_ggml, avx2::axpy_f32, avx2::rope_rotate,
+    Isa::Avx2, avx2::matmul, avx2::add, avx2::silu_mul, avx2::gelu_mul_f16, avx2::dot_f32, avx2::matmul_f32_ggml, avx2::axpy_f32, avx2::rope_rotate,
     avx2::row_to_f32, avx2::read_sweep, &detail::avx2_quant, &detail::avx2_f16_attention,
 };
 

@@ -118,10 +118,14 @@ void matmul(const float* x, int64_t T, int64_t K, const void* w, DType wt, const
     }
 }
 
-// ggml's SwiGLU and RoPE rotation as its AVX2 build computes them: the AVX2 kernels' operations (ggml's own
+// ggml's SwiGLU, GEGLU and RoPE rotation as its AVX2 build computes them: the AVX2 kernels' operations (ggml's own
 // AVX-512 variants differ).
 void silu_mul(const float* gate, const float* up, float* out, int64_t n, int64_t n_vec) {
     detail::avx2_kernels.silu_mul(gate, up, out, n, n_vec);
+}
+
+void gelu_mul_f16(const float* table, const float* gate, const float* up, float* out, int64_t n) {
+    detail::avx2_kernels.gelu_mul_f16(table, gate, up, out, n);
 }
 
 void rope_rotate(float* x, int64_t heads, int64_t head_dim, const float* cs) {
@@ -135,7 +139,7 @@ namespace tracelm::cpu {
 
 // Declared extern in kernels_internal.h, so this const keeps external linkage.
 const KernelTable detail::avx512_kernels = {
-    Isa::Avx512, avx512::matmul, avx512::add, avx512::silu_mul, avx512::dot_f32, avx512::matmul_f32_ggml, avx512::axpy_f32, avx512::rope_rotate,
+    Isa::Avx512, avx512::matmul, avx512::add, avx512::silu_mul, avx512::gelu_mul_f16, avx512::dot_f32, avx512::matmul_f32_ggml, avx512::axpy_f32, avx512::rope_rotate,
     avx512::row_to_f32, avx512::read_sweep, &detail::avx512_quant,
     // ggml's attention numbers are those of its AVX2 build, which these kernels reproduce on wider vectors.
     &detail::avx512_f16_attention,

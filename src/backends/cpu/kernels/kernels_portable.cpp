@@ -145,6 +145,13 @@ double read_sweep(const void* data, size_t bytes) {
     return static_cast<double>(acc[0] + acc[1] + acc[2] + acc[3]);
 }
 
+void gelu_mul_f16(const float* table, const float* gate, const float* up, float* out, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+        const float x = gate[i];
+        out[i] = x <= -10.0f ? 0.0f : x >= 10.0f ? x * up[i] : table[f32_to_f16(x)] * up[i];
+    }
+}
+
 }  // namespace
 }  // namespace tracelm::cpu::portable
 
@@ -153,7 +160,7 @@ namespace tracelm::cpu {
 
 // Declared extern in kernels_internal.h, so this const keeps external linkage.
 const KernelTable detail::portable_kernels = {
-    Isa::Portable,     portable::matmul,   portable::add,         portable::silu_mul,   portable::dot_f32,
+    Isa::Portable,     portable::matmul,   portable::add,         portable::silu_mul,   portable::gelu_mul_f16, portable::dot_f32,
     portable::matmul_f32_ggml, portable::axpy_f32, portable::rope_rotate, portable::to_f32, portable::read_sweep, &detail::portable_quant,
     &detail::portable_f16_attention,
 };
