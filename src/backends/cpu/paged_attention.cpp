@@ -188,7 +188,7 @@ void run_tile(const F16AttentionArgs& f, float* ws, const int64_t* offsets, int6
                 qi[2 * i + 1] = f.interleaved ? q[half + i] : q[2 * i + 1];
             }
             k.to_f16(qi, q16, hd);
-            for (int i = 0; i < hd; ++i) qi[i] = f16_to_f32(q16[i]);
+            row_to_f32(q16, DType::F16, hd, qi);  // exact, the same on every Isa
             counts[nq] = row.visible - a0;
             starts[nq] = row.start - a0;
             outs[nq++] = out;
