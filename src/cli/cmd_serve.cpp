@@ -1,6 +1,5 @@
 // `tracelm serve`: the OpenAI-compatible server. It listens first (/health answers 503 while the model loads), then
-// loads the model and starts the scheduler; SIGINT or SIGTERM stop it cleanly (connections close, their requests
-// cancelled; the scheduler cancels what is left and joins its thread).
+// loads the model and starts the scheduler; SIGINT or SIGTERM drain it and stop it (stop_on_signals).
 #include <pthread.h>
 #include <signal.h>
 
@@ -40,6 +39,7 @@ struct ServeArgs {
     int64_t kv_blocks = 0, kv_sliding_blocks = 0;
     std::string chat_template;  // --chat-template FILE
     serve::HttpOptions http;  // the limits: max_body_bytes, max_connections, timeouts
+    std::chrono::milliseconds drain_timeout{30000};  // --drain-timeout
 };
 
 // The name clients use: the model file's or folder's name (without .gguf).
@@ -49,16 +49,36 @@ std::string served_model_id(const std::string& path) {
     return p.extension() == ".gguf" ? p.stem().string() : p.filename().string();
 }
 
-// Waits for SIGINT / SIGTERM (blocked in every thread, so only this one takes them) and calls on_signal; returns
-// without calling it once `done` is set.
-void wait_for_signal(const sigset_t& signals, const std::atomic<bool>& done, const std::function<void()>& on_signal) {
-    const timespec tick{0, 100 * 1000 * 1000};
-    while (!done.load()) {
+// The stop on SIGINT / SIGTERM (blocked in every thread, so only this one takes them): the server drains (/health
+// 503, new requests refused), what runs finishes within drain_timeout, then the scheduler ends the rest with an error
+// that each client reads as its answer's last chunk (kErrorFlush to write them), and the server stops. A second
+// signal stops it at once. Returns without stopping anything once `done` is set.
+void stop_on_signals(const sigset_t& signals, const std::atomic<bool>& done, serve::HttpServer& server,
+                     const std::atomic<serve::Scheduler*>& scheduler, std::chrono::milliseconds drain_timeout) {
+    using Clock = std::chrono::steady_clock;
+    constexpr auto kErrorFlush = std::chrono::seconds(5);
+    const timespec tick{0, 50 * 1000 * 1000};
+    while (sigtimedwait(&signals, nullptr, &tick) <= 0)
+        if (done.load()) return;
+    server.drain();
+    std::fprintf(stderr, "draining: %d requests in flight, %.1f s to finish\n", server.in_flight(),
+                 static_cast<double>(drain_timeout.count()) / 1000);
+    const Clock::time_point deadline = Clock::now() + drain_timeout;
+    bool aborted = false;
+    while (server.in_flight() > 0) {
         if (sigtimedwait(&signals, nullptr, &tick) > 0) {
-            on_signal();
-            return;
+            std::fprintf(stderr, "second signal: stopping now, %d requests cut\n", server.in_flight());
+            break;
         }
+        const Clock::time_point now = Clock::now();
+        if (!aborted && now >= deadline) {
+            std::fprintf(stderr, "drain timeout: ending %d requests with an error\n", server.in_flight());
+            if (serve::Scheduler* s = scheduler.load()) s->abort_all("the server is shutting down");
+            aborted = true;
+        }
+        if (aborted && now >= deadline + kErrorFlush) break;  // clients that do not read their last chunk
     }
+    server.stop();
 }
 
 int run_serve(const ServeArgs& a) {
@@ -88,7 +108,8 @@ int run_serve(const ServeArgs& a) {
 
     std::thread http([&] { server.run(); });
     std::atomic<bool> done{false};
-    std::thread watcher([&] { wait_for_signal(signals, done, [&] { server.stop(); }); });
+    std::atomic<serve::Scheduler*> running_scheduler{nullptr};
+    std::thread watcher([&] { stop_on_signals(signals, done, server, running_scheduler, a.drain_timeout); });
     const auto shut_down = [&] {
         server.stop();
         http.join();
@@ -114,6 +135,7 @@ int run_serve(const ServeArgs& a) {
         so.kv_sliding_blocks = a.kv_sliding_blocks;
         so.prefix_cache = eo.prefix_cache;
         scheduler = std::make_unique<serve::Scheduler>(*lm->model, *device, so);
+        running_scheduler = scheduler.get();
 
         const Tokenizer& tok = lm->tokenizer;
         const int64_t vocab = lm->model->config().vocab_size;
@@ -183,6 +205,11 @@ Action add_serve(CLI::App& app) {
     app.add_option_function<double>("--body-timeout", seconds(a->http.body_timeout),
                                      "seconds for a request's body (default 30)")
         ->check(CLI::Range(0.1, 3600.0));
+    app.add_option_function<double>("--drain-timeout", seconds(a->drain_timeout),
+                                     "on SIGTERM or SIGINT: /health turns 503 and new requests are refused at once; "
+                                     "running ones get this many seconds to finish, then end with an error chunk, "
+                                     "and the server exits 0 (a second signal: at once; default 30)")
+        ->check(CLI::Range(0.0, 3600.0));
     app.add_option("--kv-blocks", a->kv_blocks, "KV cache blocks in the pool (default: max-seqs full contexts)")
         ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
     app.add_option("--kv-sliding-blocks", a->kv_sliding_blocks,

@@ -662,6 +662,8 @@ struct HttpServer::Impl {
     std::mutex mu;
     std::shared_ptr<const Ready> ready;
     bool running = false, stopping = false;
+    std::atomic<bool> draining{false};
+    std::atomic<int> in_flight{0};  // requests taken and not yet answered in full (Connection::taken_)
     std::map<uint64_t, std::weak_ptr<Connection>> connections;  // under mu; closed by stop()
     uint64_t next_id = 0;
     const int64_t started = static_cast<int64_t>(std::time(nullptr));
@@ -690,6 +692,7 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
         stream_.socket().set_option(tcp::no_delay(true), ec);
     }
     ~Connection() {
+        answered();
         std::lock_guard<std::mutex> lock(srv_.mu);
         if (id_) srv_.connections.erase(*id_);
     }
@@ -724,12 +727,20 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
     void close() {
         if (closed_) return;
         closed_ = true;
+        answered();
         job_.reset();  // cancels an unfinished request
         tick_.cancel();
         write_timer_.cancel();
         beast::error_code ec;
         stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
         stream_.close();
+    }
+
+    // What a draining server answers: try another replica, or this one after its restart.
+    static Response shutting_down() {
+        Response res = error_response(ApiError(503, "the server is shutting down", "server_error"));
+        res.set(http::field::retry_after, "1");
+        return res;
     }
 
     // OpenAI's model object of the served model (with vLLM's max_model_len once it is loaded).
@@ -819,6 +830,11 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
         }
         if (post && (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/tokenize" ||
                      path == "/detokenize" || path == "/v1/embeddings")) {
+            if (srv_.draining) {
+                keep_alive_ = false;  // its body is never read
+                return send(shutting_down());
+            }
+            taken();
             post_path_ = path;
             if (!body_pending) return on_body({});
             if (beast::iequals(req[http::field::expect], "100-continue")) {
@@ -836,6 +852,7 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
         }
         if (body_pending) keep_alive_ = false;  // a body no route reads: answered, then the connection closes
         if (get && path == "/health") {
+            if (srv_.draining) return send(shutting_down());
             if (srv_.current()) {
                 Response res{http::status::ok, 11};
                 return send(std::move(res));
@@ -922,9 +939,21 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
         });
     }
 
+    // A request taken for an answer counts in in_flight until its answer is written in full or the connection ends.
+    void taken() {
+        if (!taken_) ++srv_.in_flight;
+        taken_ = true;
+    }
+    void answered() {
+        if (taken_) --srv_.in_flight;
+        taken_ = false;
+    }
+
     void response_done() {
+        answered();
         job_.reset();
         tick_.cancel();
+        if (srv_.draining) keep_alive_ = false;  // a draining server's clients reconnect elsewhere
         if (!keep_alive_ || peer_eof_) return finish_and_close();
         if (monitoring_) {
             // The pending read takes what the client sent meanwhile (a pipelined request), then reads the next one.
@@ -1150,6 +1179,7 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
     bool streamed_ = false, head_sent_ = false, chunked_ = false, peer_eof_ = false;
     bool writing_ = false, repump_ = false, last_ = false, quiet_ = true;
     bool monitoring_ = false, next_request_ = false;
+    bool taken_ = false;  // counted in srv_.in_flight
     std::string pending_, out_;
 };
 
@@ -1227,6 +1257,10 @@ void HttpServer::stop() {
         for (auto& c : open) c->close_from_outside();
     });
 }
+
+void HttpServer::drain() { impl_->draining = true; }
+
+int HttpServer::in_flight() const { return impl_->in_flight.load(); }
 
 void HttpServer::set_ready(ServedModel model, Generator generator) {
     auto r = std::make_shared<const Ready>(Ready{std::move(model), std::move(generator)});

@@ -80,6 +80,13 @@ class HttpServer {
     void run();
     // Thread-safe: closes the listener and every connection (their requests are cancelled).
     void stop();
+    // Thread-safe, the first step of a graceful stop: from now on /health answers 503 (a balancer's health check takes
+    // the replica out), requests that would generate or tokenize get 503 with Retry-After, and every connection
+    // closes after its current response; requests already taken go on. The listener stays open, so health checks
+    // see the 503 instead of a refused connection.
+    void drain();
+    // Requests taken and not yet answered in full (read, queued, generating or being written).
+    int in_flight() const;
     // From now on /health is 200 and completions are served.
     void set_ready(ServedModel model, Generator generator);
 

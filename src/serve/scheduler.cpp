@@ -183,6 +183,8 @@ struct Scheduler::Impl {
     // gone without its cancellation processed yet), so a reference into `running` would dangle.
     void end(std::shared_ptr<Sequence> s, Finish f, std::string error = {}, std::vector<float> hidden = {});
     void preempt(std::shared_ptr<Sequence> s);
+    // Ends every request, running or not, with Finish::Error and `why`.
+    void end_all(const std::string& why);
     void publish_stats();
 
     const SchedulerOptions options;
@@ -191,8 +193,10 @@ struct Scheduler::Impl {
     std::shared_ptr<Signal> signal;
     std::thread thread;
     std::atomic<bool> stopping{false};
+    std::atomic<bool> aborting{false};  // abort_all was called: its reason is in abort_reason
 
-    mutable std::mutex mu;  // guards incoming and stats
+    mutable std::mutex mu;  // guards incoming, stats and abort_reason
+    std::string abort_reason;
     std::vector<std::shared_ptr<Sequence>> incoming;
     SchedulerStats stats;
     uint64_t arrivals = 0;
@@ -274,8 +278,34 @@ std::vector<std::shared_ptr<Stream>> Scheduler::submit(std::vector<GenerationReq
     return {group.begin(), group.end()};
 }
 
+void Scheduler::abort_all(std::string why) {
+    {
+        std::lock_guard<std::mutex> lock(impl_->mu);
+        impl_->abort_reason = std::move(why);
+    }
+    impl_->aborting.store(true);
+    impl_->signal->notify();
+}
+
+void Scheduler::Impl::end_all(const std::string& why) {
+    for (const auto& s : std::vector<std::shared_ptr<Sequence>>(running)) end(s, Finish::Error, why);
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& s : incoming) s->end(Finish::Error, why);
+    for (const auto& s : waiting) s->end(Finish::Error, why);
+    incoming.clear();
+    waiting.clear();
+}
+
 void Scheduler::Impl::loop() {
     while (!stopping.load()) {
+        if (aborting.load()) {
+            std::string why;
+            {
+                std::lock_guard<std::mutex> lock(mu);
+                why = abort_reason;
+            }
+            end_all(why);
+        }
         bool busy = false;
         try {
             busy = step();
@@ -294,10 +324,7 @@ void Scheduler::Impl::loop() {
             signal->pending = false;
         }
     }
-    for (const auto& s : std::vector<std::shared_ptr<Sequence>>(running)) end(s, Finish::Error, "server shutting down");
-    std::lock_guard<std::mutex> lock(mu);
-    for (const auto& s : incoming) s->end(Finish::Error, "server shutting down");
-    for (const auto& s : waiting) s->end(Finish::Error, "server shutting down");
+    end_all("server shutting down");
 }
 
 bool Scheduler::Impl::step() {

@@ -132,6 +132,9 @@ class Scheduler {
     // group also has waits until that one's prompt is computed, then shares its KV blocks (it computes only the
     // prompt's last, partial block), instead of computing the same prompt beside it.
     std::vector<std::shared_ptr<Stream>> submit(std::vector<GenerationRequest> requests);
+    // Ends every queued and running request with Finish::Error and `why`, and every request submitted from then on
+    // (a server that is shutting down once its drain time is over); takes effect between two steps.
+    void abort_all(std::string why);
     SchedulerStats stats() const;
     int64_t context() const;
     DType kv_dtype() const;
