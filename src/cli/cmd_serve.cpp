@@ -4,13 +4,20 @@
 #include <signal.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <stdexcept>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "backends/registry.h"
 #include "chat/chat_template.h"
@@ -33,14 +40,37 @@ struct ServeArgs {
     int port = 8080;
     int max_seqs = 16;
     int max_batched_tokens = 512;
+    int max_queue = serve::SchedulerOptions{}.max_waiting;
     double max_step_stretch = serve::SchedulerOptions{}.max_step_stretch;
     std::string api_key;
+    std::vector<std::string> served_names;  // --served-model-name
     bool metrics_public = false;
     int64_t kv_blocks = 0, kv_sliding_blocks = 0;
     std::string chat_template;  // --chat-template FILE
     serve::HttpOptions http;  // the limits: max_body_bytes, max_connections, timeouts
     std::chrono::milliseconds drain_timeout{30000};  // --drain-timeout
+    std::string access_log = "stderr";                // --access-log: stderr, off or a file
 };
+
+// The access log's writer: whole lines, one at a time, flushed (a crash loses none); nothing for "off".
+std::function<void(const std::string&)> access_log_writer(const std::string& where) {
+    if (where == "off") return {};
+    std::shared_ptr<std::FILE> f;
+    if (where == "stderr") {
+        f = std::shared_ptr<std::FILE>(stderr, [](std::FILE*) {});
+    } else {
+        f = std::shared_ptr<std::FILE>(std::fopen(where.c_str(), "a"), [](std::FILE* p) {
+            if (p != nullptr) std::fclose(p);
+        });
+        if (!f) throw std::runtime_error("cannot open the access log " + where + ": " + std::strerror(errno));
+    }
+    auto mu = std::make_shared<std::mutex>();
+    return [f, mu](const std::string& line) {
+        std::lock_guard<std::mutex> lock(*mu);
+        std::fprintf(f.get(), "%s\n", line.c_str());
+        std::fflush(f.get());
+    };
+}
 
 // The name clients use: the model file's or folder's name (without .gguf).
 std::string served_model_id(const std::string& path) {
@@ -100,7 +130,9 @@ int run_serve(const ServeArgs& a) {
     ho.port = a.port;
     ho.api_key = a.api_key;
     ho.metrics_public = a.metrics_public;
-    ho.model_id = served_model_id(a.m.model);
+    ho.access_log = access_log_writer(a.access_log);
+    ho.model_id = a.served_names.empty() ? served_model_id(a.m.model) : a.served_names.front();
+    if (a.served_names.size() > 1) ho.aliases.assign(a.served_names.begin() + 1, a.served_names.end());
     serve::HttpServer server(ho);
     const int port = server.bind();
     std::printf("listening on http://%s:%d\n", a.host.c_str(), port);
@@ -128,6 +160,7 @@ int run_serve(const ServeArgs& a) {
         so.max_seqs = a.max_seqs;
         so.max_batched_tokens = a.max_batched_tokens;
         so.max_step_stretch = a.max_step_stretch;
+        so.max_waiting = a.max_queue;
         const EngineOptions eo = a.m.engine_options();
         so.context = eo.context;
         so.kv_dtype = eo.kv_dtype;
@@ -184,6 +217,16 @@ Action add_serve(CLI::App& app) {
                    "while prompts arrive; 0: only --max-batched-tokens bounds the pieces)")
         ->capture_default_str()
         ->check(CLI::Range(0.0, 100.0));
+    app.add_option("--max-queue", a->max_queue,
+                   "requests waiting for a sequence slot, at most; beyond: 503 with Retry-After (a burst cannot grow "
+                   "memory without bound)")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1 << 20));
+    app.add_option("--served-model-name", a->served_names,
+                   "the model's name(s) in the API: requests may give any, answers and /metrics carry the first "
+                   "(default: the model file's or folder's name)")
+        ->expected(1, 16)
+        ->check([](const std::string& v) { return v.empty() ? std::string("an empty model name") : std::string(); });
     app.add_option("--api-key", a->api_key, "require 'Authorization: Bearer KEY' on every route but /health")
         ->envname("TRACELM_API_KEY");
     app.add_flag("--metrics-public", a->metrics_public, "with --api-key: /metrics answers without the key");
@@ -210,6 +253,11 @@ Action add_serve(CLI::App& app) {
                                      "running ones get this many seconds to finish, then end with an error chunk, "
                                      "and the server exits 0 (a second signal: at once; default 30)")
         ->check(CLI::Range(0.0, 3600.0));
+    app.add_option("--access-log", a->access_log,
+                   "one JSON line per API request (id, status, tokens, queue time, time to first token, duration, "
+                   "finish reason): stderr, off, or a file to append to")
+        ->capture_default_str();
+    app.add_flag("--log-prompts", a->http.log_prompts, "the access log also carries each request's body");
     app.add_option("--kv-blocks", a->kv_blocks, "KV cache blocks in the pool (default: max-seqs full contexts)")
         ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
     app.add_option("--kv-sliding-blocks", a->kv_sliding_blocks,

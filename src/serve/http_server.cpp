@@ -4,11 +4,13 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <climits>
+#include <cstdio>
 #include <ctime>
 #include <map>
 #include <mutex>
@@ -113,6 +115,11 @@ class Answer {
     virtual void on_update(std::function<void()> fn) = 0;
     // What arrived since the last call, without waiting; nothing when no update is ready.
     virtual std::optional<Out> poll() = 0;
+    // Its fields of the access-log line (id, tokens, finish, queue time, time to first token since `received`).
+    virtual void describe(json& line, std::chrono::steady_clock::time_point received) const {
+        (void)line;
+        (void)received;
+    }
 };
 
 // One choice of an answer: its stream, and the text, tool calls and logprobs its tokens made so far.
@@ -132,6 +139,7 @@ struct Choice {
     TextStream text;
     json calls = json::array();  // the calls so far (streamed: one entry per call)
     bool done = false;
+    Finish finish = Finish::None;  // how it ended, once done
     ChoiceResult result;         // non-streamed: the answer so far
     std::vector<sampling::TokenLogprobs> logprobs;
     std::vector<size_t> offsets;  // each token's text offset
@@ -199,6 +207,8 @@ class Job final : public Answer {
             const StreamUpdate u = c->stream->next(std::chrono::milliseconds(0));
             if (u.tokens.empty() && u.finish == Finish::None) continue;
             any = true;
+            if (!u.tokens.empty() && !first_token_) first_token_ = std::chrono::steady_clock::now();
+            if (u.finish != Finish::None) queue_seconds_ = std::max(queue_seconds_, u.queue_seconds);
             if (u.finish == Finish::Cancelled) {
                 out.cancelled = true;
                 return out;
@@ -206,6 +216,7 @@ class Job final : public Answer {
             if (u.finish == Finish::Error) {
                 // One failed choice fails the answer; the others are cancelled when it is dropped.
                 c->done = true;
+                c->finish = Finish::Error;
                 out.finished = out.error = true;
                 const json error = error_body(ApiError(500, u.error, "server_error"));
                 out.data = streamed_ ? out.data + sse(error) + std::string(kSseDone) : dump(error);
@@ -232,6 +243,18 @@ class Job final : public Answer {
             out.data = dump(response_body(endpoint_, meta_, results, usage_));
         }
         return out;
+    }
+
+    void describe(json& line, std::chrono::steady_clock::time_point received) const override {
+        line["id"] = meta_.id;
+        line["prompt_tokens"] = usage_.prompt_tokens;
+        line["completion_tokens"] = usage_.completion_tokens;
+        json finishes = json::array();  // null: not finished (the client left)
+        for (const auto& c : choices_) finishes.push_back(c->done ? json(finish_reason(c->finish)) : json(nullptr));
+        line["finish_reason"] = finishes.size() == 1 ? finishes[0] : finishes;
+        line["queue_s"] = queue_seconds_;
+        line["ttft_s"] = first_token_ ? json(std::chrono::duration<double>(*first_token_ - received).count())
+                                      : json(nullptr);
     }
 
    private:
@@ -290,7 +313,10 @@ class Job final : public Answer {
         } else if (finish == Finish::Stop || finish == Finish::Length) {
             text += c.text.finish();
         }
-        if (finish != Finish::None) c.done = true;
+        if (finish != Finish::None) {
+            c.done = true;
+            c.finish = finish;
+        }
         return finish;
     }
 
@@ -349,6 +375,8 @@ class Job final : public Answer {
     tools::ToolCallFormat format_;
     std::vector<std::unique_ptr<Choice>> choices_;
     Usage usage_;
+    std::optional<std::chrono::steady_clock::time_point> first_token_;
+    double queue_seconds_ = 0;  // the longest of its choices'
 };
 
 // The embed requests of one POST /v1/embeddings, answered together once each has its vector.
@@ -425,6 +453,18 @@ std::vector<int32_t> chat_ids(const ServedModel& m, ChatInput input) {
     return encode_prompt(m.tokenizer, text);
 }
 
+// A 503 to retry in a second: on another replica, or here once the queue has moved.
+ApiError retry_later(const std::string& why) {
+    ApiError e(503, why, "server_error");
+    e.retry_after = 1;
+    return e;
+}
+
+// Whether `model` is one of the served model's names.
+bool serves(const HttpOptions& opt, const std::string& model) {
+    return model == opt.model_id || std::find(opt.aliases.begin(), opt.aliases.end(), model) != opt.aliases.end();
+}
+
 ApiError model_not_found(const std::string& model, const std::string& served) {
     return ApiError(404, "the model '" + model + "' does not exist (this server serves '" + served + "')",
                     "invalid_request_error", "model", "model_not_found");
@@ -432,7 +472,7 @@ ApiError model_not_found(const std::string& model, const std::string& served) {
 
 // A request's "model", when it names one, must be the served model; and the model must be loaded.
 const ServedModel& served(const HttpOptions& opt, const std::shared_ptr<const Ready>& rd, const std::string& model) {
-    if (!model.empty() && model != opt.model_id) throw model_not_found(model, opt.model_id);
+    if (!model.empty() && !serves(opt, model)) throw model_not_found(model, opt.model_id);
     if (!rd) throw ApiError(503, "the model is loading", "server_error");
     return rd->model;
 }
@@ -503,6 +543,8 @@ std::unique_ptr<Answer> start_embeddings(const HttpOptions& opt, const std::shar
         streams = rd->generator.submit(std::move(requests));
     } catch (const RequestError& e) {
         throw invalid_param("input", e.what());
+    } catch (const QueueFull& e) {
+        throw retry_later(e.what());
     }
     return std::make_unique<EmbeddingJob>(std::move(streams), r.base64, opt.model_id, prompt_tokens);
 }
@@ -606,6 +648,8 @@ Started start_request(const HttpOptions& opt, const std::shared_ptr<const Ready>
         s.streams = rd->generator.submit(std::move(choices));
     } catch (const RequestError& e) {
         throw invalid_param(prompt_param, e.what());
+    } catch (const QueueFull& e) {
+        throw retry_later(e.what());
     }
     s.ready = rd;
     s.request = r;
@@ -623,7 +667,12 @@ Response json_response(int status, const std::string& body) {
     return res;
 }
 
-Response error_response(const ApiError& e) { return json_response(e.status, dump(error_body(e))); }
+Response error_response(const ApiError& e) {
+    Response res = json_response(e.status, dump(error_body(e)));
+    if (e.retry_after > 0) res.set(http::field::retry_after, std::to_string(e.retry_after));
+    return res;
+}
+
 
 // A URL path segment with its %XX escapes decoded (a malformed escape stays as it is).
 std::string percent_decoded(std::string_view s) {
@@ -727,6 +776,7 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
     void close() {
         if (closed_) return;
         closed_ = true;
+        describe_job();
         answered();
         job_.reset();  // cancels an unfinished request
         tick_.cancel();
@@ -737,15 +787,11 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
     }
 
     // What a draining server answers: try another replica, or this one after its restart.
-    static Response shutting_down() {
-        Response res = error_response(ApiError(503, "the server is shutting down", "server_error"));
-        res.set(http::field::retry_after, "1");
-        return res;
-    }
+    static Response shutting_down() { return error_response(retry_later("the server is shutting down")); }
 
-    // OpenAI's model object of the served model (with vLLM's max_model_len once it is loaded).
-    json model_object() const {
-        json model = {{"id", srv_.opt.model_id}, {"object", "model"}, {"created", srv_.started},
+    // OpenAI's model object of the served model under the name `id` (with vLLM's max_model_len once it is loaded).
+    json model_object(const std::string& id) const {
+        json model = {{"id", id}, {"object", "model"}, {"created", srv_.started},
                       {"owned_by", "tracelm"}};
         if (const auto r = srv_.current()) model["max_model_len"] = r->model.context;
         return model;
@@ -830,12 +876,12 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
         }
         if (post && (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/tokenize" ||
                      path == "/detokenize" || path == "/v1/embeddings")) {
+            post_path_ = path;
+            taken();
             if (srv_.draining) {
                 keep_alive_ = false;  // its body is never read
                 return send(shutting_down());
             }
-            taken();
-            post_path_ = path;
             if (!body_pending) return on_body({});
             if (beast::iequals(req[http::field::expect], "100-continue")) {
                 auto cont = std::make_shared<http::response<http::empty_body>>(http::status::continue_, version_);
@@ -866,13 +912,16 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
             res.body() = prometheus_text(r ? r->generator.stats() : SchedulerStats{}, srv_.opt.model_id);
             return send(std::move(res));
         }
-        if (get && path == "/v1/models")
-            return send(json_response(200, dump({{"object", "list"}, {"data", json::array({model_object()})}})));
+        if (get && path == "/v1/models") {
+            json data = json::array({model_object(srv_.opt.model_id)});
+            for (const std::string& alias : srv_.opt.aliases) data.push_back(model_object(alias));
+            return send(json_response(200, dump({{"object", "list"}, {"data", std::move(data)}})));
+        }
         if (constexpr std::string_view models = "/v1/models/"; get && path.starts_with(models)) {
             // Ids hold slashes ("org/name"), sent as they are or percent-encoded.
             const std::string id = percent_decoded(std::string_view(path).substr(models.size()));
-            if (id != srv_.opt.model_id) return send(error_response(model_not_found(id, srv_.opt.model_id)));
-            return send(json_response(200, dump(model_object())));
+            if (!serves(srv_.opt, id)) return send(error_response(model_not_found(id, srv_.opt.model_id)));
+            return send(json_response(200, dump(model_object(id))));
         }
         send(error_response(ApiError(404, "no route for " + std::string(req.method_string()) + " " + path,
                                      "invalid_request_error")));
@@ -889,6 +938,7 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
         if (ec) return on_read_error(ec);
         stream_.expires_never();
         auto body = std::make_shared<std::string>(std::move(parser_->get().body()));
+        if (srv_.opt.log_prompts) logged_body_ = body;
         // The work pool parses and submits; its result comes back to this strand. The guard keeps run() from
         // returning (and the io_context alive) while it works.
         net::post(*srv_.work, [self = shared_from_this(), guard = net::make_work_guard(srv_.ioc), body,
@@ -926,6 +976,7 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
 
     // A whole response; then the next request, or close.
     void send(Response res) {
+        status_ = static_cast<int>(res.result_int());
         res.version(version_);
         res.keep_alive(keep_alive_);
         res.prepare_payload();
@@ -939,14 +990,38 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
         });
     }
 
-    // A request taken for an answer counts in in_flight until its answer is written in full or the connection ends.
+    // A request taken for an answer (the POST routes) counts in in_flight until its answer is written in full or the
+    // connection ends; then it writes its access-log line.
     void taken() {
         if (!taken_) ++srv_.in_flight;
         taken_ = true;
+        received_ = std::chrono::steady_clock::now();
+        status_ = 0;
+        log_ = json::object();
+        logged_body_.reset();
     }
     void answered() {
-        if (taken_) --srv_.in_flight;
+        if (!taken_) return;
         taken_ = false;
+        --srv_.in_flight;
+        if (srv_.opt.access_log) write_access_log();
+    }
+    void describe_job() {
+        if (job_ && srv_.opt.access_log) job_->describe(log_, received_);
+    }
+    // One JSON line: the request's route, status (499: the client left before any answer), timings and what its
+    // answer describes; the request body only with log_prompts.
+    void write_access_log() noexcept {
+        try {
+            const std::chrono::duration<double> took = std::chrono::steady_clock::now() - received_;
+            json line = {{"time", static_cast<int64_t>(std::time(nullptr))}, {"path", post_path_},
+                         {"status", status_ != 0 ? status_ : 499}, {"duration_s", took.count()}};
+            line.update(log_);
+            if (srv_.opt.log_prompts && logged_body_) line["request"] = *logged_body_;
+            srv_.opt.access_log(line.dump(-1, ' ', false, json::error_handler_t::replace));
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "access log: %s\n", e.what());
+        }
     }
 
     void response_done() {
@@ -1010,6 +1085,7 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
     // The status line and headers of an answer whose body follows in pieces.
     void send_head(const char* content_type) {
         head_sent_ = true;
+        status_ = 200;
         auto head = std::make_shared<Head>();
         head->res.version(version_);
         head->res.result(http::status::ok);
@@ -1039,10 +1115,12 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
             if (streamed_ || head_sent_) {
                 pending_ += out->data;
                 if (out->finished) {
+                    describe_job();
                     job_.reset();
                     last_ = true;
                 }
             } else if (out->finished) {
+                describe_job();
                 job_.reset();
                 tick_.cancel();
                 return send(json_response(out->error ? 500 : 200, out->data));
@@ -1180,6 +1258,11 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
     bool writing_ = false, repump_ = false, last_ = false, quiet_ = true;
     bool monitoring_ = false, next_request_ = false;
     bool taken_ = false;  // counted in srv_.in_flight
+    // The access log's: when the request was taken, its status, its answer's fields, its body (log_prompts).
+    std::chrono::steady_clock::time_point received_;
+    int status_ = 0;
+    json log_;
+    std::shared_ptr<const std::string> logged_body_;
     std::string pending_, out_;
 };
 

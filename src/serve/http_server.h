@@ -34,6 +34,7 @@ struct HttpOptions {
                                               // "Authorization: Bearer KEY" (and /metrics unless metrics_public)
     bool metrics_public = false;              // with api_key: /metrics answers without the key
     std::string model_id;                     // the served model's name (GET /v1/models, a request's "model")
+    std::vector<std::string> aliases;         // other names a request may give (GET /v1/models lists them too)
     size_t max_body_bytes = size_t{1} << 20;  // larger bodies get 413, however they are sent
     uint32_t max_header_bytes = 16 * 1024;    // request line and headers; larger get 414 / 431
     int max_connections = 512;                // beyond: 503 and close
@@ -42,6 +43,10 @@ struct HttpOptions {
     std::chrono::milliseconds header_timeout{10000};  // a request's line and headers (and an idle keep-alive wait)
     std::chrono::milliseconds body_timeout{30000};    // its body
     std::chrono::milliseconds write_timeout{30000};   // each write of a response
+    // The access log: one JSON line per request to the POST routes (id, status, tokens, queue time, time to first
+    // token, duration, finish reason), from the io threads (so thread-safe); empty: none.
+    std::function<void(const std::string&)> access_log;
+    bool log_prompts = false;  // the lines also carry each request's body (its prompt)
     std::chrono::milliseconds poll{200};  // a streamed answer waiting for tokens sends an SSE comment this often
 };
 

@@ -21,6 +21,7 @@ namespace tracelm::serve {
 struct ApiError : std::runtime_error {
     int status;
     std::string type, param, code;  // param / code empty: null
+    int retry_after = 0;            // > 0: the response's Retry-After header, in seconds (a 503 to retry)
     ApiError(int http_status, const std::string& message, std::string error_type, std::string error_param = "",
              std::string error_code = "")
         : std::runtime_error(message),

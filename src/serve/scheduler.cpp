@@ -91,9 +91,11 @@ class Sequence final : public Stream {
     }
     void end(Finish f, std::string error = {}, std::vector<float> hidden = {}) {
         prompt_ready = true;
+        const std::chrono::duration<double> queued = admitted.value_or(Clock::now()) - submitted;
         {
             std::lock_guard<std::mutex> lock(mu_);
             out_.finish = f;
+            out_.queue_seconds = queued.count();
             embedding_ = std::move(hidden);
             out_.error = std::move(error);
         }
@@ -104,6 +106,7 @@ class Sequence final : public Stream {
     const GenerationRequest req;
     const uint64_t arrival;  // FCFS order; the largest running one is preempted first
     const Clock::time_point submitted;
+    std::optional<Clock::time_point> admitted;  // first admission (a preempted sequence keeps it)
     std::atomic<bool> cancelled{false};
     int row = -1;       // engine row while admitted
     bool joined = false;
@@ -262,6 +265,10 @@ std::vector<std::shared_ptr<Stream>> Scheduler::submit(std::vector<GenerationReq
     std::vector<std::shared_ptr<Sequence>> group;
     {
         std::lock_guard<std::mutex> lock(impl_->mu);
+        const int max_waiting = impl_->options.max_waiting;
+        if (static_cast<int64_t>(impl_->stats.waiting) + static_cast<int64_t>(requests.size()) > max_waiting)
+            throw QueueFull("the server is busy: " + std::to_string(impl_->stats.waiting) +
+                            " requests wait already (at most " + std::to_string(max_waiting) + ")");
         for (GenerationRequest& r : requests) {
             auto s = std::make_shared<Sequence>(std::move(r), impl_->arrivals++, impl_->signal);
             if (impl_->options.prefix_cache) {
@@ -377,6 +384,7 @@ void Scheduler::Impl::admit() {
         if (row < 0) return;
         s->row = row;
         s->joined = false;
+        if (!s->admitted) s->admitted = Clock::now();
         try {
             write_adjust(*s);
         } catch (const std::exception& e) {

@@ -44,11 +44,19 @@ struct SchedulerOptions {
     int block_size = 16;
     bool prefix_cache = true;
     bool capture = true;
+    // Requests queued and not yet admitted, at most: beyond it submit throws QueueFull, so a burst cannot grow the
+    // queue (and the memory of its prompts) without bound.
+    int max_waiting = 256;
 };
 
 // A request that can never be served as given (e.g. prompt + 1 > context); what() names the lengths (HTTP 400).
 struct RequestError : std::invalid_argument {
     using std::invalid_argument::invalid_argument;
+};
+
+// A request that cannot be queued now: SchedulerOptions::max_waiting requests wait already (HTTP 503, retry later).
+struct QueueFull : std::runtime_error {
+    using std::runtime_error::runtime_error;
 };
 
 // One generation request, already tokenized and validated (sampling::row_params).
@@ -82,6 +90,8 @@ struct StreamUpdate {
     std::string error;                    // with Finish::Error: what failed
     // With prompt_logprobs: the prompt's, once, on the update with the first token (or the end, when none came).
     std::vector<sampling::TokenLogprobs> prompt_logprobs;
+    // With the finish: seconds from submit to the first admission (to the end, when it was never admitted).
+    double queue_seconds = 0;
 };
 
 // The consumer's end of one request. Thread-safe.
@@ -128,7 +138,7 @@ class Scheduler {
     // Queues a request. Throws RequestError when it can never run (empty prompt, invalid id, prompt + 1 > context).
     std::shared_ptr<Stream> submit(GenerationRequest request);
     // Queues requests together (a completion's choices, its list of prompts), all or none: the first invalid one
-    // throws RequestError and none is queued. With prefix caching, a request whose prompt an earlier one of the
+    // throws RequestError and none is queued; QueueFull when they would take the queue past max_waiting. With prefix caching, a request whose prompt an earlier one of the
     // group also has waits until that one's prompt is computed, then shares its KV blocks (it computes only the
     // prompt's last, partial block), instead of computing the same prompt beside it.
     std::vector<std::shared_ptr<Stream>> submit(std::vector<GenerationRequest> requests);

@@ -18,7 +18,7 @@ import threading
 import time
 import unittest
 
-from server_process import MODEL_ID, SKIP, Server, model_or_skip
+from server_process import MODEL_ID, Server, run_tests
 
 BINARY = None
 STREAMS = 16
@@ -146,17 +146,5 @@ class Lifecycle(unittest.TestCase):
             server.kill()
 
 
-def main():
-    global BINARY
-    if len(sys.argv) != 2:
-        print(__doc__, file=sys.stderr)
-        return 2
-    if model_or_skip() is None:
-        return SKIP
-    BINARY = sys.argv[1]
-    result = unittest.main(module="__main__", argv=[sys.argv[0], "-v"], exit=False).result
-    return 0 if result.wasSuccessful() else 1
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_tests(__doc__, globals()))

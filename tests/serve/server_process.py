@@ -116,21 +116,27 @@ class Server:
 
 
 def run_openai_tests(doc, module_globals):
-    """main() of a unittest module driven by the `openai` client: sets the module's BINARY from argv (usage and 2
-    without it) and runs its tests; 77 (skipped) without the model or the package unless TRACELM_REQUIRE_MODELS is
-    set."""
+    """run_tests for a module driven by the `openai` client: also 77 (skipped) without the package unless
+    TRACELM_REQUIRE_MODELS is set."""
+    return run_tests(doc, module_globals, needs_openai=True)
+
+
+def run_tests(doc, module_globals, needs_openai=False):
+    """main() of a unittest module against a server of the default model: sets the module's BINARY from argv (usage
+    and 2 without it) and runs its tests; 77 (skipped) without the model unless TRACELM_REQUIRE_MODELS is set."""
     if len(sys.argv) != 2:
         print(doc, file=sys.stderr)
         return 2
     required = bool(os.environ.get("TRACELM_REQUIRE_MODELS"))
     if model_or_skip() is None:
         return SKIP
-    try:
-        import openai  # noqa: F401
-    except ImportError:
-        print("skipped: the Python package 'openai' is not installed (scripts/run_tests.sh installs it)",
-              file=sys.stderr)
-        return 1 if required else SKIP
+    if needs_openai:
+        try:
+            import openai  # noqa: F401
+        except ImportError:
+            print("skipped: the Python package 'openai' is not installed (scripts/run_tests.sh installs it)",
+                  file=sys.stderr)
+            return 1 if required else SKIP
     module_globals["BINARY"] = sys.argv[1]
     result = unittest.main(module="__main__", argv=[sys.argv[0], "-v"], exit=False).result
     return 0 if result.wasSuccessful() else 1
