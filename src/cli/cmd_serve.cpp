@@ -248,6 +248,11 @@ Action add_serve(CLI::App& app) {
     app.add_option_function<double>("--body-timeout", seconds(a->http.body_timeout),
                                      "seconds for a request's body (default 30)")
         ->check(CLI::Range(0.1, 3600.0));
+    app.add_option_function<double>("--request-timeout", seconds(a->http.request_timeout),
+                                     "seconds a completion may take from its arrival, queue included; then it ends "
+                                     "with a 504 error (streamed: an error chunk) and its sequences are freed "
+                                     "(default 0: no limit)")
+        ->check(CLI::Range(0.0, 86400.0));
     app.add_option_function<double>("--drain-timeout", seconds(a->drain_timeout),
                                      "on SIGTERM or SIGINT: /health turns 503 and new requests are refused at once; "
                                      "running ones get this many seconds to finish, then end with an error chunk, "

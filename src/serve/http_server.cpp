@@ -1226,11 +1226,29 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
         tick_.expires_after(srv_.opt.poll);
         tick_.async_wait([self = shared_from_this()](beast::error_code ec) {
             if (ec || self->closed_ || !self->job_) return;
+            const auto limit = self->srv_.opt.request_timeout;
+            if (limit.count() > 0 && std::chrono::steady_clock::now() - self->received_ > limit)
+                return self->time_out();
             if (self->streamed_ && self->quiet_) self->pending_ += ": keep-alive\n\n";
             self->quiet_ = true;
             self->pump();
             if (!self->closed_) self->tick();
         });
+    }
+
+    // Past request_timeout: the answer ends with an error (dropping the Job cancels its sequences).
+    void time_out() {
+        char limit[32];
+        std::snprintf(limit, sizeof limit, "%g s", static_cast<double>(srv_.opt.request_timeout.count()) / 1000);
+        const ApiError e(504, std::string("the request was not answered within the server's --request-timeout of ") +
+                                  limit, "server_error");
+        describe_job();
+        if (taken_) log_["finish_reason"] = "timeout";
+        job_.reset();
+        if (!head_sent_) return send(error_response(e));
+        pending_ += streamed_ ? sse(error_body(e)) + std::string(kSseDone) : dump(error_body(e));
+        last_ = true;
+        flush();
     }
 
     static constexpr size_t kPipelinedBytes = 64 * 1024;  // held while a response is under way; then no more read

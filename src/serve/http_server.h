@@ -43,6 +43,9 @@ struct HttpOptions {
     std::chrono::milliseconds header_timeout{10000};  // a request's line and headers (and an idle keep-alive wait)
     std::chrono::milliseconds body_timeout{30000};    // its body
     std::chrono::milliseconds write_timeout{30000};   // each write of a response
+    // A completion not answered in full this long after its header (queue time included) ends with a 504 error (a
+    // streamed one: an error chunk and [DONE]) and its sequences are freed; 0: no limit.
+    std::chrono::milliseconds request_timeout{0};
     // The access log: one JSON line per request to the POST routes (id, status, tokens, queue time, time to first
     // token, duration, finish reason), from the io threads (so thread-safe); empty: none.
     std::function<void(const std::string&)> access_log;

@@ -8,6 +8,8 @@ Usage: operations_test.py TRACELM_BINARY
   answers normally afterwards.
 - --served-model-name: requests may give any of the names, answers carry the first, /v1/models lists them all and
   the file's own name is no longer served.
+- --request-timeout: a completion still generating past it ends with an error (streamed: an error chunk and [DONE];
+  whole: 504) and its sequence is freed.
 - --access-log: one JSON line per API request whose id, status, token counts and finish reason are those of the
   answer the client got, with queue time <= time to first token <= duration; the prompt only with --log-prompts.
 Bounded: every request has a timeout and the server is killed at the end. Exits 77 (skipped) without the model,
@@ -21,7 +23,7 @@ import threading
 import time
 import unittest
 
-from server_process import MODEL_ID, Server, run_tests
+from server_process import MODEL_ID, Server, metric, run_tests
 
 BINARY = None
 
@@ -103,6 +105,33 @@ def log_lines(path, count, timeout_s=10):
         if len(lines) >= count or time.monotonic() > deadline:
             return lines
         time.sleep(0.05)
+
+
+class RequestTimeout(unittest.TestCase):
+    def test_a_request_past_the_timeout_ends_with_an_error_and_frees_its_sequence(self):
+        server = Server(BINARY, ["--request-timeout", "1.5"])
+        try:
+            long = {"model": MODEL_ID, "prompt": "Once upon a time", "max_tokens": 4000, "ignore_eos": True}
+            t0 = time.monotonic()
+            status, _, raw = server.request("POST", "/v1/completions", json.dumps({**long, "stream": True}),
+                                            {"Content-Type": "application/json"})
+            took = time.monotonic() - t0
+            self.assertEqual(status, 200)
+            events = [line[6:] for line in raw.decode().splitlines() if line.startswith("data: ")]
+            self.assertEqual(events[-1], "[DONE]")
+            self.assertIn("--request-timeout of 1.5 s", json.loads(events[-2])["error"]["message"])
+            self.assertGreater(len(events), 3, "no token came before the timeout")
+            self.assertLess(took, 1.5 + 2)
+            status, doc = server.post_json("/v1/completions", long)
+            self.assertEqual(status, 504)
+            self.assertIn("--request-timeout", doc["error"]["message"])
+            status, doc = server.post_json("/v1/completions", {**long, "max_tokens": 4})
+            self.assertEqual((status, doc["usage"]["completion_tokens"]), (200, 4))
+            m = server.metrics_when_idle(10)
+            self.assertEqual(metric(m, "tracelm:num_requests_running"), 0)
+            self.assertEqual(metric(m, "tracelm:kv_blocks_used"), 0)
+        finally:
+            server.kill()
 
 
 class AccessLog(unittest.TestCase):
