@@ -21,5 +21,10 @@ if ! python3 -c "import jsonschema" 2>/dev/null; then
   python3 -m pip install --quiet jsonschema ||
     echo "warning: could not install the Python package jsonschema; Serve.StructuredOutput will skip" >&2
 fi
+# Serve.Operations parses /metrics with `prometheus_client`'s own parser.
+if ! python3 -c "import prometheus_client" 2>/dev/null; then
+  python3 -m pip install --quiet prometheus_client ||
+    echo "warning: could not install the Python package prometheus_client; Serve.Operations' metrics test will skip" >&2
+fi
 # One test process at a time: each already uses every core, and oversubscribed spinning pools crawl.
 ctest --test-dir "$BUILD_DIR" --output-on-failure "$@"

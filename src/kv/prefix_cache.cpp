@@ -79,6 +79,7 @@ std::vector<int32_t> PrefixCache::match(const int32_t* tokens, const uint8_t* ki
     for (const int32_t b : out) take(b);
     stats_.hit_blocks += static_cast<int64_t>(out.size());
     stats_.hit_tokens += static_cast<int64_t>(out.size()) * block_size_;
+    stats_.query_tokens += static_cast<int64_t>(std::max(max_blocks, 0)) * block_size_;
     return out;
 }
 
@@ -188,6 +189,7 @@ void PrefixCache::share(int32_t block) {
     take(block);
     ++stats_.hit_blocks;
     stats_.hit_tokens += block_size_;
+    stats_.query_tokens += block_size_;  // a block of a request's group looked up and found
 }
 
 void PrefixCache::release(const std::vector<int32_t>& blocks) {

@@ -30,6 +30,7 @@ namespace tracelm {
 struct PrefixCacheStats {
     int64_t hit_blocks = 0;  // blocks shared instead of recomputed
     int64_t hit_tokens = 0;  // prompt tokens whose KV came from shared blocks
+    int64_t query_tokens = 0;  // prompt tokens looked up (whole blocks): hit_tokens of them were found
     int64_t evictions = 0;   // cached blocks dropped to make room
 };
 

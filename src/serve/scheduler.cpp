@@ -164,6 +164,7 @@ struct Scheduler::Impl {
         }
         stats.kv_blocks_total = engine.kv_blocks_total();
         stats.kv_sliding_blocks_total = engine.kv_sliding_blocks_total();
+        stats.block_size = o.block_size;
     }
 
     // Throws RequestError when `request` can never run.
@@ -210,7 +211,7 @@ struct Scheduler::Impl {
     std::deque<std::shared_ptr<Sequence>> waiting;  // by arrival
     std::vector<std::shared_ptr<Sequence>> running;  // admitted, by arrival
     uint64_t preemptions = 0, finished = 0, prompt_tokens = 0, generated_tokens = 0;
-    std::vector<double> ttft, itl;  // observations since the last publish
+    std::vector<double> ttft, itl, queued, e2e;  // observations since the last publish
 };
 
 Scheduler::Scheduler(const Model& model, Backend& backend, SchedulerOptions options)
@@ -529,6 +530,9 @@ void Scheduler::Impl::write_mask(Sequence& s, bool force) {
 }
 
 void Scheduler::Impl::end(std::shared_ptr<Sequence> s, Finish f, std::string error, std::vector<float> hidden) {
+    const Clock::time_point now = Clock::now();
+    queued.push_back(std::chrono::duration<double>(s->admitted.value_or(now) - s->submitted).count());
+    e2e.push_back(std::chrono::duration<double>(now - s->submitted).count());
     engine.release(s->row);
     s->row = -1;
     running.erase(std::find(running.begin(), running.end(), s));
@@ -562,9 +566,14 @@ void Scheduler::Impl::publish_stats() {
     stats.host_row_writes = engine.row_writes();
     stats.steady_steps = engine.steady_steps();
     stats.prefix_hit_tokens = static_cast<uint64_t>(engine.prefix_stats().hit_tokens);
+    stats.prefix_query_tokens = static_cast<uint64_t>(engine.prefix_stats().query_tokens);
     for (const double v : ttft) stats.ttft_seconds.observe(v);
     for (const double v : itl) stats.itl_seconds.observe(v);
     ttft.clear();
+    for (const double v : queued) stats.queue_seconds.observe(v);
+    for (const double v : e2e) stats.e2e_seconds.observe(v);
+    queued.clear();
+    e2e.clear();
     itl.clear();
 }
 

@@ -122,8 +122,13 @@ struct SchedulerStats {
     uint64_t host_row_writes = 0;       // decode rows the host rewrote between steps (joins, leaves, new blocks)
     uint64_t steady_steps = 0;          // decode steps with no host write before them
     uint64_t prefix_hit_tokens = 0;     // prompt tokens whose KV came from the prefix cache
+    uint64_t prefix_query_tokens = 0;   // prompt tokens looked up in the prefix cache (whole blocks)
+    int block_size = 16;                // tokens per KV block
     Histogram ttft_seconds{{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}};
     Histogram itl_seconds{{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}};
+    // Per admitted request, at its end: submit to first admission, and submit to end.
+    Histogram queue_seconds{{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}};
+    Histogram e2e_seconds{{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 20, 30, 60, 120, 300, 600}};
 };
 
 class Scheduler {

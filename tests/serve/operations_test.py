@@ -10,6 +10,7 @@ Usage: operations_test.py TRACELM_BINARY
   the file's own name is no longer served.
 - --request-timeout: a completion still generating past it ends with an error (streamed: an error chunk and [DONE];
   whole: 504) and its sequence is freed.
+- /metrics, read with prometheus_client's parser: the gateway metrics' types and values under load.
 - --access-log: one JSON line per API request whose id, status, token counts and finish reason are those of the
   answer the client got, with queue time <= time to first token <= duration; the prompt only with --log-prompts.
 Bounded: every request has a timeout and the server is killed at the end. Exits 77 (skipped) without the model,
@@ -130,6 +131,81 @@ class RequestTimeout(unittest.TestCase):
             m = server.metrics_when_idle(10)
             self.assertEqual(metric(m, "tracelm:num_requests_running"), 0)
             self.assertEqual(metric(m, "tracelm:kv_blocks_used"), 0)
+        finally:
+            server.kill()
+
+
+def families(server):
+    """/metrics parsed by prometheus_client's parser: {name: family} (counters named without _total)."""
+    from prometheus_client.parser import text_string_to_metric_families
+    return {f.name: f for f in text_string_to_metric_families(server.metrics())}
+
+
+def value(fams, name, sample=None):
+    return next(s.value for s in fams[name].samples if s.name == (sample or name))
+
+
+class GatewayMetrics(unittest.TestCase):
+    """The metrics the Gateway API Inference Extension's model-server protocol reads (queue, running, KV-cache use as
+    a fraction, block layout) and vLLM's queue-time, end-to-end and prefix-cache metrics, read with a real Prometheus
+    parser off a server under load."""
+
+    def setUp(self):
+        try:
+            import prometheus_client  # noqa: F401
+        except ImportError:
+            if os.environ.get("TRACELM_REQUIRE_MODELS"):
+                raise
+            self.skipTest("the Python package prometheus_client is not installed (scripts/run_tests.sh installs it)")
+
+    def test_types_and_values_under_load(self):
+        server = Server(BINARY, ["--max-seqs", "4"])
+        try:
+            fams = families(server)
+            for name, kind in [("tracelm:num_requests_waiting", "gauge"), ("tracelm:num_requests_running", "gauge"),
+                               ("tracelm:kv_cache_usage_perc", "gauge"), ("tracelm:cache_config_info", "gauge"),
+                               ("tracelm:prefix_cache_queries", "counter"), ("tracelm:prefix_cache_hits", "counter"),
+                               ("tracelm:request_queue_time_seconds", "histogram"),
+                               ("tracelm:e2e_request_latency_seconds", "histogram")]:
+                self.assertEqual(fams[name].type, kind, name)
+            self.assertEqual(value(fams, "tracelm:kv_cache_usage_perc"), 0)
+            info = fams["tracelm:cache_config_info"].samples[0].labels
+            self.assertEqual(info["block_size"], "16")
+            self.assertEqual(int(info["num_gpu_blocks"]), value(fams, "tracelm:kv_blocks_total"))
+
+            # During a long generation: one running, KV in use.
+            out = [None]
+            t = threading.Thread(target=completion, args=(server, MODEL_ID, 400, out, 0))
+            t.start()
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                fams = families(server)
+                if value(fams, "tracelm:num_requests_running") == 1:
+                    break
+                time.sleep(0.02)
+            usage = value(fams, "tracelm:kv_cache_usage_perc")
+            self.assertGreater(usage, 0)
+            self.assertLessEqual(usage, 1)
+            self.assertAlmostEqual(usage, value(fams, "tracelm:kv_blocks_used") / value(fams, "tracelm:kv_blocks_total"))
+            t.join(120)
+            self.assertEqual(out[0][0], 200)
+
+            # Two requests sharing a 100-token prefix: the second finds its blocks.
+            shared = " ".join(["the quiet river ran past the town"] * 14)
+            for suffix in ("apples", "bees"):
+                status, _ = server.post_json("/v1/completions", {"model": MODEL_ID, "prompt": shared + suffix,
+                                                                 "max_tokens": 2})
+                self.assertEqual(status, 200)
+            fams = families(server)
+            hits = value(fams, "tracelm:prefix_cache_hits", "tracelm:prefix_cache_hits_total")
+            queries = value(fams, "tracelm:prefix_cache_queries", "tracelm:prefix_cache_queries_total")
+            self.assertGreaterEqual(hits, 96)
+            self.assertGreaterEqual(queries, hits)
+            for name in ("tracelm:request_queue_time_seconds", "tracelm:e2e_request_latency_seconds"):
+                self.assertEqual(value(fams, name, name + "_count"), 3, name)
+            self.assertGreater(value(fams, "tracelm:e2e_request_latency_seconds", "tracelm:e2e_request_latency_seconds_sum"),
+                               value(fams, "tracelm:request_queue_time_seconds", "tracelm:request_queue_time_seconds_sum"))
+            self.assertEqual(value(fams, "tracelm:kv_cache_usage_perc"), 0)
         finally:
             server.kill()
 

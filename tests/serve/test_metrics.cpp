@@ -56,6 +56,38 @@ TEST(Metrics, EveryStatIsAGaugeOrCounterLabelledWithTheModel) {
         EXPECT_TRUE(has_line(t, line)) << line << "\n" << t;
 }
 
+// What the Gateway API Inference Extension's model-server protocol reads: the queue, the KV cache's use as a fraction
+// (of the fuller pool), and the block layout for its prefix scorer; and vLLM's prefix-cache counters.
+TEST(Metrics, GatewayMetricsHaveTheProtocolsTypesAndMeanings) {
+    SchedulerStats s;
+    s.kv_blocks_used = 64;
+    s.kv_blocks_total = 256;
+    s.kv_sliding_blocks_used = 3;
+    s.kv_sliding_blocks_total = 8;
+    s.block_size = 16;
+    s.prefix_query_tokens = 480;
+    s.prefix_hit_tokens = 320;
+    EXPECT_EQ(kv_cache_usage(s), 0.375);  // the sliding pool's 3/8 over the full pool's 1/4
+    s.kv_sliding_blocks_total = 0;
+    EXPECT_EQ(kv_cache_usage(s), 0.25);
+    s.kv_blocks_total = 0;
+    EXPECT_EQ(kv_cache_usage(s), 0.0);
+    s.kv_blocks_total = 256;
+    const std::string t = prometheus_text(s, "m");
+    for (const char* line : {
+             "# TYPE tracelm:kv_cache_usage_perc gauge",
+             "tracelm:kv_cache_usage_perc{model_name=\"m\"} 0.25",
+             "# TYPE tracelm:cache_config_info gauge",
+             "tracelm:cache_config_info{model_name=\"m\",block_size=\"16\",num_gpu_blocks=\"256\"} 1",
+             "# TYPE tracelm:prefix_cache_queries_total counter",
+             "tracelm:prefix_cache_queries_total{model_name=\"m\"} 480",
+             "tracelm:prefix_cache_hits_total{model_name=\"m\"} 320",
+             "# TYPE tracelm:request_queue_time_seconds histogram",
+             "# TYPE tracelm:e2e_request_latency_seconds histogram",
+         })
+        EXPECT_TRUE(has_line(t, line)) << line << "\n" << t;
+}
+
 TEST(Metrics, HistogramBucketsAreCumulative) {
     SchedulerStats s;
     // Sums of these are exact in binary; 0.25 and 0.5 sit on bounds (le is inclusive).
