@@ -196,7 +196,12 @@ class GatewayMetrics(unittest.TestCase):
                 status, _ = server.post_json("/v1/completions", {"model": MODEL_ID, "prompt": shared + suffix,
                                                                  "max_tokens": 2})
                 self.assertEqual(status, 200)
-            fams = families(server)
+            # A step publishes the statistics once it ends, and an answer may be sent before that (a request can
+            # finish within one step): wait for the three requests' end-to-end observations.
+            e2e_count = ("tracelm:e2e_request_latency_seconds", "tracelm:e2e_request_latency_seconds_count")
+            deadline = time.monotonic() + 10
+            while value(fams := families(server), *e2e_count) < 3 and time.monotonic() < deadline:
+                time.sleep(0.05)
             hits = value(fams, "tracelm:prefix_cache_hits", "tracelm:prefix_cache_hits_total")
             queries = value(fams, "tracelm:prefix_cache_queries", "tracelm:prefix_cache_queries_total")
             self.assertGreaterEqual(hits, 96)
