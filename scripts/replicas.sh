@@ -4,7 +4,7 @@
 #   scripts/replicas.sh [--replicas 3] [--port 8080] [--first-port 8101] [--routing prefix|roundrobin]
 #                       [--hash-bytes 256] [--tracelm PATH (default: build/tracelm)] [-- SERVE_FLAGS...]
 #
-# Replica i listens on 127.0.0.1:(first-port + i) and is restarted whenever it exits (as a supervisor would), HAProxy on
+# Replica i listens on 127.0.0.1:(first-port + i) and is restarted 2 s after it exits (as a supervisor would), HAProxy on
 # 127.0.0.1:PORT checks each one's /health every 500 ms (two failures take it out, two successes put it back) and
 # routes every request by a consistent hash of the first --hash-bytes bytes of its prompt (a completion) or of its
 # first, usually system, message (a chat): requests that share that prefix reach the replica whose prefix cache holds
@@ -72,7 +72,8 @@ haproxy -c -q -f "$dir/haproxy.cfg"
 
 stopping=0
 pids=()
-# Replica i, restarted whenever it exits until the script stops.
+# Replica i, restarted 2 s after it exits (a crash loop stays slow; HAProxy has taken it out by then) until the
+# script stops.
 supervise() {
   local i=$1 child
   shift
@@ -82,7 +83,7 @@ supervise() {
     child=$!
     echo "replica $i pid $child port $((first_port + i))"
     wait "$child" || true
-    [ "$stopping" = 0 ] && sleep 0.5
+    [ "$stopping" = 0 ] && sleep 2
   done
 }
 for ((i = 0; i < replicas; i++)); do

@@ -6,7 +6,8 @@ Usage: replicas_test.py TRACELM_BINARY
 - Failover: 32 concurrent clients send streamed chats with one of 4 shared system prompts (retrying a failed attempt
   up to 3 times); one replica is killed with SIGKILL mid-load and restarted by the script. Every request ends
   answered, every failed attempt was on the killed replica (or is HAProxy's own error while it was going away), none
-  hangs, and the restarted replica serves again.
+  hangs, HAProxy takes it out of rotation within its health checks (after which no attempt fails), and the restarted
+  replica serves again.
 - Prefix routing: the same traffic on fresh replicas, routed by a hash of the first message's first bytes and then
   round-robin: with prefix routing every prompt's requests reach one replica, and the prefix-cache hits summed over
   the replicas' /metrics are at least 1.8x those of round-robin (each replica's KV pool holds about two of the system
@@ -74,13 +75,14 @@ class Cluster:
     def __init__(self, routing):
         base = free_ports(REPLICAS + 1)
         self.port, self.first = base, base + 1
-        self.pids, self.lines = {}, []
+        self.pids, self.lines, self.events = {}, [], []
         self.proc = subprocess.Popen(
             ["bash", os.path.join(REPO, "scripts", "replicas.sh"), "--replicas", str(REPLICAS), "--port",
              str(self.port), "--first-port", str(self.first), "--routing", routing, "--tracelm", os.path.abspath(BINARY), "--"]
-            + SERVE_FLAGS, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, preexec_fn=die_with_parent,
+            + SERVE_FLAGS, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=die_with_parent,
             start_new_session=True)
         threading.Thread(target=self.read, daemon=True).start()
+        threading.Thread(target=self.read_events, daemon=True).start()
         for i in range(REPLICAS):
             self.wait_healthy(i, 120)
         time.sleep(1.5)  # HAProxy's checks (500 ms, two to rise) see every replica up
@@ -91,6 +93,15 @@ class Cluster:
             m = re.fullmatch(r"replica (\d+) pid (\d+) port \d+\n", line)
             if m:
                 self.pids[int(m.group(1))] = int(m.group(2))
+
+    def read_events(self):
+        """HAProxy's (and the replicas') stderr, with when each line came: HAProxy says when it takes a server out."""
+        for line in self.proc.stderr:
+            self.events.append((time.monotonic(), line))
+
+    def marked_down(self, name, after):
+        """When HAProxy first said, after `after`, that it took replica `name` out of rotation (None if it has not)."""
+        return next((t for t, line in self.events if t > after and f"Server replicas/{name} is DOWN" in line), None)
 
     def health(self, i):
         try:
@@ -169,7 +180,8 @@ def traffic(cluster, per_client, on_progress=None):
                                  {"role": "user", "content": f"Client {c}, question {j}: one fact, please."}]}
             tries = []
             for _ in range(4):
-                tries.append(attempt(cluster.port, body))
+                started = time.monotonic()
+                tries.append(attempt(cluster.port, body) + (started,))
                 if tries[-1][0]:
                     break
                 time.sleep(0.5)
@@ -197,7 +209,7 @@ class Replicas(unittest.TestCase):
             def kill_when_loaded(results):
                 if killed or len(results) < CLIENTS * 3 // 4:
                     return
-                served = [r for tries in results.values() for ok, r, _ in tries if ok and r]
+                served = [r for tries in results.values() for ok, r, _, _ in tries if ok and r]
                 victim = max(set(served), key=served.count)
                 i = int(victim[1:])
                 killed.update(name=victim, index=i, pid=cluster.pids[i], at=time.monotonic())
@@ -208,10 +220,16 @@ class Replicas(unittest.TestCase):
             self.assertEqual(len(results), CLIENTS * 3)
             unanswered = [k for k, tries in results.items() if not tries[-1][0]]
             self.assertEqual(unanswered, [], {k: results[k] for k in unanswered[:3]})
-            failed = [(r, what) for tries in results.values() for ok, r, what in tries if not ok]
+            failed = [(r, what, started) for tries in results.values() for ok, r, what, started in tries if not ok]
             self.assertFalse([f for f in failed if f[1] == "timeout"], "an attempt hung until its timeout")
             others = [f for f in failed if f[0] not in (None, killed["name"])]
             self.assertEqual(others, [], "requests on the other replicas failed")
+            # HAProxy takes it out within its health checks (two failures 500 ms apart; slack for a loaded machine),
+            # and no attempt that started after that failed.
+            down = cluster.marked_down(killed["name"], killed["at"])
+            self.assertIsNotNone(down, "HAProxy never took the killed replica out")
+            self.assertLess(down - killed["at"], 2.5)
+            self.assertEqual([f for f in failed if f[2] > down], [], "attempts failed after it was taken out")
             cluster.wait_healthy(killed["index"], 120)
             self.assertNotEqual(cluster.pids[killed["index"]], killed["pid"], "the script did not restart it")
             time.sleep(1.5)
