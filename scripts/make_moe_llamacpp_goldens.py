@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""One-off generator of testdata/goldens/qwen3_moe_tiny_llamacpp.json: llama.cpp's greedy continuations, and the hash of
-every step's logits, on the random Qwen3-MoE GGUF files that `tracelm make-checkpoint --geometry moe-tiny --format
-gguf --seed 7` writes (Q8_0 and Q4_0 experts; the router f32 as llama.cpp's converter keeps it). Not run in CI; needs
+"""One-off generator of testdata/goldens/qwen3_moe_llamacpp.json: llama.cpp's greedy continuations, and the hash of
+every step's logits, on the random Qwen3-MoE GGUF files that `tracelm make-checkpoint --geometry G --format gguf
+--dtype T --seed 7` writes (moe-tiny with Q8_0 and Q4_0 weights, moe-small with Q4_K and Q6_K; the router f32 as
+llama.cpp's converter keeps it). Not run in CI; needs
 the llama-cpp-python 0.3.36 venv that scripts/make_llamacpp_goldens.py describes and a built tracelm.
 
   /tmp/llamavenv/bin/python scripts/make_moe_llamacpp_goldens.py [--tracelm build/tracelm]
@@ -28,7 +29,9 @@ from make_gemma3_norepack_goldens import fnv1a64, fnv1a64_f32, last_logits, no_r
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LLAMA_CPP_PYTHON = "0.3.36"
 LLAMA_CPP_COMMIT = "ggml-org/llama.cpp@0c1e57098"
-DTYPES = ["q8_0", "q4_0"]
+# (geometry, dtype): the K types need moe-small's widths of 256; in its 326-token prompt some experts have 8 rows or
+# more (ggml's tiled order) and others fewer.
+FILES = [("moe-tiny", "q8_0"), ("moe-tiny", "q4_0"), ("moe-small", "q4_k"), ("moe-small", "q6_k")]
 SEED = 7
 STEPS = 24
 N_CTX = 512
@@ -61,23 +64,24 @@ def greedy(llm, prompt):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tracelm", default=os.path.join(ROOT, "build/tracelm"))
-    ap.add_argument("--out", default=os.path.join(ROOT, "testdata/goldens/qwen3_moe_tiny_llamacpp.json"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "testdata/goldens/qwen3_moe_llamacpp.json"))
     args = ap.parse_args()
     if llama_cpp.__version__ != LLAMA_CPP_PYTHON:
         raise SystemExit(f"llama-cpp-python {llama_cpp.__version__}; these goldens pin {LLAMA_CPP_PYTHON}")
     no_repack()
     files = []
     with tempfile.TemporaryDirectory() as tmp:
-        for dtype in DTYPES:
-            path = os.path.join(tmp, f"moe-tiny-{dtype}.gguf")
-            subprocess.run([args.tracelm, "make-checkpoint", "--geometry", "moe-tiny", "--format", "gguf", "--dtype",
+        for geometry, dtype in FILES:
+            path = os.path.join(tmp, f"{geometry}-{dtype}.gguf")
+            subprocess.run([args.tracelm, "make-checkpoint", "--geometry", geometry, "--format", "gguf", "--dtype",
                             dtype, "--seed", str(SEED), "--out", path], check=True)
             with open(path, "rb") as f:
                 digest = f"{fnv1a64(f.read()):016x}"
             print(f"{dtype}: {path} (fnv1a64 {digest})")
             llm = Llama(model_path=path, n_ctx=N_CTX, n_batch=N_CTX, n_ubatch=N_CTX, n_threads=1, n_threads_batch=1,
                         seed=1234, logits_all=False, verbose=False)
-            files.append({"dtype": dtype, "gguf_fnv1a64": digest, "records": [greedy(llm, p) for p in PROMPTS]})
+            files.append({"geometry": geometry, "dtype": dtype, "gguf_fnv1a64": digest,
+                          "records": [greedy(llm, p) for p in PROMPTS]})
             cp = llm.context_params
             del llm
     with open(args.out, "w") as f:
@@ -86,7 +90,7 @@ def main():
             "llama_cpp_python": llama_cpp.__version__,
             "llama_cpp_commit": LLAMA_CPP_COMMIT,
             "system_info": llama_cpp.llama_print_system_info().decode().strip(),
-            "checkpoint": {"geometry": "moe-tiny", "format": "gguf", "seed": SEED},
+            "checkpoint": {"format": "gguf", "seed": SEED},
             "use_extra_bufts": False,
             "n_ctx": cp.n_ctx,
             "n_batch": cp.n_batch,

@@ -48,11 +48,13 @@ Geometry geometry_by_name(const std::string& name) {
     if (name == "tiny") return {64, 192, 2, 4, 2, 32, 4096};
     if (name == "qwen3-0.6b") return {1024, 3072, 28, 16, 8, 128, 40960};
     if (name == "moe-tiny") return {64, 192, 2, 4, 2, 32, 4096, 8, 2, 32};
+    // As moe-tiny with every width a multiple of 256, the K types' block.
+    if (name == "moe-small") return {256, 768, 2, 4, 2, 64, 4096, 8, 2, 256};
     // Qwen3-30B-A3B's layers (its config.json: hidden 2048, 32 query and 4 KV heads of 128, 128 experts of 768, 8
     // per token, context 40960), 8 of its 48 by default, with a tied head.
     if (name == "qwen3-30b-a3b-slice") return {2048, 6144, 8, 32, 4, 128, 40960, 128, 8, 768};
     throw std::runtime_error("unknown checkpoint geometry '" + name +
-                             "' (supported: tiny, qwen3-0.6b, moe-tiny, qwen3-30b-a3b-slice)");
+                             "' (supported: tiny, qwen3-0.6b, moe-tiny, moe-small, qwen3-30b-a3b-slice)");
 }
 
 // How a tensor's values are drawn: fan_in > 0: uniform in +-sqrt(3 / fan_in) (unit-variance
@@ -240,7 +242,7 @@ void remove_old_weights(const fs::path& dir) {
 // per-expert tensors, expert after expert.
 void write_random_gguf(const Geometry& g, const MakeCheckpointOptions& opts) {
     if (!can_quantize_to(opts.dtype))
-        throw std::runtime_error("GGUF random checkpoints are f32, f16, bf16, q8_0 or q4_0, not " +
+        throw std::runtime_error("GGUF random checkpoints are f32, f16, bf16, q8_0, q4_0, q4_k or q6_k, not " +
                                  std::string(dtype_name(opts.dtype)));
     const ModelConfig c = ModelConfig::from_json_text(qwen3_config_json(g, opts.dtype).dump());
     GgufWriter w;
@@ -252,6 +254,11 @@ void write_random_gguf(const Geometry& g, const MakeCheckpointOptions& opts) {
         // The MoE router (ffn_gate_inp) stays f32, as llama.cpp's converter and quantizer keep it.
         const bool router = t.spec.name.ends_with(".mlp.gate.weight");
         const DType dt = t.spec.shape.size() == 2 && !router ? opts.dtype : DType::F32;
+        if (!dtype_row_ok(dt, t.spec.shape.back()))
+            throw std::runtime_error("geometry " + opts.geometry + ": " + t.spec.name + " has rows of " +
+                                     std::to_string(t.spec.shape.back()) + " values, not whole " +
+                                     std::string(dtype_name(dt)) + " blocks of " +
+                                     std::to_string(dtype_block_elems(dt)) + " (moe-small's widths fit every type)");
         const bool round_to_bf16 = dt == DType::F32 && opts.dtype == DType::BF16;
         const size_t experts = t.spec.name.find(".mlp.experts.") != std::string::npos ? static_cast<size_t>(g.experts) : 1;
         if (experts > 1) {

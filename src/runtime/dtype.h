@@ -99,6 +99,9 @@ constexpr bool dtype_row_ok(DType t, int64_t cols) { return cols >= 0 && cols % 
 // llama.cpp's CPU MUL_MAT sums the K types' products of at least this many activation rows in its tiled kernel's
 // order, fewer in ggml_vec_dot's (docs/ggml-numerics.md): how many rows a prompt forward has matters to the bits.
 inline constexpr int64_t kGgmlTiledMinRows = 8;
+// The types (GGML's own layouts, not repacked ones) whose llama.cpp products of kGgmlTiledMinRows rows or more sum in
+// the tiled order.
+constexpr bool ggml_has_tiled_order(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K; }
 
 constexpr std::string_view dtype_name(DType t) {
     switch (t) {

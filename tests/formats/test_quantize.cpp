@@ -2,12 +2,16 @@
 // ggml-quants.c's reference rounding) on committed fixtures made by scripts/make_quant_fixtures.py.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <random>
 #include <stdexcept>
 #include <vector>
 
+#include "backends/cpu/kernels/kernels.h"
 #include "formats/quantize.h"
 #include "support/test_support.h"
 
@@ -86,8 +90,61 @@ TEST(QuantizeRowErrors, RejectsPartialBlocksAndOtherTypes) {
     EXPECT_THROW(quantize_row(DType::Q8_0, x.data(), 48, out.data()), std::invalid_argument);
     EXPECT_THROW(quantize_row(DType::Q4_1, x.data(), 64, out.data()), std::invalid_argument);
     EXPECT_THROW(quantize_row(DType::I32, x.data(), 4, out.data()), std::invalid_argument);
-    EXPECT_FALSE(can_quantize_to(DType::Q6_K));
+    EXPECT_FALSE(can_quantize_to(DType::Q5_K));
     EXPECT_TRUE(can_quantize_to(DType::Q4_0));
+}
+
+// Q4_K and Q6_K (our own fit): read back by the dequantizer (checked against the gguf package's blocks in
+// tests/backends/test_quant.cpp), every value is within half of its sub-block's step, the step bounded by the
+// sub-block's range in 15 (Q4_K) or 31 (Q6_K) steps plus one unit of the block's f16 scale.
+TEST(QuantizeRowK, EveryValueIsWithinHalfItsSubBlocksStep) {
+    std::mt19937 rng(3);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<std::vector<float>> rows;
+    for (const float spread : {0.02f, 1.0f, 300.0f}) {
+        std::vector<float> r(512);
+        for (float& v : r) v = spread * normal(rng);
+        rows.push_back(r);
+    }
+    rows.emplace_back(256, 0.0f);
+    rows.emplace_back(256, 0.75f);
+    rows.emplace_back(256, -2.5f);
+    std::vector<float> mixed(256);
+    for (size_t i = 0; i < mixed.size(); ++i) mixed[i] = (i / 32 % 2 ? 1e-3f : 1.0f) * normal(rng);
+    mixed[77] = 40.0f;
+    rows.push_back(mixed);
+    for (const DType dt : {DType::Q4_K, DType::Q6_K}) {
+        const int sub = dt == DType::Q4_K ? 32 : 16;
+        for (size_t r = 0; r < rows.size(); ++r) {
+            SCOPED_TRACE(::testing::Message() << dtype_name(dt) << ", row " << r);
+            const std::vector<float>& x = rows[r];
+            const auto n = static_cast<int64_t>(x.size());
+            std::vector<uint8_t> blocks(dtype_row_bytes(dt, n));
+            quantize_row(dt, x.data(), n, blocks.data());
+            std::vector<float> y(x.size());
+            cpu::row_to_f32(blocks.data(), dt, n, y.data());
+            for (int64_t b = 0; b < n; b += 256) {
+                // Each sub-block's needed step, and the block's unit (the f16 scale, at most 0.1% above the least).
+                std::vector<float> need;
+                float max_need = 0.0f, max_min = 0.0f, amax = 0.0f;
+                for (int64_t j = b; j < b + 256; j += sub) {
+                    const auto [lo, hi] = std::minmax_element(x.begin() + j, x.begin() + j + sub);
+                    const float low = std::min(0.0f, *lo), high = std::max(0.0f, *hi);
+                    max_min = std::max(max_min, -low);
+                    amax = std::max({amax, -low, high});
+                    need.push_back(dt == DType::Q4_K ? high - low : std::max(-low, high) / 31.0f);
+                }
+                const float dmin = max_min / 63.0f * 1.001f;
+                for (float& v : need) v = dt == DType::Q4_K ? (v + dmin) / 15.0f : v;
+                for (const float v : need) max_need = std::max(max_need, v);
+                const float unit = max_need / (dt == DType::Q4_K ? 63.0f : 127.0f) * 1.001f;
+                for (int64_t i = b; i < b + 256; ++i) {
+                    const float step = need[static_cast<size_t>((i - b) / sub)] + unit;
+                    ASSERT_LE(std::fabs(y[i] - x[i]), 0.5f * step + 1e-6f * amax) << "element " << i;
+                }
+            }
+        }
+    }
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <tuple>
 
@@ -82,9 +83,9 @@ TEST(MoeModel, ADecodeTokenReadsOnlyItsChosenExperts) {
     }
 }
 
-std::string random_gguf(const testing::TempDir& dir, DType dt) {
+std::string random_gguf(const testing::TempDir& dir, DType dt, const std::string& geometry = "moe-tiny") {
     MakeCheckpointOptions o;
-    o.geometry = "moe-tiny";
+    o.geometry = geometry;
     o.seed = 7;
     o.format = CheckpointFormat::Gguf;
     o.dtype = dt;
@@ -165,22 +166,26 @@ TEST(MoeModel, MalformedGgufExpertMetadataIsRefusedNamingTheKey) {
     }
 }
 
-// llama.cpp's bits on Qwen3-MoE GGUF files in the ggml numerics (testdata/goldens/qwen3_moe_tiny_llamacpp.json, from
+// llama.cpp's bits on Qwen3-MoE GGUF files in the ggml numerics (testdata/goldens/qwen3_moe_llamacpp.json, from
 // scripts/make_moe_llamacpp_goldens.py: llama-cpp-python 0.3.36, repacking off): the moe-tiny files with Q8_0 and
-// Q4_0 experts and an f32 router, four prompts from 1 to 326 tokens each in one forward, 24 greedy steps; every
-// token and every logit of every step, eager and replayed.
+// Q4_0 weights and the moe-small ones with Q4_K and Q6_K (in whose prompt forwards some experts have 8 rows or more,
+// ggml's tiled order, and others fewer), an f32 router, four prompts from 1 to 326 tokens each in one forward, 24
+// greedy steps; every token and every logit of every step, eager and replayed.
 class MoeLlamaCpp : public ::testing::TestWithParam<bool> {};
 
 TEST_P(MoeLlamaCpp, GreedyContinuationsAndLogitsAreLlamaCpps) {
-    std::ifstream f(testing::repo_path("testdata/goldens/qwen3_moe_tiny_llamacpp.json"));
+    std::ifstream f(testing::repo_path("testdata/goldens/qwen3_moe_llamacpp.json"));
     const auto g = nlohmann::json::parse(f);
     ASSERT_FALSE(g["use_extra_bufts"].get<bool>());
-    ASSERT_EQ(g["files"].size(), 2u);
+    ASSERT_EQ(g["files"].size(), 4u);
+    const std::map<std::string, DType> types = {
+        {"q8_0", DType::Q8_0}, {"q4_0", DType::Q4_0}, {"q4_k", DType::Q4_K}, {"q6_k", DType::Q6_K}};
     for (const auto& file : g["files"]) {
-        const DType dt = file["dtype"] == "q8_0" ? DType::Q8_0 : DType::Q4_0;
-        SCOPED_TRACE(dtype_name(dt));
+        const DType dt = types.at(file["dtype"].get<std::string>());
+        const std::string geometry = file["geometry"].get<std::string>();
+        SCOPED_TRACE(geometry + " " + std::string(dtype_name(dt)));
         const testing::TempDir dir;
-        const std::string path = random_gguf(dir, dt);
+        const std::string path = random_gguf(dir, dt, geometry);
         char digest[17];
         std::snprintf(digest, sizeof digest, "%016llx", static_cast<unsigned long long>(fnv1a64_file(path)));
         ASSERT_EQ(digest, file["gguf_fnv1a64"].get<std::string>()) << "not the file the goldens were made from";

@@ -7,6 +7,7 @@
 // graph routes from the logits uploaded before each replay, equals eager calls and allocates nothing.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -217,9 +218,10 @@ Layer make_layer(Device& d, DType dt, int64_t E, int64_t H, int64_t I, int64_t k
 }
 
 // Row t's output as the backend's own ops compute each (row, slot): the row by the expert's slices, glu, the down
-// product, then the weighted sum in slot order (ids outside [0, E) skipped).
+// product, then the weighted sum in slot order (ids outside [0, E) skipped). Each product in the order of a product
+// of batch_rows rows, or with `by_expert` of as many rows as the pairs in `ids` that chose its expert.
 std::vector<float> composed(Device& d, const Layer& l, const std::vector<float>& x, const std::vector<int32_t>& ids,
-                            const std::vector<float>& w, int64_t t, int64_t batch_rows) {
+                            const std::vector<float>& w, int64_t t, int64_t batch_rows, bool by_expert = false) {
     Backend& be = d.be;
     const Tensor xt = d.f32("x_t", 1, l.H, std::vector<float>(x.begin() + t * l.H, x.begin() + (t + 1) * l.H));
     const Tensor g = d.make("g", DType::F32, 1, l.I), u = d.make("u", DType::F32, 1, l.I),
@@ -229,10 +231,11 @@ std::vector<float> composed(Device& d, const Layer& l, const std::vector<float>&
     for (int64_t j = 0; j < l.k; ++j) {
         const int32_t e = ids[static_cast<size_t>(t * l.k + j)];
         if (e < 0 || e >= l.E) continue;
-        be.matmul(xt, l.gate.slice_rows(e * l.I, l.I), nullptr, g, batch_rows);
-        be.matmul(xt, l.up.slice_rows(e * l.I, l.I), nullptr, u, batch_rows);
+        const int64_t rows = by_expert ? std::count(ids.begin(), ids.end(), e) : batch_rows;
+        be.matmul(xt, l.gate.slice_rows(e * l.I, l.I), nullptr, g, rows);
+        be.matmul(xt, l.up.slice_rows(e * l.I, l.I), nullptr, u, rows);
         be.glu(g, u, Activation::Silu, g);
-        be.matmul(g, l.down.slice_rows(e * l.H, l.H), nullptr, y, batch_rows);
+        be.matmul(g, l.down.slice_rows(e * l.H, l.H), nullptr, y, rows);
         const std::vector<float> yv = d.read(y);
         const float wt = w[static_cast<size_t>(t * l.k + j)];
         for (int64_t c = 0; c < l.H; ++c) {
@@ -256,6 +259,9 @@ std::vector<int32_t> route(int64_t T, int64_t k, int64_t E, std::mt19937& rng) {
 
 class MoeFfnWeights : public ::testing::TestWithParam<DType> {};
 
+// A decode step's rows (batch_rows 1) each give what they give alone. A forward's rows (batch_rows T) sum each
+// expert's products in the order of as many rows as chose it: for the K types, expert 0 (chosen by 8 rows) takes
+// the tiled order and the others vec_dot's, as ggml's MUL_MAT_ID; a piece of such a forward is refused.
 TEST_P(MoeFfnWeights, EachRowIsItsExpertsWeightedInSlotOrderAndAloneAsAmongOthers) {
     const DType dt = GetParam();
     cpu::CpuBackend be(2);
@@ -265,8 +271,10 @@ TEST_P(MoeFfnWeights, EachRowIsItsExpertsWeightedInSlotOrderAndAloneAsAmongOther
     const int64_t E = 6, H = k_type ? 256 : 64, I = k_type ? 512 : 96, k = 3, T = 9;
     const Layer l = make_layer(d, dt, E, H, I, k, rng);
     const std::vector<float> x = randn(rng, static_cast<size_t>(T * H));
-    const std::vector<int32_t> ids = route(T, k, E, rng);
+    std::vector<int32_t> ids = route(T, k, E, rng);
+    for (int64_t t = 0; t < kGgmlTiledMinRows; ++t) ids[static_cast<size_t>(t * k + k - 1)] = 0;
     std::vector<float> w = randn(rng, static_cast<size_t>(T * k), 0.5f);
+    const bool by_expert = ggml_has_tiled_order(dt);
     for (const int64_t batch_rows : {int64_t{1}, T}) {
         SCOPED_TRACE(::testing::Message() << "batch_rows " << batch_rows);
         const Tensor xt = d.f32("x", T, H, x), it = d.i32("ids", T, k, ids), wt = d.f32("w", T, k, w);
@@ -274,11 +282,12 @@ TEST_P(MoeFfnWeights, EachRowIsItsExpertsWeightedInSlotOrderAndAloneAsAmongOther
         be.moe_ffn(xt, it, wt, l.experts(), out, batch_rows);
         const std::vector<float> got = d.read(out);
         for (int64_t t = 0; t < T; ++t) {
-            const std::vector<float> want = composed(d, l, x, ids, w, t, batch_rows);
+            const std::vector<float> want = composed(d, l, x, ids, w, t, batch_rows, by_expert && batch_rows > 1);
             for (int64_t c = 0; c < H; ++c)
                 ASSERT_TRUE(same_bits(got[static_cast<size_t>(t * H + c)], want[static_cast<size_t>(c)]))
                     << "row " << t << " col " << c << ": " << got[static_cast<size_t>(t * H + c)] << " vs "
                     << want[static_cast<size_t>(c)];
+            if (by_expert && batch_rows > 1) continue;
             // The row alone gives the same bits.
             const Tensor x1 = d.f32("x1", 1, H, std::vector<float>(x.begin() + t * H, x.begin() + (t + 1) * H));
             const Tensor i1 = d.i32("i1", 1, k, std::vector<int32_t>(ids.begin() + t * k, ids.begin() + (t + 1) * k));
@@ -291,6 +300,12 @@ TEST_P(MoeFfnWeights, EachRowIsItsExpertsWeightedInSlotOrderAndAloneAsAmongOther
                     << "row " << t << " col " << c << ": " << alone[static_cast<size_t>(c)] << " alone vs "
                     << got[static_cast<size_t>(t * H + c)];
         }
+    }
+    if (by_expert) {
+        const Tensor x3 = d.f32("x3", 3, H, std::vector<float>(x.begin(), x.begin() + 3 * H));
+        const Tensor i3 = d.i32("i3", 3, k, std::vector<int32_t>(ids.begin(), ids.begin() + 3 * k));
+        const Tensor w3 = d.f32("w3", 3, k, std::vector<float>(w.begin(), w.begin() + 3 * k));
+        EXPECT_THROW(be.moe_ffn(x3, i3, w3, l.experts(), d.make("o3", DType::F32, 3, H), T), std::invalid_argument);
     }
 }
 

@@ -36,7 +36,7 @@ void check_route_args(const Tensor& x, const Tensor& router, int64_t batch_rows,
 }
 
 void check_ffn_args(const Tensor& x, const Tensor& ids, const Tensor& weights, const MoeExperts& e,
-                    const Tensor& out) {
+                    const Tensor& out, int64_t batch_rows) {
     need("moe_ffn", x, DType::F32);
     need("moe_ffn", ids, DType::I32);
     need("moe_ffn", weights, DType::F32);
@@ -53,6 +53,11 @@ void check_ffn_args(const Tensor& x, const Tensor& ids, const Tensor& weights, c
         out.rows != x.rows || out.cols != H)
         bad("moe_ffn", "x " + shape(x) + ", ids " + shape(ids) + ", weights " + shape(weights) + " and out " +
                            shape(out) + " disagree");
+    if (batch_rows < 1) bad("moe_ffn", "batch_rows " + std::to_string(batch_rows) + " < 1");
+    if (ggml_has_tiled_order(g.dtype) && batch_rows > 1 && batch_rows != x.rows)
+        bad("moe_ffn", std::string(dtype_name(g.dtype)) + " experts over " + std::to_string(x.rows) +
+                           " rows of a forward of " + std::to_string(batch_rows) +
+                           ": their order comes from each expert's rows in the whole forward");
 }
 
 }  // namespace tracelm::moe
@@ -68,7 +73,7 @@ void Backend::moe_route(const Tensor& x, const Tensor& router, int64_t batch_row
 
 void Backend::moe_ffn(const Tensor& x, const Tensor& ids, const Tensor& weights, const MoeExperts& experts,
                       const Tensor& out, int64_t batch_rows) {
-    moe::check_ffn_args(x, ids, weights, experts, out);
+    moe::check_ffn_args(x, ids, weights, experts, out, batch_rows);
     do_moe_ffn(x, ids, weights, experts, out, batch_rows);
 }
 

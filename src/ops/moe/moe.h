@@ -14,10 +14,15 @@
 //   out[t] = sum over slots j = 0..k-1, in that order, of weights[t, j] * y_j, where y_j = down_e . (act(gate_e . x_t)
 //   * (up_e . x_t)) with e = ids[t, j]: each product rounded to f32 and the sum taken slot after slot from slot 0's
 //   (ggml's MUL by the weights, then ADD of the slots' views in order). gate_e / up_e are rows [e*I, (e+1)*I) of
-//   the stacked gate / up weights [E*I, H], down_e rows [e*H, (e+1)*H) of down [E*H, I]; every product is
-//   matmul's for that weight type with batch_rows' order, and an id outside [0, E) contributes nothing. A row's
-//   output depends on its own x, ids and weights only: backends group the rows by expert (each active expert's
-//   weights read once for all its rows) without changing any row's bits.
+//   the stacked gate / up weights [E*I, H], down_e rows [e*H, (e+1)*H) of down [E*H, I]; an id outside [0, E)
+//   contributes nothing. Every product is matmul's for that weight type, in the order of a product of one row when
+//   batch_rows is 1 (a decode step: each row its own sequence's forward), else of as many rows as the (row, slot)
+//   pairs that chose expert e among the T rows, which are then the whole forward (ggml's MUL_MAT_ID gives each
+//   expert's rows to MUL_MAT's kernels as one product: for the K types, the tiled order from kGgmlTiledMinRows
+//   rows). A row's output depends on its own x, ids and weights only, except through that count for K-type experts
+//   in a forward of several rows: backends group the rows by expert (each active expert's weights read once for all
+//   its rows) without changing any other bit. Since a piece of a forward cannot know the counts of the whole one, a
+//   K-type (unrepacked) moe_ffn with 1 < batch_rows != T is refused.
 #pragma once
 
 #include <cstdint>
@@ -32,7 +37,7 @@ namespace tracelm::moe {
 void check_route_args(const Tensor& x, const Tensor& router, int64_t batch_rows, const Tensor& logits,
                       const Tensor& ids, const Tensor& weights);
 void check_ffn_args(const Tensor& x, const Tensor& ids, const Tensor& weights, const MoeExperts& experts,
-                    const Tensor& out);
+                    const Tensor& out, int64_t batch_rows);
 
 }  // namespace tracelm::moe
 

@@ -208,8 +208,7 @@ size_t matmul_quant_act_bytes(DType wt, int64_t T, int64_t K) {
 }
 
 QuantOrder ggml_quant_order(DType wt, int64_t rows) {
-    const bool k_type = wt == DType::Q4_K || wt == DType::Q5_K || wt == DType::Q6_K;
-    return k_type && rows >= kGgmlTiledMinRows ? QuantOrder::Tiled : QuantOrder::VecDot;
+    return ggml_has_tiled_order(wt) && rows >= kGgmlTiledMinRows ? QuantOrder::Tiled : QuantOrder::VecDot;
 }
 
 void matmul_quant(const float* x, int64_t T, int64_t K, const void* w, DType wt, const float* bias, float* y,

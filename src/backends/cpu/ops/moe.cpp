@@ -5,7 +5,7 @@
 // rows), the down products, and the weighted sum of each row's slots in slot order. Which experts are active is
 // read from `ids` when the ops run, so a recorded decode step routes on the device like an eager one. matmul's
 // kernels give each output element the same bits whatever rows share the product (kernels.h), so grouping changes
-// no row's result.
+// no row's result beyond the order llama.cpp takes by an expert's rows (ops/moe/moe.h).
 #include <algorithm>
 #include <cmath>
 #include <utility>
@@ -83,7 +83,7 @@ struct FfnArgs {
     const char* down;
     DType wt;
     Activation act;
-    QuantOrder order;
+    bool whole_forward;  // batch_rows > 1: the rows are one forward, each expert's product ordered by its own rows
     int64_t T, k, E, H, I, threads;
     int32_t* offsets;  // [E + 1]: where each expert's pairs start in the sorted order
     int32_t* sorted;   // [T * k]: the pairs (t * k + j) by expert, then by pair
@@ -142,7 +142,7 @@ void products(const FfnArgs& a, int64_t thread, const char* w, const float* in, 
         const char* we = w + static_cast<size_t>(e * N) * row_bytes;
         if (dtype_is_quantized(a.wt))
             matmul_quant(in + r0 * K, rows, K, we, a.wt, nullptr, y + r0 * N, N, n0, n1,
-                         a.act_scratch + thread * a.act_stride, a.order);
+                         a.act_scratch + thread * a.act_stride, ggml_quant_order(a.wt, a.whole_forward ? rows : 1));
         else
             matmul(in + r0 * K, rows, K, we, a.wt, nullptr, y + r0 * N, N, n0, n1);
     }
@@ -234,7 +234,7 @@ void CpuBackend::do_moe_ffn(const Tensor& x, const Tensor& ids, const Tensor& we
     auto* f = reinterpret_cast<float*>(base + ints);
     FfnArgs a{x.ptr<float>(), ids.ptr<int32_t>(), weights.ptr<float>(), out.ptr<float>(),
               static_cast<const char*>(gate.raw()), static_cast<const char*>(up.raw()),
-              static_cast<const char*>(down.raw()), gate.dtype, experts.act, ggml_quant_order(gate.dtype, batch_rows),
+              static_cast<const char*>(down.raw()), gate.dtype, experts.act, batch_rows > 1,
               T, k, E, H, I, threads(), i32, i32 + E + 1, i32 + E + 1 + P, f, f + P * H, f + P * (H + I),
               f + P * (H + 2 * I), base + ints + rows, static_cast<int64_t>(act_stride)};
     const auto range = [&](const void* p, size_t bytes) {
