@@ -70,6 +70,8 @@ Engine::Engine(const Model& model, Backend& backend, EngineOptions options)
         throw std::invalid_argument("engine: block size, sequences, prefill chunk and context must be positive");
     }
     context_ = std::min<int64_t>(opt_.context, c.max_position_embeddings);
+    for (const LayerWeights& l : model.weights().layers)
+        whole_forwards_ = whole_forwards_ || (l.experts && ggml_has_tiled_order(l.experts->gate.dtype));
     max_blocks_ = static_cast<int>((context_ + opt_.block_size - 1) / opt_.block_size);
     const int64_t pool = opt_.kv_blocks > 0 ? opt_.kv_blocks : static_cast<int64_t>(max_blocks_) * opt_.max_seqs;
     if (pool < max_blocks_) {

@@ -146,10 +146,14 @@ class Engine {
     // budget cuts that forward into pieces of at least two rows on both sides of the cut, so every position is still
     // computed in a forward of several rows, which gives the same bits (attention's dot orders depend on one row vs
     // several, not on the rows' number, and each piece's matmuls sum in the order of the whole forward's rows:
-    // docs/ggml-numerics.md, tests/engine/test_prefill_chunks.cpp). 0 when the budget fits no such piece; a budget of
-    // 3 or more always fits one.
+    // docs/ggml-numerics.md, tests/engine/test_prefill_chunks.cpp). Except in a model whose experts sum by the rows
+    // of the whole forward (K-type experts in the ggml numerics, ops/moe/moe.h), whose forwards are never cut. 0 when
+    // the budget fits no such piece; a budget of min_prefill_budget(row) always fits one.
     static constexpr int64_t kWholeChunk = INT64_MAX;
     int64_t next_prefill_tokens(int row, int64_t budget = kWholeChunk) const;
+    // The least budget with which next_prefill_tokens(row, budget) is not 0: 3, or the rest of a forward that is never
+    // cut.
+    int64_t min_prefill_budget(int row) const;
     // Rows a decode step of S sequences runs over.
     static int batch_bucket(int S);
     // Rows the next decode step runs over (0 when nothing decodes).
@@ -264,10 +268,11 @@ class Engine {
     int64_t forward_end(const std::vector<uint8_t>& one_row, int64_t n, int64_t c0) const;
     // Rows of the whole forward (as one_row plans it, whatever piece of it runs) that computes position c < n.
     int64_t forward_rows(const std::vector<uint8_t>& one_row, int64_t n, int64_t c) const;
-    // Leading blocks of an n-token prompt that may be shared, at most `at_most`: at least one prompt token is
-    // computed (the first sampled token comes from a real forward), and the first recomputed forward is not cut down
-    // to a single row where a run without sharing has several (attention sums one row in another order,
-    // docs/ggml-numerics.md).
+    // Leading blocks of an n-token prompt that may be shared, at most `at_most` (those cached: their tokens and how
+    // they were computed match): at least one prompt token is computed (the first sampled token comes from a real
+    // forward), and the first recomputed forward is not cut down to a single row where a run without sharing has
+    // several (attention sums one row in another order, docs/ggml-numerics.md). With whole_forwards_, the shared
+    // blocks also end where a forward ended both here and in the sequence that computed them.
     int shareable_blocks(const std::vector<uint8_t>& one_row, int64_t n, int at_most) const;
     // Publishes the row's full blocks among its first `written` positions, and their sliding-pool twins it maps.
     void publish(const Row& r, int64_t written);
@@ -278,6 +283,10 @@ class Engine {
     // sliding blocks of the window before its end are cached (docs/prefix-cache.md).
     bool slides() const { return sliding_cache_ != nullptr; }
     bool sharing() const { return opt_.prefix_cache; }
+    // Some MoE layer's experts sum their products in the order of their rows in the whole forward (K types in the
+    // ggml numerics, ops/moe/moe.h): a prompt forward's bits depend on all its tokens, so forwards are never cut
+    // and shared prefixes end where forwards ended.
+    bool whole_forwards_ = false;
     // The first logical block of the window of a query at position pos.
     int64_t window_start_block(int64_t pos) const { return std::max<int64_t>(0, pos - window_ + 1) / opt_.block_size; }
     // Whether the sliding-pool twins of the window before position k * block_size are cached, for a prompt whose

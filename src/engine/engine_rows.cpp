@@ -255,7 +255,13 @@ int64_t Engine::next_prefill_tokens(int row, int64_t budget) const {
     const int64_t rest = r.computed < r.n ? forward_end(r.one_row, r.n, r.computed) - r.computed : 1;
     if (budget >= rest) return rest;
     const int64_t piece = std::min(budget, rest - 2);
-    return piece >= 2 ? piece : 0;
+    return piece >= 2 && !whole_forwards_ ? piece : 0;
+}
+
+int64_t Engine::min_prefill_budget(int row) const {
+    const Row& r = rows_.at(static_cast<size_t>(row));
+    const int64_t rest = r.computed < r.n ? forward_end(r.one_row, r.n, r.computed) - r.computed : 1;
+    return whole_forwards_ ? rest : std::min<int64_t>(rest, 3);
 }
 
 bool Engine::prefill(int row, int32_t* first, int64_t budget) {
@@ -434,7 +440,12 @@ int Engine::shareable_blocks(const std::vector<uint8_t>& one_row, int64_t n, int
     int k = static_cast<int>(std::min<int64_t>(at_most, (n - 1) / bs));
     for (; k > 0; --k) {
         const int64_t p = static_cast<int64_t>(k) * bs;
-        if (one_row[static_cast<size_t>(p)] == kOneRow || forward_end(one_row, n, p) - p >= 2) break;
+        const uint8_t here = one_row[static_cast<size_t>(p)], before = one_row[static_cast<size_t>(p - 1)];
+        if (here != kOneRow && forward_end(one_row, n, p) - p < 2) continue;
+        // A forward ended at p in both sequences: at a chunk boundary or after a forward of one row; or where the run
+        // changes kind, when block k is cached too (so the other sequence's kinds there are these).
+        if (!whole_forwards_ || p % opt_.prefill_chunk == 0 || before == kOneRow || (here != before && k < at_most))
+            break;
     }
     return k;
 }

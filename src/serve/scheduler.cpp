@@ -409,7 +409,7 @@ void Scheduler::Impl::prefill() {
     // recompute's generated tokens count one each), oldest sequence first; the pieces also fit in the time the
     // pacer allows next to the decode step (StepPacer). So arriving prompts lengthen a step by a bounded amount and
     // never stall the running streams. Prompt pieces give the same bits wherever the budgets cut them
-    // (Engine::next_prefill_tokens); a first piece of at least 3 tokens always makes progress.
+    // (Engine::next_prefill_tokens); a step's first piece always makes progress (Engine::min_prefill_budget).
     const auto decoding = std::count_if(running.begin(), running.end(), [](const auto& s) { return s->joined; });
     int64_t budget = std::max<int64_t>(options.max_batched_tokens - decoding, 3);
     double seconds = pacer.piece_seconds(engine.bucket(), engine.bucket_once_joined());
@@ -417,7 +417,8 @@ void Scheduler::Impl::prefill() {
     for (const auto& s : std::vector<std::shared_ptr<Sequence>>(running)) {
         while (!s->joined) {
             const int64_t paced = pacer.tokens_for(seconds, budget);
-            const int64_t n = engine.next_prefill_tokens(s->row, progressed ? paced : std::max<int64_t>(paced, 3));
+            const int64_t n = engine.next_prefill_tokens(
+                s->row, progressed ? paced : std::max(paced, engine.min_prefill_budget(s->row)));
             if (n == 0) break;
             budget -= n;
             progressed = true;

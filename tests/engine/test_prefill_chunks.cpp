@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <random>
 
+#include "checkpoint/random_checkpoint.h"
 #include "engine/engine.h"
 #include "support/engine_trace.h"
 #include "support/test_support.h"
@@ -112,6 +113,62 @@ INSTANTIATE_TEST_SUITE_P(Models, PrefillChunks,
                                            Case{"SmolLM2F16", ModelKind::SmolLM2, DType::F16},
                                            Case{"Gemma3F16", ModelKind::Gemma3, DType::F16}),
                          [](const auto& p) { return std::string(p.param.name); });
+
+// K-type experts in the ggml numerics sum each expert's products by its rows in the whole forward (ops/moe/moe.h), so
+// a forward's bits depend on all its tokens: the engine never cuts one, and shares a cached prefix only up to where
+// forwards ended both in the new prompt and in the one that left the blocks. Either way the answer is the prompt's
+// alone.
+TEST(PrefillWholeForwards, KTypeExpertsAreNeverCutAndSharePrefixesOnlyToWholeForwards) {
+    const testing::TempDir dir;
+    MakeCheckpointOptions mk;
+    mk.geometry = "moe-small";
+    mk.seed = 7;
+    mk.format = CheckpointFormat::Gguf;
+    mk.dtype = DType::Q4_K;
+    mk.out = dir.str("moe-small-q4_k.gguf");
+    make_random_checkpoint(mk);
+    cpu::CpuBackend be(2);
+    const auto model = Model::load(mk.out, be);  // the ggml numerics: Q4_K experts as they are
+    EngineOptions o;
+    o.context = 256;
+    o.prefill_chunk = 64;
+    o.prefix_cache = false;
+    const int64_t V = model->config().vocab_size;
+    const auto prompt = random_tokens(150, V, 1);
+    Trace want;
+    {
+        Engine e(*model, be, o);
+        want = run_budgeted(e, prompt, 512, 3, nullptr);
+        // Budgets smaller than a forward wait; the least that progresses is the forward's rest.
+        const int row = e.admit(prompt, {}, sampling::RowParams{}, 160);
+        std::vector<int64_t> pieces;
+        int32_t first = -1;
+        for (bool joined = false; !joined;) {
+            EXPECT_EQ(e.next_prefill_tokens(row, 5), 0);
+            const int64_t least = e.min_prefill_budget(row);
+            pieces.push_back(e.next_prefill_tokens(row, least));
+            joined = e.prefill(row, &first, least);
+        }
+        EXPECT_EQ(pieces, (std::vector<int64_t>{64, 64, 22}));
+        EXPECT_EQ(first, want.tokens[0]);
+        e.release(row);
+    }
+    o.prefix_cache = true;
+    Engine e(*model, be, o);
+    // A shares the prompt's first 100 tokens; its second forward [64, 140) held other tokens than the prompt's
+    // [64, 128): only the first forward's 4 blocks are shared.
+    std::vector<int32_t> a(prompt.begin(), prompt.begin() + 100);
+    const auto tail = random_tokens(40, V, 2);
+    a.insert(a.end(), tail.begin(), tail.end());
+    run_budgeted(e, a, 512, 1, nullptr);
+    int64_t hits = e.prefix_stats().hit_tokens;
+    expect_same(want, run_budgeted(e, prompt, 512, 3, nullptr), "after a prompt sharing 100 tokens");
+    EXPECT_EQ(e.prefix_stats().hit_tokens - hits, 64);
+    // The prompt again: 9 of its blocks are cached, 8 end a forward (128 = 2 chunks).
+    hits = e.prefix_stats().hit_tokens;
+    expect_same(want, run_budgeted(e, prompt, 512, 3, nullptr), "after itself");
+    EXPECT_EQ(e.prefix_stats().hit_tokens - hits, 128);
+}
 
 }  // namespace
 }  // namespace tracelm
