@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <random>
 
-#include "checkpoint/random_checkpoint.h"
 #include "engine/engine.h"
 #include "support/engine_trace.h"
 #include "support/test_support.h"
@@ -120,15 +119,9 @@ INSTANTIATE_TEST_SUITE_P(Models, PrefillChunks,
 // alone.
 TEST(PrefillWholeForwards, KTypeExpertsAreNeverCutAndSharePrefixesOnlyToWholeForwards) {
     const testing::TempDir dir;
-    MakeCheckpointOptions mk;
-    mk.geometry = "moe-small";
-    mk.seed = 7;
-    mk.format = CheckpointFormat::Gguf;
-    mk.dtype = DType::Q4_K;
-    mk.out = dir.str("moe-small-q4_k.gguf");
-    make_random_checkpoint(mk);
     cpu::CpuBackend be(2);
-    const auto model = Model::load(mk.out, be);  // the ggml numerics: Q4_K experts as they are
+    // The ggml numerics: Q4_K experts as they are.
+    const auto model = Model::load(testing::random_moe_gguf(dir, DType::Q4_K, "moe-small"), be);
     EngineOptions o;
     o.context = 256;
     o.prefill_chunk = 64;

@@ -75,16 +75,10 @@ TEST(Replay, EqualsEagerMixtureOfExperts) {
 // experts and not others), Q8_0 experts in both numerics: replays allocate nothing and the host writes nothing.
 TEST(Replay, MixtureOfExpertsStepsAllocateAndUploadNothing) {
     testing::TempDir dir;
-    MakeCheckpointOptions o;
-    o.geometry = "moe-tiny";
-    o.seed = 7;
-    o.format = CheckpointFormat::Gguf;
-    o.dtype = DType::Q8_0;
-    o.out = dir.file("moe.gguf");
-    make_random_checkpoint(o);
+    const std::string path = testing::random_moe_gguf(dir, DType::Q8_0);
     for (const Numerics numerics : {Numerics::Ggml, Numerics::Fast}) {
         cpu::CpuBackend be(2);
-        const auto model = Model::load(o.out, be, {}, numerics);
+        const auto model = Model::load(path, be, {}, numerics);
         for (const int seqs : {1, 16}) {
             EngineOptions opt;
             opt.context = 128;

@@ -83,17 +83,6 @@ TEST(MoeModel, ADecodeTokenReadsOnlyItsChosenExperts) {
     }
 }
 
-std::string random_gguf(const testing::TempDir& dir, DType dt, const std::string& geometry = "moe-tiny") {
-    MakeCheckpointOptions o;
-    o.geometry = geometry;
-    o.seed = 7;
-    o.format = CheckpointFormat::Gguf;
-    o.dtype = dt;
-    o.out = dir.str(std::string(dtype_name(dt)) + ".gguf");
-    make_random_checkpoint(o);
-    return o.out;
-}
-
 // Prefill and 8 greedy steps of two prompts: every step's logits and tokens (f32 KV, whatever the file's default).
 std::vector<std::vector<float>> run(const Model& m, Backend& be, bool capture, std::vector<int32_t>* tokens) {
     EngineOptions o;
@@ -118,7 +107,7 @@ TEST(MoeModel, AnF32GgufComputesTheFoldersBits) {
     const testing::TempDir dir;
     cpu::CpuBackend be(2);
     const auto folder = Model::load(testing::generated_checkpoint("moe-tiny", 7, DType::F32), be);
-    const auto gguf = Model::load(random_gguf(dir, DType::F32), be);
+    const auto gguf = Model::load(testing::random_moe_gguf(dir, DType::F32), be);
     EXPECT_EQ(gguf->config().num_experts, 8);
     EXPECT_EQ(gguf->config().num_experts_per_tok, 2);
     EXPECT_TRUE(gguf->config().norm_topk_prob);
@@ -134,7 +123,7 @@ TEST(MoeModel, QuantizedGgufExpertsReplayAsTheyRunEagerly) {
         for (const Numerics n : {Numerics::Ggml, Numerics::Fast}) {
             SCOPED_TRACE(std::string(dtype_name(dt)) + (n == Numerics::Fast ? " fast" : " ggml"));
             cpu::CpuBackend be(2);
-            const auto m = Model::load(random_gguf(dir, dt, k_type ? "moe-small" : "moe-tiny"), be, {}, n);
+            const auto m = Model::load(testing::random_moe_gguf(dir, dt, k_type ? "moe-small" : "moe-tiny"), be, {}, n);
             EXPECT_EQ(m->weights().layers[0].experts->gate.dtype, n == Numerics::Fast ? dtype_repacked(dt) : dt);
             std::vector<int32_t> eager, replayed;
             EXPECT_EQ(run(*m, be, false, &eager), run(*m, be, true, &replayed));
@@ -186,7 +175,7 @@ TEST_P(MoeLlamaCpp, GreedyContinuationsAndLogitsAreLlamaCpps) {
         const std::string geometry = file["geometry"].get<std::string>();
         SCOPED_TRACE(geometry + " " + std::string(dtype_name(dt)));
         const testing::TempDir dir;
-        const std::string path = random_gguf(dir, dt, geometry);
+        const std::string path = testing::random_moe_gguf(dir, dt, geometry);
         char digest[17];
         std::snprintf(digest, sizeof digest, "%016llx", static_cast<unsigned long long>(fnv1a64_file(path)));
         ASSERT_EQ(digest, file["gguf_fnv1a64"].get<std::string>()) << "not the file the goldens were made from";

@@ -136,6 +136,19 @@ class TempDir {
     std::filesystem::path path_;
 };
 
+// A random Qwen3-MoE GGUF (seed 7) of `geometry` (moe-tiny; moe-small for the K types' widths) with matrices of
+// type dt, written into dir as <geometry>-<dtype>.gguf; returns its path.
+inline std::string random_moe_gguf(const TempDir& dir, DType dt, const std::string& geometry = "moe-tiny") {
+    MakeCheckpointOptions o;
+    o.geometry = geometry;
+    o.seed = 7;
+    o.format = CheckpointFormat::Gguf;
+    o.dtype = dt;
+    o.out = dir.str(geometry + "-" + std::string(dtype_name(dt)) + ".gguf");
+    make_random_checkpoint(o);
+    return o.out;
+}
+
 // Result of running the tracelm executable.
 struct CliResult {
     int code;
