@@ -3,14 +3,16 @@
 
 Usage: lifecycle_test.py TRACELM_BINARY
 
-SIGTERM while 16 streams generate: /health answers 503 at its next poll and new requests get 503 with Retry-After,
-short streams finish normally, long ones end with an error chunk and [DONE] once --drain-timeout is over (none is cut
-without one), the process exits 0 and nothing listens on its port any more. Also: a drain whose requests all finish
+SIGTERM while 16 streams generate (the short ones half done): /health answers 503 at its next poll and new requests get
+503 with Retry-After, short streams finish normally, long ones end with an error chunk and [DONE] once --drain-timeout
+(3 s, three times that under the sanitizers) is over (none is cut without one), the process exits 0 and nothing
+listens on its port any more. Also: a drain whose requests all finish
 exits as soon as they do, and a second signal stops the server at once. Bounded: every request has a timeout and the
 server is killed at the end. Exits 77 (skipped) without the model, unless TRACELM_REQUIRE_MODELS is set.
 """
 import http.client
 import json
+import os
 import signal
 import socket
 import sys
@@ -23,10 +25,13 @@ from server_process import MODEL_ID, Server, run_tests
 BINARY = None
 STREAMS = 16
 POLL_S = 0.1  # how often a balancer's health check polls here
+# Under the sanitizers (CI's ASan stage sets ASAN_OPTIONS) the server runs several times slower: the drain time scales.
+SLOW = 3.0 if os.environ.get("ASAN_OPTIONS") else 1.0
+SHORT, SHORT_READY = 12, 6  # a short stream's tokens, and how many it has before the SIGTERM
 
 
-def stream(port, max_tokens, out, i, started):
-    """One streamed completion; out[i] = (events, ended_with_done). started[i] is set at its first token."""
+def stream(port, max_tokens, out, i, started, ready_at):
+    """One streamed completion; out[i] = (events, ended_with_done). started[i] is set at its ready_at-th token."""
     events, done = [], False
     try:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
@@ -45,7 +50,8 @@ def stream(port, max_tokens, out, i, started):
                 done = True
                 break
             events.append(json.loads(line[6:]))
-            started[i].set()
+            if len(events) >= ready_at:
+                started[i].set()
         conn.close()
     except (OSError, http.client.HTTPException) as e:
         events.append(("exception", repr(e)))
@@ -63,9 +69,12 @@ def outcome(events):
     return finishes[-1] if finishes else repr(events[-1:] or "no events")
 
 
-def start_streams(server, lengths):
+def start_streams(server, lengths, ready_at=None):
+    """The streams, each running once it has its ready_at[i]-th token (default: its first)."""
     out, started = [None] * len(lengths), [threading.Event() for _ in lengths]
-    threads = [threading.Thread(target=stream, args=(server.port, n, out, i, started)) for i, n in enumerate(lengths)]
+    ready_at = ready_at or [1] * len(lengths)
+    threads = [threading.Thread(target=stream, args=(server.port, n, out, i, started, ready_at[i]))
+               for i, n in enumerate(lengths)]
     for t in threads:
         t.start()
     for e in started:
@@ -83,11 +92,13 @@ def listening(port):
 
 class Lifecycle(unittest.TestCase):
     def test_sigterm_drains_then_ends_what_is_left_with_an_error(self):
-        server = Server(BINARY, ["--max-seqs", str(STREAMS), "--drain-timeout", "3"])
+        drain = 3 * SLOW
+        server = Server(BINARY, ["--max-seqs", str(STREAMS), "--drain-timeout", f"{drain:g}"])
         try:
-            # Half the streams are short enough to finish within the drain time, half are far too long.
-            lengths = [12 if i % 2 == 0 else 4000 for i in range(STREAMS)]
-            threads, out = start_streams(server, lengths)
+            # Half the streams are short enough to finish within the drain time (the signal comes when they are half
+            # done), half are far too long.
+            lengths = [SHORT if i % 2 == 0 else 4000 for i in range(STREAMS)]
+            threads, out = start_streams(server, lengths, [SHORT_READY if n == SHORT else 1 for n in lengths])
             t0 = time.monotonic()
             server.proc.send_signal(signal.SIGTERM)
             time.sleep(POLL_S)
@@ -105,11 +116,11 @@ class Lifecycle(unittest.TestCase):
             code = server.proc.wait(timeout=30)
             elapsed = time.monotonic() - t0
             self.assertEqual(code, 0)
-            self.assertLess(elapsed, 3 + 5 + 5, "the drain took far longer than its timeout")
+            self.assertLess(elapsed, drain + 5 + 5, "the drain took far longer than its timeout")
             self.assertFalse(listening(server.port), "the port still accepts connections")
             for i, (events, done) in enumerate(out):
                 self.assertTrue(done, f"stream {i} was cut without [DONE]: {events[-1:]}")
-                self.assertEqual(outcome(events), "length" if lengths[i] == 12 else "error", f"stream {i}")
+                self.assertEqual(outcome(events), "length" if lengths[i] == SHORT else "error", f"stream {i}")
             errors = [e[-1]["error"] for e, _ in out if outcome(e) == "error"]
             self.assertTrue(all("shutting down" in e["message"] for e in errors), errors[:1])
         finally:
