@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Configures and builds tracelm into ${BUILD_DIR:-build} (Release, warnings as errors).
+# Configures and builds tracelm into ${BUILD_DIR:-build} (Release, warnings as errors): every target, or the
+# space-separated ${BUILD_TARGETS}.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh
 BUILD_DIR=${BUILD_DIR:-build}
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=${BUILD_TYPE:-Release} -DTRACELM_WERROR=ON ${CMAKE_ARGS:-} >/dev/null
-cmake --build "$BUILD_DIR" -j"$(nproc)"
+cmake --build "$BUILD_DIR" -j"$(nproc)" ${BUILD_TARGETS:+--target $BUILD_TARGETS}

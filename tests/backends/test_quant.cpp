@@ -243,18 +243,18 @@ TEST(QuantMatmul, WithinTheActivationQuantizationBoundOfExactMath) {
 // a tile of rows or of a group of them; repacked: 37, two groups of 16 and rows past them).
 TEST(QuantMatmul, EveryIsaAgreesWithPortableBitForBit) {
     if (static_cast<int>(cpu::best_isa()) < static_cast<int>(Isa::Avx2)) GTEST_SKIP() << "no AVX2";
-    for (const Isa isa : {Isa::Avx2, Isa::Avx512}) {
-        if (static_cast<int>(isa) > static_cast<int>(cpu::best_isa())) continue;
+    for (DType dt : kAllMatmulTypes) {
+        const Weights w = make_weights(load_fixture(dt), dtype_is_repacked(dt) ? 37 : 19, dt);
+        const std::vector<float> bias(static_cast<size_t>(w.N), 0.125f);
         for (int64_t T = 1; T <= 33; ++T) {
-            for (DType dt : kAllMatmulTypes) {
+            const auto x = make_activations(T, w.K, 5 + static_cast<uint32_t>(T));
+            const auto want = run_quant(Isa::Portable, x, T, w, nullptr, 0, w.N);
+            const auto want_bias = run_quant(Isa::Portable, x, T, w, bias.data(), 0, w.N);
+            for (const Isa isa : {Isa::Avx2, Isa::Avx512}) {
+                if (static_cast<int>(isa) > static_cast<int>(cpu::best_isa())) continue;
                 SCOPED_TRACE(type_name(dt) + " T " + std::to_string(T) + " " + cpu::isa_name(isa));
-                const Weights w = make_weights(load_fixture(dt), dtype_is_repacked(dt) ? 37 : 19, dt);
-                const auto x = make_activations(T, w.K, 5 + static_cast<uint32_t>(T));
-                const std::vector<float> bias(static_cast<size_t>(w.N), 0.125f);
-                EXPECT_TRUE(same_bits(run_quant(Isa::Portable, x, T, w, nullptr, 0, w.N),
-                                      run_quant(isa, x, T, w, nullptr, 0, w.N)));
-                EXPECT_TRUE(same_bits(run_quant(Isa::Portable, x, T, w, bias.data(), 0, w.N),
-                                      run_quant(isa, x, T, w, bias.data(), 0, w.N)));
+                EXPECT_TRUE(same_bits(want, run_quant(isa, x, T, w, nullptr, 0, w.N)));
+                EXPECT_TRUE(same_bits(want_bias, run_quant(isa, x, T, w, bias.data(), 0, w.N)));
             }
         }
     }

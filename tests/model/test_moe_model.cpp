@@ -120,10 +120,11 @@ TEST(MoeModel, QuantizedGgufExpertsReplayAsTheyRunEagerly) {
     const testing::TempDir dir;
     for (const DType dt : {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
         const bool k_type = dtype_block_elems(dt) == 256;  // moe-small's widths of 256
+        const std::string path = testing::random_moe_gguf(dir, dt, k_type ? "moe-small" : "moe-tiny");
         for (const Numerics n : {Numerics::Ggml, Numerics::Fast}) {
             SCOPED_TRACE(std::string(dtype_name(dt)) + (n == Numerics::Fast ? " fast" : " ggml"));
             cpu::CpuBackend be(2);
-            const auto m = Model::load(testing::random_moe_gguf(dir, dt, k_type ? "moe-small" : "moe-tiny"), be, {}, n);
+            const auto m = Model::load(path, be, {}, n);
             EXPECT_EQ(m->weights().layers[0].experts->gate.dtype, n == Numerics::Fast ? dtype_repacked(dt) : dt);
             std::vector<int32_t> eager, replayed;
             EXPECT_EQ(run(*m, be, false, &eager), run(*m, be, true, &replayed));
