@@ -159,24 +159,31 @@ def main():
     ap.add_argument("--max-step-stretch", default="",
                     help="tracelm's --max-step-stretch, a comma list (one tracelm server per numerics and stretch; "
                          "default: serve's)")
+    ap.add_argument("--mixed-steps", default="on",
+                    help="on, off or on,off: tracelm with mixed steps (serve's default), with --no-mixed-steps, or both "
+                         "(one tracelm server each)")
     ap.add_argument("--backend", default="cpu", help="tracelm serve's --backend (cpu or cuda)")
     ap.add_argument("--json", help="also write the results here")
     a = ap.parse_args()
     levels = [int(x) for x in a.concurrency.split(",")]
     slots = a.slots or max(levels)
     servers = {}
-    for numerics in a.numerics.split(","):
-        for stretch in a.max_step_stretch.split(","):
-            name = "tracelm" if numerics == "fast" else f"tracelm --numerics {numerics}"
-            extra = ["--max-step-stretch", stretch] if stretch else []
-            name += f" --max-step-stretch {stretch}" if stretch else ""
-            port = free_port()
-            servers[name] = (port, start_server(name, [a.tracelm, "serve", "--model", a.model, "--port", str(port),
-                                                       "--threads", str(a.threads), "--max-seqs", str(slots),
-                                                       "--context", str(a.context), "--numerics", numerics,
-                                                       "--max-batched-tokens", str(a.max_batched_tokens),
-                                                       "--backend", a.backend] + extra,
-                                                port))
+    variants = [(n, st, m) for n in a.numerics.split(",") for st in a.max_step_stretch.split(",")
+                for m in a.mixed_steps.split(",")]
+    for numerics, stretch, mixed in variants:
+        name = "tracelm" if numerics == "fast" else f"tracelm --numerics {numerics}"
+        extra = ["--max-step-stretch", stretch] if stretch else []
+        name += f" --max-step-stretch {stretch}" if stretch else ""
+        if mixed == "off":
+            extra.append("--no-mixed-steps")
+            name += " --no-mixed-steps"
+        port = free_port()
+        servers[name] = (port, start_server(name, [a.tracelm, "serve", "--model", a.model, "--port", str(port),
+                                                   "--threads", str(a.threads), "--max-seqs", str(slots),
+                                                   "--context", str(a.context), "--numerics", numerics,
+                                                   "--max-batched-tokens", str(a.max_batched_tokens),
+                                                   "--backend", a.backend] + extra,
+                                            port))
     if a.llama_server:
         port = free_port()
         servers["llama-server"] = (port, start_server("llama-server", [

@@ -72,6 +72,7 @@ Engine::Engine(const Model& model, Backend& backend, EngineOptions options)
     context_ = std::min<int64_t>(opt_.context, c.max_position_embeddings);
     for (const LayerWeights& l : model.weights().layers)
         whole_forwards_ = whole_forwards_ || (l.experts && ggml_has_tiled_order(l.experts->gate.dtype));
+    for (const auto& [dt, count] : model.dtype_counts()) tiled_weights_ = tiled_weights_ || ggml_has_tiled_order(dt);
     max_blocks_ = static_cast<int>((context_ + opt_.block_size - 1) / opt_.block_size);
     const int64_t pool = opt_.kv_blocks > 0 ? opt_.kv_blocks : static_cast<int64_t>(max_blocks_) * opt_.max_seqs;
     if (pool < max_blocks_) {
@@ -113,7 +114,8 @@ Engine::Engine(const Model& model, Backend& backend, EngineOptions options)
     if (sliding_pool > 0) {
         sliding_cache_ = std::make_unique<PrefixCache>(static_cast<int>(sliding_pool), opt_.block_size, 0);
     }
-    decoder_ = std::make_unique<Decoder>(model, backend, *kv_, std::max(opt_.prefill_chunk, max_rows_), max_rows_);
+    // Rows for a prompt chunk beside a whole decode bucket (a mixed step), and one more sequence than the bucket's.
+    decoder_ = std::make_unique<Decoder>(model, backend, *kv_, opt_.prefill_chunk + max_rows_, max_rows_ + 1);
 
     pf_ids_ = i32("prefill.token_ids", opt_.prefill_chunk);
     pf_pos_ = i32("prefill.positions", opt_.prefill_chunk);
@@ -127,10 +129,18 @@ Engine::Engine(const Model& model, Backend& backend, EngineOptions options)
     }
 
     const int S = max_rows_;
+    mx_ids_ = i32("mixed.token_ids", S + opt_.prefill_chunk);
+    mx_pos_ = i32("mixed.positions", S + opt_.prefill_chunk);
+    mx_slots_ = i32("mixed.slot_mapping", S + opt_.prefill_chunk);
+    mx_qsl_ = i32("mixed.query_start_loc", S + 2);
+    mx_seq_lens_ = i32("mixed.seq_lens", S + 1);
+    mx_tables_ = i32("mixed.block_tables", S + 1, max_blocks_);
     block_tables_ = i32("block_tables", S, max_blocks_);
     if (slides()) {
         sliding_tables_ = i32("sliding_block_tables", S, max_blocks_);
         sliding_slots_ = i32("decode.sliding_slot_mapping", S);
+        mx_sliding_slots_ = i32("mixed.sliding_slot_mapping", S + opt_.prefill_chunk);
+        mx_sliding_tables_ = i32("mixed.sliding_block_tables", S + 1, max_blocks_);
     }
     state_.token_ids = i32("decode.token_ids", S);
     state_.positions = i32("decode.positions", S);
@@ -276,8 +286,7 @@ void Engine::update_bucket() {
     bucket_ = num_seqs_ > 0 ? batch_bucket(num_seqs_) : 0;
 }
 
-void Engine::issue_decode_step() {
-    const int S = bucket_;
+DecodeState Engine::step_state(int S) const {
     DecodeState st = state_;
     st.token_ids = state_.token_ids.slice_rows(0, S);
     st.positions = state_.positions.slice_rows(0, S);
@@ -285,6 +294,20 @@ void Engine::issue_decode_step() {
     st.seq_lens = state_.seq_lens.slice_rows(0, S);
     st.block_tables = block_tables_.slice_rows(0, S);
     st.history = history_view(S);
+    return st;
+}
+
+void Engine::sample_and_advance(const Tensor& logits, const DecodeState& st) {
+    const int S = static_cast<int>(logits.rows);
+    const Tensor sampled = sampled_.slice_rows(0, S);
+    backend_.adjust_logits(logits, adjust_rows(0, S));
+    backend_.sample(logits, sampling_rows(0, S, 1), sampled);
+    backend_.advance_decode(sampled, st);
+}
+
+void Engine::issue_decode_step() {
+    const int S = bucket_;
+    const DecodeState st = step_state(S);
     StepInputs in;
     in.token_ids = st.token_ids;
     in.positions = st.positions;
@@ -298,23 +321,13 @@ void Engine::issue_decode_step() {
         backend_.kv_slots(st.positions, in.sliding_block_tables, opt_.block_size, in.sliding_slot_mapping);
     }
     decoder_->forward(in, S);
-    const Tensor sampled = sampled_.slice_rows(0, S);
-    backend_.adjust_logits(decoder_->logits(S), adjust_rows(0, S));
-    backend_.sample(decoder_->logits(S), sampling_rows(0, S, 1), sampled);
-    backend_.advance_decode(sampled, st);
+    sample_and_advance(decoder_->logits(S), st);
 }
 
 void Engine::step() {
     if (num_seqs_ == 0) throw std::logic_error("step() with no decoding sequence");
     write_released_rows();
-    // A row's window takes a block from its spare ones (and gives one back) once per block_size steps.
-    for (int row = 0; slides() && row < num_seqs_; ++row) {
-        Row& r = rows_[static_cast<size_t>(row)];
-        if (!r.decoding || !map_sliding(r, r.pos, r.pos + 1)) continue;
-        backend_.upload(sliding_tables_.slice_rows(row, 1), r.sliding.data());
-        ++row_writes_;
-        rows_written_ = true;
-    }
+    move_windows();
     BucketGraph& g = graphs_[bucket_];
     if (!uses_graphs() || !g.warmed) {
         // Eager decode, which also serves as the warm-up that exercises the exact ops to capture (and lets
@@ -327,6 +340,21 @@ void Engine::step() {
         backend_.replay(g.graph);
         ++replays_;
     }
+    end_step();
+}
+
+void Engine::move_windows() {
+    // A row's window takes a block from its spare ones (and gives one back) once per block_size steps.
+    for (int row = 0; slides() && row < num_seqs_; ++row) {
+        Row& r = rows_[static_cast<size_t>(row)];
+        if (!r.decoding || !map_sliding(r, r.pos, r.pos + 1)) continue;
+        backend_.upload(sliding_tables_.slice_rows(row, 1), r.sliding.data());
+        ++row_writes_;
+        rows_written_ = true;
+    }
+}
+
+void Engine::end_step() {
     ++steps_;
     ++global_step_;
     logits_rows_ = num_seqs_;

@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <vector>
 
 #include "kv/paged_kv_cache.h"
@@ -60,6 +61,11 @@ DType kv_dtype_for(const Model& model, const EngineOptions& options);
 // (docs/prefix-cache.md).
 struct TokenSpan {
     int64_t begin = 0, end = 0;
+};
+
+// Engine::mixed_step could not write the prompt piece's inputs: nothing ran, the decoding rows are as they were.
+struct PieceInputError : std::runtime_error {
+    using std::runtime_error::runtime_error;
 };
 
 class Engine {
@@ -156,6 +162,27 @@ class Engine {
     int64_t min_prefill_budget(int row) const;
     // Rows a decode step of S sequences runs over.
     static int batch_bucket(int S);
+
+    // ---- Mixed steps (engine_mixed.cpp): a prompt piece in the decode step's forward ----
+    // Whether mixed_step() can run on this model: every op of the forward gives each row the same bits whatever
+    // rows share it (not so for weights whose llama.cpp order depends on the forward's rows: K types in the ggml
+    // numerics, or whole_forwards_).
+    bool can_mix() const;
+    // Whether admitted row `row`'s next forward is a prompt piece mixed_step() takes (not a generated token's
+    // recompute; not a row that scores its prompt).
+    bool mixable(int row) const;
+    // The next decode step of every decoding row and the next prefill piece of admitted row `row` (a prompt piece of
+    // next_prefill_tokens(row, budget) tokens, not a generated token's recompute, for a row that scores no prompt)
+    // in one forward, so that the piece shares the step's pass over the weights instead of paying its own. Each
+    // decoding row advances exactly as step() advances it and the piece computes what prefill(row, first, budget)
+    // computes, bit for bit; then, as after prefill(), the row may have joined the decode batch (returned), with its
+    // first token in *first, for the next step. Eager (not a replay). std::logic_error when !can_mix(), nothing
+    // decodes, or the row's next forward is not such a piece; PieceInputError when writing the piece's inputs failed
+    // (nothing ran: the row may be released and the others step on); any other error may have left the decoding
+    // rows half-stepped.
+    bool mixed_step(int row, int32_t* first, int64_t budget = kWholeChunk);
+    // Steps mixed_step() ran.
+    int mixed_steps() const { return mixed_steps_; }
     // Rows the next decode step runs over (0 when nothing decodes).
     int bucket() const { return bucket_; }
     // Rows the decode step will run over once every admitted row decodes (0 when none is admitted).
@@ -253,6 +280,15 @@ class Engine {
     void prefill_forward(int row, int64_t c0, int64_t c1, const int32_t* ids, bool logits);
     // Writes the row's decode state (input id, position, slot, length, block table): it joins the next step.
     void join(int row, int32_t input, int64_t pos);
+    // After the forward that completed a row's prefill: its sampling state, then its first token sampled from
+    // `logits` (the row's [1, vocab] of that forward; not for a row admitted with generated tokens, whose last one
+    // is its next input), and the join. Returns true.
+    bool complete_prefill(int row, int32_t* first, const Tensor& logits);
+    // The step's bookkeeping once the decode rows' forward and sampling are enqueued (step(), mixed_step()).
+    void end_step();
+    // Before a decode step: each decoding row's sliding-window blocks for its next position (host writes where its
+    // window enters a new block).
+    void move_windows();
     void write_row_state(int row, int32_t input, int64_t pos, int32_t slot, int32_t len);
     // Writes the device state of the rows released since the last step inert (release()).
     void write_released_rows();
@@ -260,12 +296,17 @@ class Engine {
     void make_rows_inert();
     bool uses_graphs() const;
     void issue_decode_step();
+    // The decode state of the bucket's S rows; their sampling from `logits` [S, vocab] and the state's advance.
+    DecodeState step_state(int S) const;
+    void sample_and_advance(const Tensor& logits, const DecodeState& st);
     Tensor history_view(int rows) const;  // [context, rows] view of the sampled-id history
     SamplingIo sampling_rows(int64_t r0, int64_t n, int step_offset) const;
     LogitAdjustIo adjust_rows(int64_t r0, int64_t n) const;
     void write_adjust_flags(int row, std::array<int32_t, 2> flags);
     // End of the forward that computes position c0 < n of a row whose positions are computed as `one_row` says.
     int64_t forward_end(const std::vector<uint8_t>& one_row, int64_t n, int64_t c0) const;
+    // Tokens left in the row's next forward (1 for a generated token's recompute).
+    int64_t forward_rest(int row) const;
     // Rows of the whole forward (as one_row plans it, whatever piece of it runs) that computes position c < n.
     int64_t forward_rows(const std::vector<uint8_t>& one_row, int64_t n, int64_t c) const;
     // Leading blocks of an n-token prompt that may be shared, at most `at_most` (those cached: their tokens and how
@@ -317,6 +358,10 @@ class Engine {
 
     // Prefill inputs (the prefilled sequence's own block table: decode rows stay inert until they join).
     Tensor pf_ids_, pf_pos_, pf_slots_, pf_qsl_, pf_seq_len_, pf_table_, pf_sliding_slots_, pf_sliding_table_;
+    // Mixed-step inputs: a step's decode rows (copied on the device from the decode state) followed by a prompt
+    // piece's rows, as one forward of bucket + 1 sequences.
+    Tensor mx_ids_, mx_pos_, mx_slots_, mx_qsl_, mx_seq_lens_, mx_tables_, mx_sliding_slots_, mx_sliding_tables_;
+    bool tiled_weights_ = false;  // some weight's llama.cpp order depends on the forward's rows (K types, ggml)
     // Decode state, advanced on the device.
     DecodeState state_;
     Tensor block_tables_, decode_qsl_, sampled_;
@@ -339,6 +384,7 @@ class Engine {
     std::map<int, BucketGraph> graphs_;  // by bucket
     int steps_ = 0;
     int replays_ = 0;
+    int mixed_steps_ = 0;
     uint64_t row_writes_ = 0, steady_steps_ = 0;
     bool rows_written_ = false;  // since the last step
 };

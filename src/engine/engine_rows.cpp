@@ -250,17 +250,20 @@ int64_t Engine::forward_rows(const std::vector<uint8_t>& one_row, int64_t n, int
     return forward_end(one_row, n, c0) - c0;
 }
 
-int64_t Engine::next_prefill_tokens(int row, int64_t budget) const {
+int64_t Engine::forward_rest(int row) const {
     const Row& r = rows_.at(static_cast<size_t>(row));
-    const int64_t rest = r.computed < r.n ? forward_end(r.one_row, r.n, r.computed) - r.computed : 1;
+    return r.computed < r.n ? forward_end(r.one_row, r.n, r.computed) - r.computed : 1;
+}
+
+int64_t Engine::next_prefill_tokens(int row, int64_t budget) const {
+    const int64_t rest = forward_rest(row);
     if (budget >= rest) return rest;
     const int64_t piece = std::min(budget, rest - 2);
     return piece >= 2 && !whole_forwards_ ? piece : 0;
 }
 
 int64_t Engine::min_prefill_budget(int row) const {
-    const Row& r = rows_.at(static_cast<size_t>(row));
-    const int64_t rest = r.computed < r.n ? forward_end(r.one_row, r.n, r.computed) - r.computed : 1;
+    const int64_t rest = forward_rest(row);
     return whole_forwards_ ? rest : std::min<int64_t>(rest, 3);
 }
 
@@ -284,6 +287,12 @@ bool Engine::prefill(int row, int32_t* first, int64_t budget) {
         r.computed = c0 + 1;
         if (r.computed < n + k - 1) return false;
     }
+    return complete_prefill(row, first, decoder_->logits(1));
+}
+
+bool Engine::complete_prefill(int row, int32_t* first, const Tensor& logits) {
+    Row& r = rows_[static_cast<size_t>(row)];
+    const int64_t n = r.n, k = r.k;
     // Complete: the row's sampling state, then its first sampled token (or its last generated one) joins decode.
     // Draw numbers count the sequence's own tokens: draw k - 1 made generated[k - 1], the next step draws k.
     const int64_t V = model_.config().vocab_size;
@@ -297,8 +306,8 @@ bool Engine::prefill(int row, int32_t* first, int64_t budget) {
         join(row, r.tokens.back(), n + k - 1);
         return true;
     }
-    backend_.adjust_logits(decoder_->logits(1), adjust_rows(row, 1));
-    backend_.sample(decoder_->logits(1), sampling_rows(row, 1, 0), sampled_.slice_rows(row, 1));
+    backend_.adjust_logits(logits, adjust_rows(row, 1));
+    backend_.sample(logits, sampling_rows(row, 1, 0), sampled_.slice_rows(row, 1));
     backend_.download(sampled_.slice_rows(row, 1), first);
     join(row, *first, n);
     return true;

@@ -38,7 +38,8 @@ Decoder::~Decoder() {
     for (Buffer* b : buffers_) backend_.free(b);
 }
 
-void Decoder::forward(const StepInputs& in, int T, bool with_logits, int64_t batch_rows, bool all_rows) {
+void Decoder::forward(const StepInputs& in, int T, bool with_logits, int64_t batch_rows, bool all_rows,
+                      int single_rows) {
     const ModelConfig& c = model_.config();
     const ModelWeights& w = model_.weights();
     const int H = c.num_attention_heads, KV = c.num_key_value_heads, hd = c.head_dim;
@@ -77,7 +78,7 @@ void Decoder::forward(const StepInputs& in, int T, bool with_logits, int64_t bat
         if (L.attn_out_norm) backend_.rms_norm(proj, *L.attn_out_norm, eps, proj);
         if (last_layer) break;
         backend_.add_rms_norm(x, proj, L.post_norm, eps, h);
-        mlp(L, h, gate, up, proj, batch_rows);
+        mlp(L, h, gate, up, proj, batch_rows, single_rows);
         if (L.mlp_out_norm) backend_.rms_norm(proj, *L.mlp_out_norm, eps, proj);
         backend_.add_rms_norm(x, proj, w.layers[l + 1].input_norm, eps, h);
     }
@@ -108,7 +109,7 @@ void Decoder::forward(const StepInputs& in, int T, bool with_logits, int64_t bat
 }
 
 void Decoder::mlp(const LayerWeights& L, const Tensor& h, const Tensor& gate, const Tensor& up, const Tensor& out,
-                  int64_t batch_rows) {
+                  int64_t batch_rows, int single_rows) {
     const ModelConfig& c = model_.config();
     if (!L.experts) {
         const MatmulOut gate_up[] = {{&L.gate_proj, nullptr, gate}, {&L.up_proj, nullptr, up}};
@@ -120,9 +121,20 @@ void Decoder::mlp(const LayerWeights& L, const Tensor& h, const Tensor& gate, co
     const LayerWeights::Experts& e = *L.experts;
     const Tensor logits = router_logits_.slice_rows(0, h.rows), ids = expert_ids_.slice_rows(0, h.rows),
                  weights = expert_weights_.slice_rows(0, h.rows);
-    backend_.moe_route(h, e.router, batch_rows, c.norm_topk_prob, logits, ids, weights);
+    if (single_rows > 0 && single_rows < h.rows) {
+        // A mixed step: the decode rows routed as products of one row, the prompt piece's as its forward's.
+        const int64_t n = h.rows - single_rows;
+        backend_.moe_route(h.slice_rows(0, single_rows), e.router, 1, c.norm_topk_prob, logits.slice_rows(0, single_rows),
+                           ids.slice_rows(0, single_rows), weights.slice_rows(0, single_rows));
+        backend_.moe_route(h.slice_rows(single_rows, n), e.router, batch_rows, c.norm_topk_prob,
+                           logits.slice_rows(single_rows, n), ids.slice_rows(single_rows, n),
+                           weights.slice_rows(single_rows, n));
+    } else {
+        backend_.moe_route(h, e.router, batch_rows, c.norm_topk_prob, logits, ids, weights);
+    }
+    // Experts whose order depends on the forward's rows (K types, ggml numerics) are never mixed (Engine::can_mix).
     backend_.moe_ffn(h, ids, weights, MoeExperts{&e.gate, &e.up, &e.down, c.num_experts, c.hidden_act}, out,
-                     batch_rows);
+                     single_rows > 0 ? 1 : batch_rows);
 }
 
 void Decoder::lm_head(const Tensor& hidden, const Tensor& out) {

@@ -35,10 +35,14 @@ class Decoder {
     // which this may be a piece; 1 when each row is a decode step of its own sequence), which picks the summation
     // order of GGML-quantized matmuls (Backend::matmul). As in llama.cpp, the last layer keeps only each sequence's
     // last row after its attention output projection, so its FFN and the LM head are products of one row each.
+    // `single_rows`: the first rows are each a decode row of its own sequence (a mixed step, Engine::mixed_step):
+    // ops whose order depends on batch_rows (the MoE router) treat them as products of one row, and the rest as
+    // batch_rows'.
     // `all_rows` (a prompt whose tokens are scored) also runs the last layer and the final norm over all T rows:
     // all_hidden(T) then holds each row's hidden state as the LM head reads it (lm_head() gives its logits). The
     // last rows' path (and so the logits) is computed as without it, from the same inputs.
-    void forward(const StepInputs& in, int T, bool with_logits = true, int64_t batch_rows = 1, bool all_rows = false);
+    void forward(const StepInputs& in, int T, bool with_logits = true, int64_t batch_rows = 1, bool all_rows = false,
+                 int single_rows = 0);
     Tensor logits(int S) const { return logits_.slice_rows(0, S); }
     Tensor all_hidden(int T) const { return x_.slice_rows(0, T); }
     // The LM head of hidden rows (e.g. rows of all_hidden) into `out` [rows, vocab].
@@ -52,7 +56,7 @@ class Decoder {
     // The MLP of layer L on h into out: the dense gated MLP (gate and up its scratch), or a mixture-of-experts
     // layer's router, routing and experts.
     void mlp(const LayerWeights& L, const Tensor& h, const Tensor& gate, const Tensor& up, const Tensor& out,
-             int64_t batch_rows);
+             int64_t batch_rows, int single_rows = 0);
 
     const Model& model_;
     Backend& backend_;

@@ -104,6 +104,8 @@ std::string prometheus_text(const SchedulerStats& s, const std::string& model_na
     w.counter("tracelm:num_preemptions_total", "Sequences preempted for lack of KV blocks.", d(s.preemptions));
     w.counter("tracelm:decode_steps_total", "Decode steps of the running batch.", d(s.decode_steps));
     w.counter("tracelm:decode_replays_total", "Decode steps run as a replay of a captured graph.", d(s.replays));
+    w.counter("tracelm:decode_mixed_steps_total",
+              "Decode steps that also computed a prompt piece in their forward (run eagerly).", d(s.mixed_steps));
     w.counter("tracelm:host_row_writes_total", "Decode rows the host rewrote between steps.", d(s.host_row_writes));
     w.counter("tracelm:steady_decode_steps_total", "Decode steps with no host write before them.", d(s.steady_steps));
     w.counter("tracelm:prefix_cache_hit_tokens_total", "Prompt tokens whose KV came from the prefix cache.",

@@ -174,9 +174,19 @@ struct Scheduler::Impl {
     bool step();
     void drop_cancelled();
     void admit();
+    // A prompt piece of the oldest sequence still being prefilled in the decode step's forward (Engine::mixed_step),
+    // sharing the step's pass over the weights; false (nothing done) where the step cannot mix: nothing decodes, the
+    // model's products depend on the forward's rows (Engine::can_mix), or that sequence's next forward is not a
+    // plain prompt piece (a generated token's recompute, a scored prompt, an embedding).
+    bool mixed_step();
     void prefill();
     void make_room();
     void decode();
+    // Hands each decoding sequence its token of the step just run (`ids`: Engine::sampled()).
+    void deliver_step(const std::vector<int32_t>& ids);
+    // A sequence whose prefill just completed (its first token `first` sampled, unless it recomputed generated
+    // tokens): its prompt scores, its embedding or its first token. False when that ended it with an error.
+    bool prefilled(const std::shared_ptr<Sequence>& s, int32_t first);
     // Hands a sampled token to its sequence; ends the sequence on a stop id, max_new_tokens or a full context.
     void deliver(const std::shared_ptr<Sequence>& s, int32_t id, const sampling::TokenLogprobs* lp);
     // Writes a newly admitted sequence's logit_bias and token mask into its row.
@@ -343,9 +353,11 @@ bool Scheduler::Impl::step() {
     }
     drop_cancelled();
     admit();
-    prefill();
-    make_room();
-    decode();
+    if (!mixed_step()) {
+        prefill();
+        make_room();
+        decode();
+    }
     return !running.empty() || !waiting.empty();
 }
 
@@ -435,30 +447,74 @@ void Scheduler::Impl::prefill() {
             const double took = std::chrono::duration<double>(Clock::now() - t0).count();
             pacer.piece_done(n, took);
             seconds -= took;
-            if (s->joined) s->prompt_ready = true;
-            if (s->joined && s->req.prompt_logprobs >= 0 && !s->prompt_scored) {
-                s->set_prompt_logprobs(engine.take_prompt_logprobs(s->row));
-                s->prompt_scored = true;
-            }
-            if (s->joined && s->req.embed) {
-                // Read before any other forward overwrites it; the row's sampled first token is not delivered.
-                std::vector<float> hidden;
-                try {
-                    hidden = engine.prompt_hidden();
-                } catch (const std::exception& e) {
-                    end(s, Finish::Error, e.what());
-                    break;
-                }
-                end(s, Finish::Stop, {}, std::move(hidden));
-            } else if (s->joined && s->tokens.empty()) {
-                const bool lp = s->req.params.logprobs >= 0;
-                const sampling::TokenLogprobs t =
-                    lp ? engine.logprobs()[static_cast<size_t>(s->row)] : sampling::TokenLogprobs{};
-                deliver(s, first, lp ? &t : nullptr);
-            }
+            if (s->joined && !prefilled(s, first)) break;
         }
         if (s->row >= 0 && !s->joined) return;  // the next sequence waits for this one (FCFS)
     }
+}
+
+bool Scheduler::Impl::prefilled(const std::shared_ptr<Sequence>& s, int32_t first) {
+    s->prompt_ready = true;
+    if (s->req.prompt_logprobs >= 0 && !s->prompt_scored) {
+        s->set_prompt_logprobs(engine.take_prompt_logprobs(s->row));
+        s->prompt_scored = true;
+    }
+    if (s->req.embed) {
+        // Read before any other forward overwrites it; the row's sampled first token is not delivered.
+        std::vector<float> hidden;
+        try {
+            hidden = engine.prompt_hidden();
+        } catch (const std::exception& e) {
+            end(s, Finish::Error, e.what());
+            return false;
+        }
+        end(s, Finish::Stop, {}, std::move(hidden));
+    } else if (s->tokens.empty()) {
+        const bool lp = s->req.params.logprobs >= 0;
+        const sampling::TokenLogprobs t = lp ? engine.logprobs()[static_cast<size_t>(s->row)] : sampling::TokenLogprobs{};
+        deliver(s, first, lp ? &t : nullptr);
+    }
+    return true;
+}
+
+bool Scheduler::Impl::mixed_step() {
+    if (!options.mixed_steps || !engine.can_mix() ||
+        std::none_of(running.begin(), running.end(), [](const auto& s) { return s->joined; }))
+        return false;
+    const auto it = std::find_if(running.begin(), running.end(), [](const auto& s) { return s->row >= 0 && !s->joined; });
+    if (it == running.end() || (*it)->req.embed || !engine.mixable((*it)->row)) return false;
+    const std::shared_ptr<Sequence> s = *it;
+    make_room();  // the decoding rows' next blocks, as before a decode step
+    if (s->row < 0 || engine.bucket() == 0) return false;  // preempted, or nothing decodes any more
+    // The budgets of prefill(), for one piece.
+    const auto decoding = std::count_if(running.begin(), running.end(), [](const auto& x) { return x->joined; });
+    const int64_t budget = std::max<int64_t>(options.max_batched_tokens - decoding, 3);
+    const double seconds = pacer.piece_seconds(engine.bucket(), engine.bucket_once_joined());
+    const int64_t n = engine.next_prefill_tokens(
+        s->row,
+        std::max(pacer.tokens_for(seconds, budget, PieceForward::DecodeStep), engine.min_prefill_budget(s->row)));
+    const int bucket = engine.bucket();
+    int32_t first = 0;
+    const Clock::time_point t0 = Clock::now();
+    bool joined = false;
+    try {
+        joined = engine.mixed_step(s->row, &first, n);
+    } catch (const PieceInputError& e) {
+        // Nothing ran: the piece's request fails alone, as with a prompt forward of its own (prefill()). Any other
+        // failure ends every admitted sequence (loop()).
+        std::fprintf(stderr, "scheduler: a prompt forward failed: %s\n", e.what());
+        end(s, Finish::Error, e.what());
+        return true;
+    }
+    const std::vector<int32_t> ids = engine.sampled();
+    // What a decode step of the bucket costs is the step's; the rest is the piece's (smaller than a piece alone:
+    // the pass over the weights is shared).
+    const double took = std::chrono::duration<double>(Clock::now() - t0).count();
+    pacer.piece_done(n, std::max(took - pacer.decode_cost(bucket), 0.0), PieceForward::DecodeStep);
+    deliver_step(ids);
+    s->joined = joined;
+    if (joined) prefilled(s, first);
+    return true;
 }
 
 void Scheduler::Impl::make_room() {
@@ -475,6 +531,10 @@ void Scheduler::Impl::decode() {
     engine.step();
     const std::vector<int32_t> ids = engine.sampled();
     pacer.decode_done(bucket, std::chrono::duration<double>(Clock::now() - t0).count());
+    deliver_step(ids);
+}
+
+void Scheduler::Impl::deliver_step(const std::vector<int32_t>& ids) {
     const bool any_lp = std::any_of(running.begin(), running.end(),
                                     [](const auto& s) { return s->joined && s->req.params.logprobs >= 0; });
     const std::vector<sampling::TokenLogprobs> lps =
@@ -564,6 +624,7 @@ void Scheduler::Impl::publish_stats() {
     stats.preemptions = preemptions;
     stats.decode_steps = static_cast<uint64_t>(engine.decode_steps());
     stats.replays = static_cast<uint64_t>(engine.replays());
+    stats.mixed_steps = static_cast<uint64_t>(engine.mixed_steps());
     stats.host_row_writes = engine.row_writes();
     stats.steady_steps = engine.steady_steps();
     stats.prefix_hit_tokens = static_cast<uint64_t>(engine.prefix_stats().hit_tokens);

@@ -47,6 +47,9 @@ struct SchedulerOptions {
     // Requests queued and not yet admitted, at most: beyond it submit throws QueueFull, so a burst cannot grow the
     // queue (and the memory of its prompts) without bound.
     int max_waiting = 256;
+    // A prompt piece goes into the decode step's forward where the model allows it (Engine::mixed_step), instead
+    // of a forward of its own.
+    bool mixed_steps = true;
 };
 
 // A request that can never be served as given (e.g. prompt + 1 > context); what() names the lengths (HTTP 400).
@@ -119,6 +122,7 @@ struct SchedulerStats {
     uint64_t prompt_tokens = 0, generated_tokens = 0;
     uint64_t requests_finished = 0, preemptions = 0;
     uint64_t decode_steps = 0, replays = 0;
+    uint64_t mixed_steps = 0;           // decode steps that also computed a prompt piece (Engine::mixed_step; eager)
     uint64_t host_row_writes = 0;       // decode rows the host rewrote between steps (joins, leaves, new blocks)
     uint64_t steady_steps = 0;          // decode steps with no host write before them
     uint64_t prefix_hit_tokens = 0;     // prompt tokens whose KV came from the prefix cache

@@ -28,32 +28,39 @@ void StepPacer::decode_done(int bucket, double seconds) {
     if (c.seed > 0) seed_scale_ = seconds / c.seed;
 }
 
-void StepPacer::piece_done(int64_t tokens, double seconds) {
-    const auto n = static_cast<double>(tokens);
-    if (!pieces_) {
-        n_ = n, t_ = seconds, nn_ = n * n, nt_ = n * seconds;
-        pieces_ = true;
+void StepPacer::piece_done(int64_t tokens, double seconds, PieceForward where) {
+    pieces_[where == PieceForward::DecodeStep ? 1 : 0].add(static_cast<double>(tokens), seconds);
+}
+
+void StepPacer::PieceFit::add(double tokens, double seconds) {
+    if (!seen) {
+        n = tokens, t = seconds, nn = tokens * tokens, nt = tokens * seconds;
+        seen = true;
         return;
     }
-    n_ += kPieceWeight * (n - n_);
-    t_ += kPieceWeight * (seconds - t_);
-    nn_ += kPieceWeight * (n * n - nn_);
-    nt_ += kPieceWeight * (n * seconds - nt_);
+    n += kPieceWeight * (tokens - n);
+    t += kPieceWeight * (seconds - t);
+    nn += kPieceWeight * (tokens * tokens - nn);
+    nt += kPieceWeight * (tokens * seconds - nt);
 }
 
-double StepPacer::piece_per_token() const {
-    if (!pieces_) return 0.0;
+double StepPacer::PieceFit::per_token() const {
+    if (!seen) return 0.0;
     // The slope needs pieces of different sizes; without them (or if noise makes the fit absurd: a falling cost or
     // a negative fixed part) the cost is taken as proportional, which is right for the size the pieces have.
-    const double spread = nn_ - n_ * n_;
+    const double spread = nn - n * n;
     if (spread >= kMinSpread) {
-        const double b = (nt_ - n_ * t_) / spread;
-        if (b > 0 && b * n_ <= t_) return b;
+        const double b = (nt - n * t) / spread;
+        if (b > 0 && b * n <= t) return b;
     }
-    return t_ / n_;
+    return t / n;
 }
 
-double StepPacer::piece_fixed() const { return pieces_ ? t_ - piece_per_token() * n_ : 0.0; }
+double StepPacer::PieceFit::fixed() const { return seen ? t - per_token() * n : 0.0; }
+
+double StepPacer::piece_per_token(PieceForward where) const { return fit(where).per_token(); }
+
+double StepPacer::piece_fixed(PieceForward where) const { return fit(where).fixed(); }
 
 double StepPacer::decode_cost(int bucket) const {
     const auto it = decode_.find(bucket);
@@ -67,9 +74,11 @@ double StepPacer::piece_seconds(int decoding_bucket, int running_bucket) const {
     return std::max(0.0, stretch_ * reference - decode_cost(decoding_bucket));
 }
 
-int64_t StepPacer::tokens_for(double seconds, int64_t cap) const {
-    if (!pieces_) return cap;
-    const double n = (seconds - piece_fixed()) / piece_per_token();
+int64_t StepPacer::tokens_for(double seconds, int64_t cap, PieceForward where) const {
+    // Before the first piece in a decode step, a piece of its own bounds its cost (it pays a pass more).
+    const PieceFit& f = fit(where).seen ? fit(where) : fit(PieceForward::Own);
+    if (!f.seen) return cap;
+    const double n = (seconds - f.fixed()) / f.per_token();
     if (!(n < static_cast<double>(cap))) return cap;
     return n > 0 ? static_cast<int64_t>(std::floor(n)) : 0;
 }

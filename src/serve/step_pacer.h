@@ -7,7 +7,8 @@
 //   rows, so without attention: half of a SmolLM2 step at 150 tokens of context);
 // - a prompt piece, fitted as a + b * tokens by least squares over moving averages: a is mostly one pass over the
 //   weights, which every forward pays (about 25 ms of a qwen3-0.6b Q8_0 piece on 2 cores), so two small pieces cost
-//   far more than one of their size.
+//   far more than one of their size. A piece computed in a decode step's forward (a mixed step) shares that pass:
+//   its cost is what it adds to the step, fitted apart, since the two kinds differ in a.
 // A token budget alone cannot keep steps even: a prompt token and a decode row cost differently on every model,
 // numerics and batch size, and a step runs over every row of its bucket, however few of them decode. Where the budget
 // cuts a prompt changes no bit of the answer (Engine::next_prefill_tokens), so the pacing is free to depend on the
@@ -19,6 +20,9 @@
 
 namespace tracelm::serve {
 
+// Where a prompt piece ran: a forward of its own, or the decode step's (Engine::mixed_step).
+enum class PieceForward { Own, DecodeStep };
+
 class StepPacer {
    public:
     // `stretch`: a step with prompt pieces aims at no more than this times the running set's decode step; 0 leaves
@@ -29,33 +33,41 @@ class StepPacer {
     void seed_decode(int bucket, double seconds);
     // A decode step over `bucket` rows took `seconds`.
     void decode_done(int bucket, double seconds);
-    // A prefill forward of `tokens` tokens took `seconds`.
-    void piece_done(int64_t tokens, double seconds);
+    // A prompt piece of `tokens` tokens took `seconds` (in a decode step: what it added to the step).
+    void piece_done(int64_t tokens, double seconds, PieceForward where = PieceForward::Own);
 
     // Seconds of prompt pieces the next step may run, given the bucket it decodes (0: nothing decodes) and the
     // bucket of every running sequence: unbounded (infinity) when nothing decodes, since no stream waits, or while
     // the running set's decode cost is unknown.
     double piece_seconds(int decoding_bucket, int running_bucket) const;
-    // The most prompt tokens one forward can compute in `seconds` at the fitted cost (0 when not even a piece's
-    // fixed cost fits); `cap` when no piece was measured yet or more would fit.
-    int64_t tokens_for(double seconds, int64_t cap) const;
+    // The most prompt tokens one piece can compute in `seconds` at the fitted cost (0 when not even a piece's
+    // fixed cost fits); `cap` when no piece was measured yet or more would fit. Pieces in a decode step are sized
+    // by the pieces of their own until one was measured.
+    int64_t tokens_for(double seconds, int64_t cap, PieceForward where = PieceForward::Own) const;
 
     double decode_cost(int bucket) const;  // 0 when neither measured nor seeded
     // The fitted cost of a piece: fixed seconds and seconds per token (both 0 before the first piece).
-    double piece_fixed() const;
-    double piece_per_token() const;
+    double piece_fixed(PieceForward where = PieceForward::Own) const;
+    double piece_per_token(PieceForward where = PieceForward::Own) const;
 
    private:
     struct Cost {
         double seed = 0;     // the start-up replay
         double average = 0;  // of real steps; 0 before the first
     };
+    // Moving averages of a piece's tokens n and seconds t, and of n * n and n * t.
+    struct PieceFit {
+        bool seen = false;
+        double n = 0, t = 0, nn = 0, nt = 0;
+        void add(double tokens, double seconds);
+        double per_token() const;
+        double fixed() const;
+    };
+    const PieceFit& fit(PieceForward where) const { return pieces_[where == PieceForward::DecodeStep ? 1 : 0]; }
     double stretch_;
     std::map<int, Cost> decode_;
     double seed_scale_ = 1;  // real step / start-up replay, of the last bucket to take its first real step
-    // Moving averages of a piece's tokens n and seconds t, and of n * n and n * t.
-    bool pieces_ = false;
-    double n_ = 0, t_ = 0, nn_ = 0, nt_ = 0;
+    PieceFit pieces_[2];     // by PieceForward
 };
 
 }  // namespace tracelm::serve

@@ -96,29 +96,36 @@ TEST_F(SchedulerFaults, AFailedDecodeStepEndsTheRunningRequestsAndServingGoesOn)
     expect_nothing_held(s);
 }
 
-// A prompt forward that fails ends that request alone: the one decoding beside it completes as it would alone.
+// A prompt forward that fails ends that request alone: the one decoding beside it completes as it would alone. The
+// piece in a forward of its own, and in the decode step's forward (a mixed step), whose piece inputs are written
+// before anything runs.
 TEST_F(SchedulerFaults, AFailedPromptForwardEndsOnlyItsRequest) {
-    const SchedulerOptions o = options(4, 256);
-    Scheduler s(*model, be, o);
-    const GenerationRequest r1 = request(1, 10, 150);
-    const std::shared_ptr<serve::Stream> decoding = s.submit(r1);
-    Outcome first;
-    {
-        const serve::StreamUpdate u = decoding->next(std::chrono::seconds(60));
-        first.tokens = u.tokens;
-        ASSERT_FALSE(first.tokens.empty());
+    for (const bool mixed : {false, true}) {
+        SCOPED_TRACE(mixed ? "mixed steps" : "a forward of its own");
+        SchedulerOptions o = options(4, 256);
+        o.mixed_steps = mixed;
+        Scheduler s(*model, be, o);
+        const GenerationRequest r1 = request(1, 10, 150);
+        const std::shared_ptr<serve::Stream> decoding = s.submit(r1);
+        Outcome first;
+        {
+            const serve::StreamUpdate u = decoding->next(std::chrono::seconds(60));
+            first.tokens = u.tokens;
+            ASSERT_FALSE(first.tokens.empty());
+        }
+        const std::string input = mixed ? "mixed.token_ids" : "prefill.token_ids";
+        be.fail_uploads(input, 1);
+        const Outcome failed = drain(*s.submit(request(2, 20, 10)));
+        EXPECT_EQ(failed.finish, Finish::Error);
+        EXPECT_NE(failed.error.find("injected device error: upload into '" + input + "'"), std::string::npos)
+            << failed.error;
+        Outcome rest = drain(*decoding);
+        rest.tokens.insert(rest.tokens.begin(), first.tokens.begin(), first.tokens.end());
+        expect_alone(r1, rest, o.context);
+        expect_nothing_held(s);
+        const GenerationRequest r3 = request(2, 20, 10);
+        expect_alone(r3, drain(*s.submit(r3)), o.context);
     }
-    be.fail_uploads("prefill.token_ids", 1);
-    const Outcome failed = drain(*s.submit(request(2, 20, 10)));
-    EXPECT_EQ(failed.finish, Finish::Error);
-    EXPECT_NE(failed.error.find("injected device error: upload into 'prefill.token_ids'"), std::string::npos)
-        << failed.error;
-    Outcome rest = drain(*decoding);
-    rest.tokens.insert(rest.tokens.begin(), first.tokens.begin(), first.tokens.end());
-    expect_alone(r1, rest, o.context);
-    expect_nothing_held(s);
-    const GenerationRequest r3 = request(2, 20, 10);
-    expect_alone(r3, drain(*s.submit(r3)), o.context);
 }
 
 // Admission writes the device's step counter when nothing decodes yet. When that write fails, the request being

@@ -81,6 +81,24 @@ TEST(StepPacer, PiecesOfSeveralSizesFitTheFixedCostAndTheCostPerToken) {
     EXPECT_EQ(p.tokens_for(-1.0, 100), 0);
 }
 
+// Pieces in a decode step's forward (what they add to the step) are fitted apart from pieces of their own, whose
+// fixed cost includes a pass over the weights; until one was measured, the pieces of their own size them.
+TEST(StepPacer, PiecesInADecodeStepAreFittedApart) {
+    StepPacer p(kStretch);
+    constexpr auto kOwn = PieceForward::Own, kMixed = PieceForward::DecodeStep;
+    EXPECT_EQ(p.tokens_for(0.1, 100, kMixed), 100);
+    for (const int n : {13, 4, 13, 4, 20, 6}) p.piece_done(n, 0.025 + 0.004 * n, kOwn);
+    EXPECT_EQ(p.tokens_for(0.1, 100, kMixed), 18);  // (0.1 - 0.025) / 0.004 = 18.75
+    for (const int n : {13, 4, 13, 4, 20, 6}) p.piece_done(n, 0.001 + 0.003 * n, kMixed);
+    EXPECT_NEAR(p.piece_fixed(kMixed), 0.001, 1e-12);
+    EXPECT_NEAR(p.piece_per_token(kMixed), 0.003, 1e-12);
+    EXPECT_EQ(p.tokens_for(0.0995, 100, kMixed), 32);  // (0.0995 - 0.001) / 0.003 = 32.8
+    // The pieces of their own keep their fit.
+    EXPECT_NEAR(p.piece_fixed(kOwn), 0.025, 1e-12);
+    EXPECT_NEAR(p.piece_per_token(kOwn), 0.004, 1e-12);
+    EXPECT_EQ(p.tokens_for(0.1, 100, kOwn), 18);
+}
+
 TEST(StepPacer, AnAbsurdFitFallsBackToTheProportionalCost) {
     StepPacer p(kStretch);
     p.piece_done(4, 0.040);  // bigger pieces faster: a negative slope
