@@ -356,6 +356,13 @@ def self_check(m, ids):
     h = m._w("model.embed_tokens.weight")[np.asarray(ids)]
     a = rmsnorm(h, m._w("model.layers.0.input_layernorm.weight"), eps)
     out = {"absorbed_vs_expanded_max_abs": m.absorbed_decode_check(0, a, pos)}
+    # Load-time permutation for a NeoX-only engine: rows [0, 2, ..., d-2, 1, 3, ..., d-1] of the rope part. NeoX RoPE
+    # of the permuted vector is the permuted interleaved RoPE, so q_pe . k_pe is unchanged.
+    d = c["qk_rope_head_dim"]
+    perm = np.concatenate([np.arange(0, d, 2), np.arange(1, d, 2)])
+    x = np.random.default_rng(0).standard_normal((len(ids), 3, d))
+    out["interleaved_rope_as_permuted_neox_max_abs"] = float(np.max(np.abs(
+        rope_neox(x[..., perm], pos, m.inv, m.att) - rope_interleaved(x, pos, m.inv, m.att)[..., perm])))
     if m.has_indexer:
         p = "model.layers.0.self_attn."
         qr = rmsnorm(a @ m._w(p + "q_a_proj.weight").T, m._w(p + "q_a_layernorm.weight"), eps)
@@ -399,7 +406,10 @@ def main():
     probes = [int(x) for x in args.probe.split(",") if x]
     result = {"model": os.path.abspath(args.model), "mode": "dense" if args.dense else "sparse",
               "index_topk": m.cfg.get("index_topk"), "softmax_scale": m.scale, "rope_inv_freq": m.inv.tolist(),
-              "rope_attention_factor": m.att, "prompts": []}
+              "rope_attention_factor": m.att,
+              # unscaled / scaled frequency of each rotated pair: the per-pair divisors of tracelm's RopeSpec
+              "rope_pair_divisors": (rope_inv_freq({**m.cfg, "rope_scaling": None})[0] / m.inv).tolist(),
+              "prompts": []}
     for ptxt in args.prompt:
         ids = [int(x) for x in ptxt.split(",") if x]
         seq, steps, inter = list(ids), [], None
