@@ -1,0 +1,10 @@
+#include "backends/vulkan/capabilities.h"
+
+namespace tracelm::vulkan {
+
+const BackendCapabilities& capabilities() {
+    static const BackendCapabilities caps{{DType::F32, DType::BF16, DType::F16}, {DType::F32, DType::F16}, kMaxHeadDim};
+    return caps;
+}
+
+}  // namespace tracelm::vulkan

@@ -1,0 +1,16 @@
+// What the Vulkan backend runs, known without a device (plain C++, part of the core library), so that the model
+// loader and the tests can ask on any machine.
+#pragma once
+
+#include "runtime/backend.h"
+
+namespace tracelm::vulkan {
+
+// Largest head_dim of rope_neox (its cos/sin table lives in a workgroup's shared memory).
+constexpr int kMaxHeadDim = 512;
+
+// f32/bf16/f16 weights, f32/f16 KV caches (kv_write; attention itself is not implemented yet and says so),
+// head_dim <= kMaxHeadDim.
+const BackendCapabilities& capabilities();
+
+}  // namespace tracelm::vulkan

@@ -1,0 +1,59 @@
+// Shared by the shaders: exact conversions between f32 and the 16-bit float types, done on the bits so that they do
+// not depend on how a driver converts (flushing f16 subnormals, say) and equal the CPU backend's bit for bit.
+#extension GL_EXT_control_flow_attributes : enable
+
+// Weight types, as the C++ side passes them in the WTYPE specialisation constant (vulkan_backend.cpp: weight_code).
+#define WTYPE_F32 0u
+#define WTYPE_F16 1u
+#define WTYPE_BF16 2u
+
+// Workgroup index over x and y, for dispatches too large for x alone (vulkan_backend.cpp: groups()).
+uint group_index() { return gl_WorkGroupID.y * 65535u + gl_WorkGroupID.x; }
+
+float f16_bits_to_f32(uint h) {
+    const uint sign = (h & 0x8000u) << 16;
+    const uint e = (h >> 10) & 0x1fu;
+    const uint m = h & 0x3ffu;
+    if (e == 0u) {
+        // Zero or subnormal: m * 2^-24, exact in f32.
+        const float v = float(m) * 5.9604644775390625e-8;
+        return sign != 0u ? -v : v;
+    }
+    if (e == 31u) return uintBitsToFloat(sign | 0x7f800000u | (m << 13));
+    return uintBitsToFloat(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+float bf16_bits_to_f32(uint h) { return uintBitsToFloat(h << 16); }
+
+// f32 to f16 bits, rounded to nearest even (the CPU backend's f32_to_f16).
+uint f32_to_f16_bits(float f) {
+    const uint x = floatBitsToUint(f);
+    const uint sign = (x >> 16) & 0x8000u;
+    const uint ax = x & 0x7fffffffu;
+    if (ax > 0x7f800000u) return sign | 0x7e00u;  // NaN
+    if (ax >= 0x477ff000u) return sign | 0x7c00u;  // rounds to infinity
+    if (ax < 0x38800000u) {
+        // f16 subnormal or zero: the value in units of 2^-24, rounded to nearest even.
+        if (ax < 0x33000000u) return sign;  // below half the smallest subnormal
+        const uint e = ax >> 23;
+        const uint m = (ax & 0x7fffffu) | 0x800000u;
+        const uint shift = 126u - e;  // m * 2^(e-150) / 2^-24 = m >> (126 - e)
+        uint r = m >> shift;
+        const uint rest = m & ((1u << shift) - 1u), half_ulp = 1u << (shift - 1u);
+        if (rest > half_ulp || (rest == half_ulp && (r & 1u) != 0u)) r += 1u;
+        return sign | r;
+    }
+    uint r = ((ax >> 13) - (112u << 10));
+    const uint rest = ax & 0x1fffu;
+    if (rest > 0x1000u || (rest == 0x1000u && (r & 1u) != 0u)) r += 1u;
+    return sign | r;
+}
+
+// The 16-bit half `i` of a uint array.
+#define HALF_OF(arr, i) ((((i) & 1u) != 0u) ? (arr[(i) >> 1] >> 16) : (arr[(i) >> 1] & 0xffffu))
+
+// Element i of a weight row (f32, f16 or bf16 by wtype) that starts at 16-bit half `base` of the uint array arr.
+#define WEIGHT_AT(arr, wtype, base, i)                                                   \
+    ((wtype) == WTYPE_F32   ? uintBitsToFloat(arr[((base) >> 1) + (i)])                 \
+     : (wtype) == WTYPE_F16 ? f16_bits_to_f32(HALF_OF(arr, (base) + (i)))               \
+                            : bf16_bits_to_f32(HALF_OF(arr, (base) + (i))))
