@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <set>
 #include <mutex>
 #include <stdexcept>
 #include <utility>
@@ -174,6 +175,9 @@ struct VulkanBackend::Impl {
     // The command buffer ops record into: the open eager batch, or the capture's.
     VkCommandBuffer recording = VK_NULL_HANDLE;
     size_t recorded_nodes = 0;
+    // Buffers the ops recorded since the last barrier read and wrote: the next op needs a barrier only when it
+    // reads or writes what they wrote, or writes what they read (independent ops, as q/k/v, run without one).
+    std::set<VkBuffer> read_since, written_since;
     std::vector<VkCommandBuffer> submitted;  // eager batches the queue may still run
 
     std::vector<std::unique_ptr<VkBuf>> buffers;
@@ -288,8 +292,7 @@ struct VulkanBackend::Impl {
         return cb;
     }
 
-    // Orders everything before it (earlier commands and earlier submissions to the queue) before everything after
-    // it: each op may read what the previous one wrote. Conservative, and one barrier per op.
+    // Orders everything before it (earlier commands and earlier submissions to the queue) before everything after it.
     static void barrier(VkCommandBuffer cb) {
         VkMemoryBarrier mb{};
         mb.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
@@ -300,10 +303,29 @@ struct VulkanBackend::Impl {
         vkCmdPipelineBarrier(cb, stages, stages, 0, 1, &mb, 0, nullptr, 0, nullptr);
     }
 
-    // The command buffer the next op records into, after a barrier on what came before.
-    VkCommandBuffer next_op() {
-        if (recording == VK_NULL_HANDLE) recording = new_command_buffer(VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT);
+    // A new command buffer to record ops into; its first barrier orders it after everything submitted before it.
+    void begin_recording(VkCommandBufferUsageFlags usage) {
+        recording = new_command_buffer(usage);
         barrier(recording);
+        read_since.clear();
+        written_since.clear();
+        recorded_nodes = 0;
+    }
+
+    // The command buffer the next op (reading `reads`, writing `writes`) records into, after a barrier where it
+    // depends on an op since the last one.
+    VkCommandBuffer next_op(const std::vector<VkBuffer>& reads, const std::vector<VkBuffer>& writes) {
+        if (recording == VK_NULL_HANDLE) begin_recording(VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT);
+        bool hazard = false;
+        for (VkBuffer b : reads) hazard = hazard || written_since.count(b) != 0;
+        for (VkBuffer b : writes) hazard = hazard || written_since.count(b) != 0 || read_since.count(b) != 0;
+        if (hazard) {
+            barrier(recording);
+            read_since.clear();
+            written_since.clear();
+        }
+        read_since.insert(reads.begin(), reads.end());
+        written_since.insert(writes.begin(), writes.end());
         ++recorded_nodes;
         return recording;
     }
@@ -406,17 +428,23 @@ struct VulkanBackend::Impl {
     }
 
     // Records one dispatch of `shader` over groups (x, y, z) with its buffers bound in order (whole buffers: tensor
-    // offsets are in the push constants, so no offset needs the device's storage-buffer alignment).
+    // offsets are in the push constants, so no offset needs the device's storage-buffer alignment); bit i of
+    // `written` says the shader writes binding i.
     template <typename Push>
     void dispatch(const std::string& shader, const std::vector<uint32_t>& spec, std::initializer_list<const Buffer*> bufs,
-                  const Push& push, uint32_t x, uint32_t y = 1, uint32_t z = 1) {
+                  uint32_t written, const Push& push, uint32_t x, uint32_t y = 1, uint32_t z = 1) {
         static_assert(sizeof(Push) <= kPushBytes && sizeof(Push) % 4 == 0);
         if (bufs.size() > kBindings) throw std::logic_error("vulkan: too many buffers for one dispatch");
         if (x == 0 || y == 0 || z == 0) return;
         VkPipeline p = pipeline(shader, spec);
-        VkCommandBuffer cb = next_op();
         std::vector<VkDescriptorBufferInfo> infos;
-        for (const Buffer* b : bufs) infos.push_back({static_cast<const VkBuf*>(b)->buffer, 0, VK_WHOLE_SIZE});
+        std::vector<VkBuffer> reads, written_buffers;
+        for (const Buffer* b : bufs) {
+            const VkBuffer vb = static_cast<const VkBuf*>(b)->buffer;
+            ((written >> infos.size()) & 1u ? written_buffers : reads).push_back(vb);
+            infos.push_back({vb, 0, VK_WHOLE_SIZE});
+        }
+        VkCommandBuffer cb = next_op(reads, written_buffers);
         std::vector<VkWriteDescriptorSet> writes;
         for (uint32_t i = 0; i < infos.size(); ++i) {
             VkWriteDescriptorSet w{};
@@ -565,7 +593,7 @@ Buffer* VulkanBackend::do_alloc(size_t bytes, const std::string& name) {
     b->bytes = bytes;
     impl_->make_buffer(*b, bytes, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
     // Zeroed, as the interface promises; ordered before any later op by its barrier, so nothing waits here.
-    vkCmdFillBuffer(impl_->next_op(), b->buffer, 0, VK_WHOLE_SIZE, 0);
+    vkCmdFillBuffer(impl_->next_op({}, {b->buffer}), b->buffer, 0, VK_WHOLE_SIZE, 0);
     impl_->buffers.push_back(std::move(b));
     return impl_->buffers.back().get();
 }
@@ -607,8 +635,7 @@ void VulkanBackend::do_begin_capture() {
     Impl& m = *impl_;
     m.flush();
     // Simultaneous use: a replay may be submitted while the previous one still runs (replay does not wait).
-    m.recording = m.new_command_buffer(VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT);
-    m.recorded_nodes = 0;
+    m.begin_recording(VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT);
 }
 
 GraphId VulkanBackend::do_end_capture() {
@@ -649,8 +676,8 @@ size_t VulkanBackend::graph_nodes(GraphId g) const { return impl_->graphs.at(sta
 void VulkanBackend::do_copy(const Tensor& dst, const Tensor& src) {
     if (dst.nbytes() == 0) return;
     VkBufferCopy region{src.offset, dst.offset, dst.nbytes()};
-    vkCmdCopyBuffer(impl_->next_op(), static_cast<const VkBuf*>(src.buf)->buffer, static_cast<const VkBuf*>(dst.buf)->buffer,
-                    1, &region);
+    const VkBuffer from = static_cast<const VkBuf*>(src.buf)->buffer, to = static_cast<const VkBuf*>(dst.buf)->buffer;
+    vkCmdCopyBuffer(impl_->next_op({from}, {to}), from, to, 1, &region);
 }
 
 void VulkanBackend::do_add(const Tensor& a, const Tensor& b, const Tensor& out) {
@@ -658,7 +685,7 @@ void VulkanBackend::do_add(const Tensor& a, const Tensor& b, const Tensor& out) 
         uint32_t a, b, out, n;
     } push{words(a), words(b), words(out), u32(out.numel())};
     const auto [x, y] = groups(out.numel(), 256);
-    impl_->dispatch("add", {}, {a.buf, b.buf, out.buf}, push, x, y);
+    impl_->dispatch("add", {}, {a.buf, b.buf, out.buf}, 0b100, push, x, y);
 }
 
 void VulkanBackend::do_embedding(const Tensor& ids, const Tensor& table, float scale, const Tensor& out) {
@@ -666,7 +693,7 @@ void VulkanBackend::do_embedding(const Tensor& ids, const Tensor& table, float s
         uint32_t ids, table, out, rows, cols;
         float scale;
     } push{words(ids), halves(table), words(out), u32(table.rows), u32(table.cols), scale};
-    impl_->dispatch("embedding", {weight_code(table.dtype)}, {ids.buf, table.buf, out.buf}, push,
+    impl_->dispatch("embedding", {weight_code(table.dtype)}, {ids.buf, table.buf, out.buf}, 0b100, push,
                     groups(out.cols, 256).first, rows_of(out.rows, "embedding"));
 }
 
@@ -676,7 +703,7 @@ void VulkanBackend::do_rms_norm(const Tensor& x, const Tensor& w, float eps, con
         float eps;
     } push{words(x), 0, halves(w), words(out), u32(x.cols), eps};
     const auto [gx, gy] = groups(x.rows, 1);
-    impl_->dispatch("rms_norm", {weight_code(w.dtype), 0}, {x.buf, x.buf, w.buf, out.buf}, push, gx, gy);
+    impl_->dispatch("rms_norm", {weight_code(w.dtype), 0}, {x.buf, x.buf, w.buf, out.buf}, 0b1000, push, gx, gy);
 }
 
 void VulkanBackend::do_add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w, float eps, const Tensor& out) {
@@ -685,7 +712,7 @@ void VulkanBackend::do_add_rms_norm(const Tensor& x, const Tensor& delta, const 
         float eps;
     } push{words(x), words(delta), halves(w), words(out), u32(x.cols), eps};
     const auto [gx, gy] = groups(x.rows, 1);
-    impl_->dispatch("rms_norm", {weight_code(w.dtype), 1}, {x.buf, delta.buf, w.buf, out.buf}, push, gx, gy);
+    impl_->dispatch("rms_norm", {weight_code(w.dtype), 1}, {x.buf, delta.buf, w.buf, out.buf}, 0b1001, push, gx, gy);
 }
 
 // batch_rows picks ggml's summation order on the CPU; this backend's numbers are its own.
@@ -694,7 +721,7 @@ void VulkanBackend::do_matmul(const Tensor& x, const Tensor& w, const Tensor* bi
         uint32_t x, w, bias, y, T, K, N, has_bias;
     } push{words(x), halves(w), bias ? words(*bias) : 0, words(out), u32(x.rows), u32(x.cols), u32(w.rows), bias ? 1u : 0u};
     const auto [gx, gy] = groups(w.rows, 4);
-    impl_->dispatch("matmul", {weight_code(w.dtype)}, {x.buf, w.buf, bias ? bias->buf : x.buf, out.buf}, push, gx, gy);
+    impl_->dispatch("matmul", {weight_code(w.dtype)}, {x.buf, w.buf, bias ? bias->buf : x.buf, out.buf}, 0b1000, push, gx, gy);
 }
 
 void VulkanBackend::do_matmuls(const Tensor& x, std::span<const MatmulOut> outs, int64_t batch_rows) {
@@ -714,7 +741,7 @@ void VulkanBackend::do_glu(const Tensor& gate, const Tensor& up, Activation act,
     } push{words(gate), words(up), words(out), u32(out.numel())};
     const uint32_t code = act == Activation::Silu ? 0 : act == Activation::GeluTanh ? 1 : 2;
     const auto [gx, gy] = groups(out.numel(), 256);
-    impl_->dispatch("glu", {code}, {gate.buf, up.buf, out.buf}, push, gx, gy);
+    impl_->dispatch("glu", {code}, {gate.buf, up.buf, out.buf}, 0b100, push, gx, gy);
 }
 
 void VulkanBackend::rope(const Tensor& x, const Tensor& positions, int heads, int head_dim, const RopeSpec& rope,
@@ -739,7 +766,7 @@ void VulkanBackend::rope(const Tensor& x, const Tensor& positions, int heads, in
         float theta_scale, post_scale;
     } push{words(x), words(positions), 0, u32(heads), u32(head_dim), rope_theta_scale(rope.theta, head_dim), post_scale};
     const auto [gx, gy] = groups(x.rows, 1);
-    m.dispatch("rope_neox", {rope.factors.empty() ? 0u : 1u}, {x.buf, positions.buf, factors}, push, gx, gy);
+    m.dispatch("rope_neox", {rope.factors.empty() ? 0u : 1u}, {x.buf, positions.buf, factors}, 0b1, push, gx, gy);
 }
 
 void VulkanBackend::do_rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim,
@@ -754,7 +781,7 @@ void VulkanBackend::do_kv_write(const Tensor& k, const Tensor& v, const Tensor& 
     struct {
         uint32_t k, v, slots, kc, vc, cols, slot_count;
     } push{words(k), words(v), words(slot_mapping), words(k_cache), words(v_cache), u32(k.cols), u32(k_cache.rows)};
-    impl_->dispatch("kv_write", {f16 ? 1u : 0u}, {k.buf, v.buf, slot_mapping.buf, k_cache.buf, v_cache.buf}, push,
+    impl_->dispatch("kv_write", {f16 ? 1u : 0u}, {k.buf, v.buf, slot_mapping.buf, k_cache.buf, v_cache.buf}, 0b11000, push,
                     groups(f16 ? k.cols / 2 : k.cols, 256).first, rows_of(k.rows, "kv_write"));
 }
 
@@ -774,14 +801,14 @@ void VulkanBackend::do_argmax(const Tensor& logits, const Tensor& ids) {
         uint32_t logits, ids, cols;
     } push{words(logits), words(ids), u32(logits.cols)};
     const auto [gx, gy] = groups(logits.rows, 1);
-    impl_->dispatch("argmax", {}, {logits.buf, ids.buf}, push, gx, gy);
+    impl_->dispatch("argmax", {}, {logits.buf, ids.buf}, 0b10, push, gx, gy);
 }
 
 void VulkanBackend::do_gather_last(const Tensor& x, const Tensor& query_start_loc, const Tensor& out) {
     struct {
         uint32_t x, qsl, out, rows, cols;
     } push{words(x), words(query_start_loc), words(out), u32(x.rows), u32(x.cols)};
-    impl_->dispatch("gather_last", {}, {x.buf, query_start_loc.buf, out.buf}, push, groups(out.cols, 256).first,
+    impl_->dispatch("gather_last", {}, {x.buf, query_start_loc.buf, out.buf}, 0b100, push, groups(out.cols, 256).first,
                     rows_of(out.rows, "gather_last"));
 }
 
@@ -802,7 +829,7 @@ void VulkanBackend::do_advance_decode(const Tensor& sampled, const DecodeState& 
     impl_->dispatch("decode_state", {1},
                     {sampled.buf, st.token_ids.buf, st.positions.buf, st.slot_mapping.buf, st.seq_lens.buf,
                      st.block_tables.buf, st.step.buf, st.history.buf},
-                    push, 1);
+                    0b11011110, push, 1);
 }
 
 void VulkanBackend::do_kv_slots(const Tensor& positions, const Tensor& block_tables, int block_size,
@@ -811,7 +838,7 @@ void VulkanBackend::do_kv_slots(const Tensor& positions, const Tensor& block_tab
     const DecodePush push{0, 0, words(positions), words(slots), 0, words(block_tables), 0, 0, u32(slots.numel()),
                           u32(block_tables.cols), u32(block_size), 0};
     const Buffer* s = slots.buf;
-    impl_->dispatch("decode_state", {0}, {s, s, positions.buf, s, s, block_tables.buf, s, s}, push,
+    impl_->dispatch("decode_state", {0}, {s, s, positions.buf, s, s, block_tables.buf, s, s}, 0b1000, push,
                     groups(slots.numel(), 64).first);
 }
 
