@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "formats/quantize.h"
 #ifdef TRACELM_HAVE_VULKAN
 #include "backends/vulkan/vulkan_backend.h"
 #endif
@@ -28,7 +29,7 @@ void require_device() {
 }
 
 // A decode step of a one-layer model in miniature (H = 128, vocab 300, 4 heads of 32): embedding, norm, q
-// projection with RoPE, SwiGLU MLP with f16 and bf16 weights, residual add + norm, logits and argmax.
+// projection (Q4_0) with RoPE, SwiGLU MLP with f16, bf16 and Q8_0 weights, residual add + norm, logits and argmax.
 class Step {
    public:
     static constexpr int64_t H = 128, I = 192, V = 300, S = 2;
@@ -43,10 +44,10 @@ class Step {
         };
         table_ = put("table", DType::F32, V, H, randn(V * H));
         norm_ = put("norm", DType::F32, 1, H, randn(H));
-        wq_ = put_f16("wq", H, H, randn(H * H), false);
+        wq_ = put_quant("wq", DType::Q4_0, H, H, randn(H * H));
         gate_w_ = put_f16("gate_w", I, H, randn(I * H), false);
         up_w_ = put_f16("up_w", I, H, randn(I * H), true);
-        down_w_ = put_f16("down_w", H, I, randn(H * I), false);
+        down_w_ = put_quant("down_w", DType::Q8_0, H, I, randn(H * I));
         head_ = put("head", DType::F32, V, H, randn(V * H));
         ids_ = put_i32("ids", {17, 255});
         pos_ = put_i32("pos", {3, 1000});
@@ -106,6 +107,15 @@ class Step {
         be_.upload(t, h.data());
         return t;
     }
+    Tensor put_quant(const std::string& name, DType dt, int64_t rows, int64_t cols, const std::vector<float>& v) {
+        std::vector<uint8_t> q(static_cast<size_t>(rows) * dtype_row_bytes(dt, cols));
+        for (int64_t r = 0; r < rows; ++r) quantize_row(dt, v.data() + r * cols, cols, q.data() + r * dtype_row_bytes(dt, cols));
+        Buffer* b = be_.alloc(q.size(), name);
+        buffers_.push_back(b);
+        const Tensor t = whole(b, dt, rows, cols);
+        be_.upload(t, q.data());
+        return t;
+    }
     Tensor put_i32(const std::string& name, const std::vector<int32_t>& v) {
         Buffer* b = be_.alloc(v.size() * 4, name);
         buffers_.push_back(b);
@@ -135,7 +145,9 @@ TEST(VulkanBackend, ReplayedCommandBufferEqualsEagerBitForBit) {
     be.begin_capture();
     step.run();
     const GraphId g = be.end_capture();
-    EXPECT_EQ(be.graph_nodes(g), 13u);  // one dispatch per op, two for glu_matmul (glu, then matmul)
+    // One dispatch per op; two for glu_matmul (glu, then matmul) and for a quantized matmul (x to Q8_0, then the
+    // product): 12 ops, 15 dispatches.
+    EXPECT_EQ(be.graph_nodes(g), 15u);
     for (int rep = 0; rep < 3; ++rep) {
         be.replay(g);
         EXPECT_EQ(step.outputs(), eager) << "replay " << rep;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "formats/quantize.h"
 #include "ops/elementwise/elementwise.h"
 #include "support/op_conformance.h"
 #include "support/reference_check.h"
@@ -28,6 +29,26 @@ std::vector<OpCase> embedding_cases(std::mt19937& rng) {
         out.push_back({"embedding " + dt(w),
                        {i32("ids", 1, 9, {3, 0, 49, -1, 50, 7, 7, 12, 1 << 30}),
                         weight("table", w, 50, 72, randn(rng, 50 * 72)), f32("out", 9, 72, std::vector<float>(9 * 72))},
+                       {2},
+                       0.0,
+                       [](Backend& be, const Bound& b) { be.embedding(b.t[0], b.t[1], 25.298221f, b.t[2]); }});
+    }
+    return out;
+}
+
+// Q8_0 and Q4_0 tables, on the backends that run them (dequantized as f(d) * q, exactly).
+std::vector<OpCase> quant_embedding_cases(std::mt19937& rng, const BackendCapabilities& caps) {
+    std::vector<OpCase> out;
+    for (DType w : {DType::Q8_0, DType::Q4_0}) {
+        if (!caps.has_weight_type(w)) continue;
+        const int64_t rows = 50, cols = 96;
+        const std::vector<float> tf = randn(rng, static_cast<size_t>(rows * cols));
+        std::vector<uint8_t> tq(static_cast<size_t>(rows) * dtype_row_bytes(w, cols));
+        for (int64_t r = 0; r < rows; ++r)
+            quantize_row(w, tf.data() + r * cols, cols, tq.data() + r * dtype_row_bytes(w, cols));
+        out.push_back({"embedding " + dt(w),
+                       {i32("ids", 1, 6, {3, 0, 49, -1, 50, 7}), host("table", w, rows, cols, tq),
+                        f32("out", 6, cols, std::vector<float>(6 * cols))},
                        {2},
                        0.0,
                        [](Backend& be, const Bound& b) { be.embedding(b.t[0], b.t[1], 25.298221f, b.t[2]); }});
@@ -67,6 +88,11 @@ std::vector<OpCase> gather_last_cases(std::mt19937& rng) {
 
 TEST_P(OpConformance, CopyMatchesTheCpuReference) { check(copy_cases(rng_)); }
 TEST_P(OpConformance, EmbeddingMatchesTheCpuReference) { check(embedding_cases(rng_)); }
+TEST_P(OpConformance, QuantizedEmbeddingMatchesTheCpuReference) {
+    const std::vector<OpCase> cases = quant_embedding_cases(rng_, be_->capabilities());
+    if (cases.empty()) GTEST_SKIP() << GetParam() << " runs no Q8_0 or Q4_0 tables";
+    check(cases);
+}
 TEST_P(OpConformance, AddAndGluMatchTheCpuReference) { check(elementwise_cases(rng_)); }
 TEST_P(OpConformance, GatherLastMatchesTheCpuReference) { check(gather_last_cases(rng_)); }
 

@@ -130,6 +130,8 @@ uint32_t weight_code(DType dt) {
         case DType::F32: return 0;
         case DType::F16: return 1;
         case DType::BF16: return 2;
+        case DType::Q8_0: return 3;
+        case DType::Q4_0: return 4;
         default: break;
     }
     throw std::invalid_argument(std::string("vulkan: no shader for weight type ") + std::string(dtype_name(dt)));
@@ -158,7 +160,8 @@ struct VulkanBackend::Impl {
     uint32_t family = 0;
     std::string name;
     VkPhysicalDeviceMemoryProperties memory_props{};
-    uint64_t max_binding_bytes = 0;  // maxStorageBufferRange: a shader sees at most this much of one buffer
+    uint64_t max_binding_bytes = 0;
+    bool f64 = false;  // shaderFloat64, which the quantized matmul needs  // maxStorageBufferRange: a shader sees at most this much of one buffer
     PFN_vkCmdPushDescriptorSetKHR push_descriptors = nullptr;
 
     mutable std::mutex messages_mutex;  // the layer may call back from its own threads
@@ -192,6 +195,9 @@ struct VulkanBackend::Impl {
     };
     std::vector<Graph> graphs;
     int live_graphs = 0;
+
+    // x quantized to Q8_0 blocks for a quantized matmul, grown by eager calls (a capture cannot allocate).
+    Buffer* xq = nullptr;
 
     // RoPE frequency factors by value, one device buffer each, made by eager calls (a capture cannot upload).
     std::map<std::vector<float>, Buffer*> rope_factors;
@@ -537,12 +543,17 @@ VulkanBackend::VulkanBackend(const VulkanOptions& options) : impl_(std::make_uni
         qi.queueCount = 1;
         qi.pQueuePriorities = &priority;
         const char* ext = VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME;
+        VkPhysicalDeviceFeatures supported{}, enabled{};
+        vkGetPhysicalDeviceFeatures(m.physical, &supported);
+        enabled.shaderFloat64 = supported.shaderFloat64;
+        m.f64 = supported.shaderFloat64 == VK_TRUE;
         VkDeviceCreateInfo di{};
         di.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
         di.queueCreateInfoCount = 1;
         di.pQueueCreateInfos = &qi;
         di.enabledExtensionCount = 1;
         di.ppEnabledExtensionNames = &ext;
+        di.pEnabledFeatures = &enabled;
         check(vkCreateDevice(m.physical, &di, nullptr, &m.device), "create device");
         vkGetDeviceQueue(m.device, m.family, 0, &m.queue);
         m.push_descriptors =
@@ -690,9 +701,9 @@ void VulkanBackend::do_add(const Tensor& a, const Tensor& b, const Tensor& out) 
 
 void VulkanBackend::do_embedding(const Tensor& ids, const Tensor& table, float scale, const Tensor& out) {
     struct {
-        uint32_t ids, table, out, rows, cols;
+        uint32_t ids, table, out, rows, cols, row_bytes;
         float scale;
-    } push{words(ids), halves(table), words(out), u32(table.rows), u32(table.cols), scale};
+    } push{words(ids), halves(table), words(out), u32(table.rows), u32(table.cols), u32(table.row_bytes()), scale};
     impl_->dispatch("embedding", {weight_code(table.dtype)}, {ids.buf, table.buf, out.buf}, 0b100, push,
                     groups(out.cols, 256).first, rows_of(out.rows, "embedding"));
 }
@@ -715,13 +726,45 @@ void VulkanBackend::do_add_rms_norm(const Tensor& x, const Tensor& delta, const 
     impl_->dispatch("rms_norm", {weight_code(w.dtype), 1}, {x.buf, delta.buf, w.buf, out.buf}, 0b1001, push, gx, gy);
 }
 
-// batch_rows picks ggml's summation order on the CPU; this backend's numbers are its own.
+// batch_rows picks ggml's summation order on the CPU; for Q8_0 and Q4_0 it is one order, which matmul_q.comp
+// follows, and the float weights' numbers are this backend's own.
 void VulkanBackend::do_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out, int64_t) {
+    if (w.dtype == DType::Q8_0 || w.dtype == DType::Q4_0) {
+        quantized_matmul(x, w, bias, out);
+        return;
+    }
     struct {
         uint32_t x, w, bias, y, T, K, N, has_bias;
     } push{words(x), halves(w), bias ? words(*bias) : 0, words(out), u32(x.rows), u32(x.cols), u32(w.rows), bias ? 1u : 0u};
     const auto [gx, gy] = groups(w.rows, 4);
     impl_->dispatch("matmul", {weight_code(w.dtype)}, {x.buf, w.buf, bias ? bias->buf : x.buf, out.buf}, 0b1000, push, gx, gy);
+}
+
+void VulkanBackend::quantized_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) {
+    Impl& m = *impl_;
+    if (!m.f64)
+        throw std::runtime_error("matmul: Q8_0 / Q4_0 weights need shaderFloat64, which Vulkan device '" + m.name +
+                                 "' lacks");
+    const int64_t blocks = x.rows * (x.cols / 32);
+    const size_t need = static_cast<size_t>(blocks) * 9 * sizeof(uint32_t);
+    if (m.xq == nullptr || m.xq->bytes < need) {
+        if (capturing())
+            throw std::logic_error("matmul: needs " + std::to_string(need) + " bytes of quantized activations that no "
+                                   "eager call made; run the step eagerly before capturing it");
+        free(m.xq);
+        m.xq = alloc(need, "matmul.xq");
+    }
+    struct {
+        uint32_t x, blocks;
+    } qpush{words(x), u32(blocks)};
+    const auto [qx, qy] = groups(blocks, 64);
+    m.dispatch("quantize_q8_0", {}, {x.buf, m.xq}, 0b10, qpush, qx, qy);
+    struct {
+        uint32_t w, bias, y, K, N, has_bias, block_bytes;
+    } push{u32(static_cast<int64_t>(w.offset)), bias ? words(*bias) : 0, words(out), u32(x.cols), u32(w.rows),
+           bias ? 1u : 0u, u32(static_cast<int64_t>(dtype_block_bytes(w.dtype)))};
+    m.dispatch("matmul_q", {weight_code(w.dtype)}, {m.xq, w.buf, bias ? bias->buf : m.xq, out.buf}, 0b1000, push,
+               groups(w.rows, 64).first, rows_of(x.rows, "matmul"));
 }
 
 void VulkanBackend::do_matmuls(const Tensor& x, std::span<const MatmulOut> outs, int64_t batch_rows) {

@@ -6,6 +6,8 @@
 #define WTYPE_F32 0u
 #define WTYPE_F16 1u
 #define WTYPE_BF16 2u
+#define WTYPE_Q8_0 3u
+#define WTYPE_Q4_0 4u
 
 // Workgroup index over x and y, for dispatches too large for x alone (vulkan_backend.cpp: groups()).
 uint group_index() { return gl_WorkGroupID.y * 65535u + gl_WorkGroupID.x; }
@@ -24,6 +26,15 @@ float f16_bits_to_f32(uint h) {
 }
 
 float bf16_bits_to_f32(uint h) { return uintBitsToFloat(h << 16); }
+
+// a / b rounded once, as the CPU's division: Vulkan allows division 2.5 ulp of error, and one correction by the exact
+// remainder (an fma) brings it back.
+float div_rn(float a, float b) {
+    precise float q = a / b;
+    precise float r = fma(-q, b, a);
+    precise float c = q + r / b;
+    return c;
+}
 
 // f32 to f16 bits, rounded to nearest even (the CPU backend's f32_to_f16).
 uint f32_to_f16_bits(float f) {
@@ -57,3 +68,13 @@ uint f32_to_f16_bits(float f) {
     ((wtype) == WTYPE_F32   ? uintBitsToFloat(arr[((base) >> 1) + (i)])                 \
      : (wtype) == WTYPE_F16 ? f16_bits_to_f32(HALF_OF(arr, (base) + (i)))               \
                             : bf16_bits_to_f32(HALF_OF(arr, (base) + (i))))
+
+// Byte a of a uint array.
+#define BYTE_AT(arr, a) ((arr[(a) >> 2] >> (((a) & 3u) * 8u)) & 0xffu)
+
+// The integer of element e (0..31) of a GGML Q8_0 (f16 d, 32 x i8) or Q4_0 block (f16 d, element j < 16 the low
+// nibble of byte j, j + 16 its high nibble, minus 8) at byte `block` of arr.
+#define Q8_0_AT(arr, block, e) (int(BYTE_AT(arr, (block) + 2u + (e)) << 24) >> 24)
+#define Q4_0_AT(arr, block, e) \
+    (int((e) < 16u ? BYTE_AT(arr, (block) + 2u + (e)) & 15u : BYTE_AT(arr, (block) + 2u + (e) - 16u) >> 4) - 8)
+#define BLOCK_D(arr, block) f16_bits_to_f32(BYTE_AT(arr, (block)) | (BYTE_AT(arr, (block) + 1u) << 8))

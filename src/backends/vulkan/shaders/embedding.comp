@@ -1,5 +1,6 @@
 #version 450
-// out[t,:] = table[ids[t],:] * scale as f32 (WTYPE: the table's type); ids outside [0, rows) give a zero row.
+// out[t,:] = table[ids[t],:] * scale as f32 (WTYPE: the table's type; GGML blocks dequantized as f(d) * q, as the CPU
+// backend does); ids outside [0, rows) give a zero row.
 #include "common.glsl"
 
 layout(constant_id = 0) const uint WTYPE = WTYPE_F32;
@@ -7,7 +8,8 @@ layout(local_size_x = 256) in;
 layout(binding = 0) buffer Ids { int ids[]; };
 layout(binding = 1) buffer Table { uint table[]; };
 layout(binding = 2) buffer Out { float out_[]; };
-layout(push_constant) uniform Push { uint ids_off, table_off, out_off, rows, cols; float scale; } p;
+// table_off in 16-bit halves; row_bytes: the bytes of one table row.
+layout(push_constant) uniform Push { uint ids_off, table_off, out_off, rows, cols, row_bytes; float scale; } p;
 
 void main() {
     const uint c = gl_WorkGroupID.x * 256u + gl_LocalInvocationID.x, t = gl_WorkGroupID.y;
@@ -15,8 +17,14 @@ void main() {
     const int id = ids[p.ids_off + t];
     float v = 0.0;
     if (id >= 0 && uint(id) < p.rows) {
-        const uint row_halves = WTYPE == WTYPE_F32 ? 2u * p.cols : p.cols;
-        v = WEIGHT_AT(table, WTYPE, p.table_off + uint(id) * row_halves, c) * p.scale;
+        if (WTYPE == WTYPE_Q8_0 || WTYPE == WTYPE_Q4_0) {
+            const uint block = 2u * p.table_off + uint(id) * p.row_bytes + (c / 32u) * (WTYPE == WTYPE_Q8_0 ? 34u : 18u);
+            const int q = WTYPE == WTYPE_Q8_0 ? Q8_0_AT(table, block, c % 32u) : Q4_0_AT(table, block, c % 32u);
+            v = BLOCK_D(table, block) * float(q);
+        } else {
+            v = WEIGHT_AT(table, WTYPE, p.table_off + uint(id) * (p.row_bytes / 2u), c);
+        }
+        if (p.scale != 1.0) v *= p.scale;
     }
     out_[p.out_off + t * p.cols + c] = v;
 }

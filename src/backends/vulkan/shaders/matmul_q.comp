@@ -1,0 +1,42 @@
+#version 450
+// y[t,n] = w[n,:] . x[t,:] (+ bias[n]) for GGML Q8_0 / Q4_0 weights (QTYPE: WTYPE_Q8_0 or WTYPE_Q4_0) against x in
+// Q8_0 blocks (quantize_q8_0.comp), in the float operations and order of ggml's AVX2 vec_dot
+// (backends/cpu/kernels/quant.h): per block, in k order, d = f(w.d) * x.d and acc[i] = fma(d, lane[i], acc[i]) for the
+// 8 exact integer dot products of elements 4i..4i+3; then a fixed pairwise sum of acc and the bias. One invocation
+// per output, so the order is the CPU's and the result the same bits. Needs shaderFloat64 (for the fma).
+#include "common.glsl"
+
+layout(constant_id = 0) const uint QTYPE = WTYPE_Q8_0;
+layout(local_size_x = 64) in;
+layout(binding = 0) buffer Xq { uint xq[]; };
+layout(binding = 1) buffer W { uint w[]; };
+layout(binding = 2) buffer Bias { float bias[]; };
+layout(binding = 3) buffer Y { float y[]; };
+// w_off in bytes; a weight row is K / 32 blocks of block_bytes.
+layout(push_constant) uniform Push { uint w_off, bias_off, y_off, K, N, has_bias, block_bytes; } p;
+
+void main() {
+    const uint n = gl_WorkGroupID.x * 64u + gl_LocalInvocationID.x, t = gl_WorkGroupID.y;
+    if (n >= p.N) return;
+    const uint blocks = p.K / 32u;
+    precise float acc[8] = float[8](0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
+    for (uint b = 0u; b < blocks; ++b) {
+        const uint wb = p.w_off + (n * blocks + b) * p.block_bytes, xb = (t * blocks + b) * 9u;
+        precise float d = BLOCK_D(w, wb) * uintBitsToFloat(xq[xb]);
+        [[unroll]] for (uint i = 0u; i < 8u; ++i) {
+            const uint xw = xq[xb + 1u + i];
+            int lane = 0;
+            [[unroll]] for (uint j = 0u; j < 4u; ++j) {
+                const uint e = 4u * i + j;
+                const int wq = QTYPE == WTYPE_Q8_0 ? Q8_0_AT(w, wb, e) : Q4_0_AT(w, wb, e);
+                lane += wq * bitfieldExtract(int(xw), int(8u * j), 8);
+            }
+            // The fused multiply-add, exactly: Vulkan's fma() may round twice, but d * lane (24 by 17 bits) is exact
+            // in f64, and their sum with acc rounds to f64 and then f32 as fma rounds once (but in rare double ties).
+            acc[i] = float(double(d) * double(lane) + double(acc[i]));
+        }
+    }
+    precise float sum = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+    if (p.has_bias != 0u) sum = sum + bias[p.bias_off + n];
+    y[p.y_off + t * p.N + n] = sum;
+}
