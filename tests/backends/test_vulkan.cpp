@@ -166,8 +166,8 @@ TEST(VulkanBackend, ReplayedCommandBufferEqualsEagerBitForBit) {
     be.destroy_graph(g);
 }
 
-// The ops Step leaves out, eagerly and captured: copy, kv_write into f16 caches, gather_last, kv_slots and
-// advance_decode (its results are the op conformance suite's business; here only what the layer says).
+// The ops Step leaves out, eagerly and captured: copy, kv_write into f16 and f32 caches, attention, gather_last,
+// kv_slots and advance_decode (its results are the op conformance suite's business; here only what the layer says).
 void state_ops(Backend& be) {
     std::vector<Buffer*> bufs;
     const auto t = [&](const std::string& name, DType dt, int64_t rows, int64_t cols) {
@@ -178,10 +178,13 @@ void state_ops(Backend& be) {
                  vc = t("vc", DType::F16, 8, 64), slots = t("slots", DType::I32, 1, 2), qsl = t("qsl", DType::I32, 1, 3),
                  last = t("last", DType::F32, 2, 64), ids = t("ids", DType::I32, 1, 2), pos = t("pos", DType::I32, 1, 2),
                  lens = t("lens", DType::I32, 1, 2), tables = t("tables", DType::I32, 2, 2), step = t("step", DType::I32, 1, 1),
-                 history = t("history", DType::I32, 4, 2);
+                 history = t("history", DType::I32, 4, 2), kc32 = t("kc32", DType::F32, 8, 64),
+                 vc32 = t("vc32", DType::F32, 8, 64), aq = t("aq", DType::F32, 2, 128),
+                 att = t("att", DType::F32, 2, 128);
     be.upload(slots, std::vector<int32_t>{1, 6}.data());
     be.upload(qsl, std::vector<int32_t>{0, 1, 2}.data());
     be.upload(tables, std::vector<int32_t>{0, 1, 2, 3}.data());
+    be.upload(lens, std::vector<int32_t>{3, 5}.data());
     DecodeState st;
     st.token_ids = ids;
     st.positions = pos;
@@ -194,6 +197,9 @@ void state_ops(Backend& be) {
     const auto ops = [&] {
         be.copy(v, k);
         be.kv_write(k, v, slots, kc, vc);
+        be.kv_write(k, v, slots, kc32, vc32);
+        // Two sequences of one token each over 4-token blocks, 2 query heads of 64 on the caches' one.
+        be.attention(aq, kc32, vc32, AttentionMeta{tables, lens, qsl, 2, 4}, 2, 1, 64, 0.125f, att);
         be.gather_last(k, qsl, last);
         be.kv_slots(pos, tables, 4, slots);
         be.advance_decode(ids, st);
