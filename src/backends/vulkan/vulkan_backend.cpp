@@ -736,7 +736,7 @@ void VulkanBackend::do_matmul(const Tensor& x, const Tensor& w, const Tensor* bi
     struct {
         uint32_t x, w, bias, y, T, K, N, has_bias;
     } push{words(x), halves(w), bias ? words(*bias) : 0, words(out), u32(x.rows), u32(x.cols), u32(w.rows), bias ? 1u : 0u};
-    const auto [gx, gy] = groups(w.rows, 4);
+    const auto [gx, gy] = groups(w.rows, 64);
     impl_->dispatch("matmul", {weight_code(w.dtype)}, {x.buf, w.buf, bias ? bias->buf : x.buf, out.buf}, 0b1000, push, gx, gy);
 }
 
