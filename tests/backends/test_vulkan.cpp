@@ -166,7 +166,8 @@ TEST(VulkanBackend, ReplayedCommandBufferEqualsEagerBitForBit) {
     be.destroy_graph(g);
 }
 
-// The ops Step leaves out, eagerly and captured: copy, kv_write into f16 and f32 caches, attention, gather_last,
+// The ops Step leaves out, eagerly and captured: copy, kv_write into f16 and f32 caches, attention and
+// sparse_attention, gather_last,
 // kv_slots and advance_decode (its results are the op conformance suite's business; here only what the layer says).
 void state_ops(Backend& be) {
     std::vector<Buffer*> bufs;
@@ -180,11 +181,12 @@ void state_ops(Backend& be) {
                  lens = t("lens", DType::I32, 1, 2), tables = t("tables", DType::I32, 2, 2), step = t("step", DType::I32, 1, 1),
                  history = t("history", DType::I32, 4, 2), kc32 = t("kc32", DType::F32, 8, 64),
                  vc32 = t("vc32", DType::F32, 8, 64), aq = t("aq", DType::F32, 2, 128),
-                 att = t("att", DType::F32, 2, 128);
+                 att = t("att", DType::F32, 2, 128), picks = t("picks", DType::I64, 2, 3);
     be.upload(slots, std::vector<int32_t>{1, 6}.data());
     be.upload(qsl, std::vector<int32_t>{0, 1, 2}.data());
     be.upload(tables, std::vector<int32_t>{0, 1, 2, 3}.data());
     be.upload(lens, std::vector<int32_t>{3, 5}.data());
+    be.upload(picks, std::vector<int64_t>{0, 2, -1, 1, 4, 9}.data());
     DecodeState st;
     st.token_ids = ids;
     st.positions = pos;
@@ -200,6 +202,7 @@ void state_ops(Backend& be) {
         be.kv_write(k, v, slots, kc32, vc32);
         // Two sequences of one token each over 4-token blocks, 2 query heads of 64 on the caches' one.
         be.attention(aq, kc32, vc32, AttentionMeta{tables, lens, qsl, 2, 4}, 2, 1, 64, 0.125f, att);
+        be.sparse_attention(aq, kc32, vc32, AttentionMeta{tables, lens, qsl, 2, 4}, picks, 2, 1, 64, 0.125f, att);
         be.gather_last(k, qsl, last);
         be.kv_slots(pos, tables, 4, slots);
         be.advance_decode(ids, st);

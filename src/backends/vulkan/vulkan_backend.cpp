@@ -849,18 +849,34 @@ void VulkanBackend::do_argmax(const Tensor& logits, const Tensor& ids) {
 
 void VulkanBackend::do_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta,
                                  int heads, int kv_heads, int head_dim, float scale, const Tensor& out) {
+    paged_attention(q, k_cache, v_cache, meta, nullptr, heads, kv_heads, head_dim, scale, out);
+}
+
+
+void VulkanBackend::do_sparse_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                                        const AttentionMeta& meta, const Tensor& indices, int heads, int kv_heads,
+                                        int head_dim, float scale, const Tensor& out) {
+    paged_attention(q, k_cache, v_cache, meta, &indices, heads, kv_heads, head_dim, scale, out);
+}
+
+void VulkanBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                                    const AttentionMeta& meta, const Tensor* indices, int heads, int kv_heads,
+                                    int head_dim, float scale, const Tensor& out) {
     // An f16 cache is summed in llama.cpp's order on the CPU (q and probabilities rounded to f16): not here yet.
-    if (k_cache.dtype != DType::F32) not_implemented("attention with an f16 KV cache");
+    if (k_cache.dtype != DType::F32)
+        not_implemented(indices ? "sparse_attention with an f16 KV cache" : "attention with an f16 KV cache");
     struct {
         uint32_t q, kc, vc, tables, lens, qsl, out;
         uint32_t seqs, max_blocks, block_size, heads, kv_heads, head_dim, window, slots;
         float scale;
+        uint32_t indices, topk;
     } push{words(q), words(k_cache), words(v_cache), words(meta.block_tables), words(meta.seq_lens),
            words(meta.query_start_loc), words(out), u32(meta.num_seqs), u32(meta.block_tables.cols),
-           u32(meta.block_size), u32(heads), u32(kv_heads), u32(head_dim), u32(meta.window), u32(k_cache.rows), scale};
-    impl_->dispatch("attention", {},
+           u32(meta.block_size), u32(heads), u32(kv_heads), u32(head_dim), u32(meta.window), u32(k_cache.rows), scale,
+           indices ? words(*indices) : 0, indices ? u32(indices->cols) : 0};
+    impl_->dispatch("attention", {indices ? 1u : 0u},
                     {q.buf, k_cache.buf, v_cache.buf, meta.block_tables.buf, meta.seq_lens.buf, meta.query_start_loc.buf,
-                     out.buf},
+                     out.buf, indices ? indices->buf : q.buf},
                     0b1000000, push, u32(heads), rows_of(q.rows, "attention"));
 }
 
@@ -905,10 +921,6 @@ void VulkanBackend::do_kv_slots(const Tensor& positions, const Tensor& block_tab
 // Ops without a shader yet say so by name, before anything is recorded (tests/support/op_conformance.h skips them).
 // capabilities() declares no MoE, so the model loader refuses MoE models; a dense model loads and stops with this
 // error at its first attention.
-void VulkanBackend::do_sparse_attention(const Tensor&, const Tensor&, const Tensor&, const AttentionMeta&, const Tensor&,
-                                        int, int, int, float, const Tensor&) {
-    not_implemented("sparse_attention");
-}
 void VulkanBackend::do_sample(const Tensor&, const SamplingIo&, const Tensor&) { not_implemented("sample"); }
 void VulkanBackend::do_adjust_logits(const Tensor&, const LogitAdjustIo&) { not_implemented("adjust_logits"); }
 void VulkanBackend::do_dsa_topk(const Tensor&, const Tensor&, const Tensor&, const DsaTopkWorkspace&, const Tensor&) {

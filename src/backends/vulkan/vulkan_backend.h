@@ -107,6 +107,9 @@ class VulkanBackend final : public Backend {
    private:
     // rope_neox, then x *= post_scale (qk_norm_rope_kv_write's q_scale).
     void rope(const Tensor& x, const Tensor& positions, int heads, int head_dim, const RopeSpec& rope, float post_scale);
+    // attention, or sparse_attention with indices.
+    void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta,
+                         const Tensor* indices, int heads, int kv_heads, int head_dim, float scale, const Tensor& out);
     // matmul by Q8_0 / Q4_0 weights: x quantized to Q8_0 blocks, then ggml's vec_dot order.
     void quantized_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out);
     struct Impl;  // keeps Vulkan types out of this header

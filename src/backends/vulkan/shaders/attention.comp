@@ -2,10 +2,12 @@
 // Causal paged attention over f32 caches, one workgroup per (token, head). Token t of sequence s (query i of its q_len)
 // sees the keys at positions [start, visible): visible = min(seq_len - q_len + i + 1, max_blocks * block_size), start
 // = 0, or with a sliding window the last `window` of them (as the CPU backend, paged_attention.cpp); a key whose block
-// is unassigned (or whose slot is past the cache) is skipped, and a query that sees none gives zeros. Two passes:
-// the maximum score, then the softmax-weighted sum of values 64 keys at a time.
+// is unassigned (or whose slot is past the cache) is skipped, and a query that sees none gives zeros. With INDICES
+// (sparse_attention) the keys are instead the positions in row t of indices [T, topk] (i64; -1 and positions the row
+// may not see are skipped). Two passes: the maximum score, then the softmax-weighted sum of values 64 keys at a time.
 #include "common.glsl"
 
+layout(constant_id = 0) const bool INDICES = false;
 layout(local_size_x = 64) in;
 layout(binding = 0) buffer Q { float q[]; };
 layout(binding = 1) buffer KCache { float kc[]; };
@@ -14,10 +16,12 @@ layout(binding = 3) buffer Tables { int tables[]; };
 layout(binding = 4) buffer Lens { int lens[]; };
 layout(binding = 5) buffer Qsl { int qsl[]; };
 layout(binding = 6) buffer Out { float out_[]; };
+layout(binding = 7) buffer Indices { uint indices[]; };  // i64 as (low, high) words
 layout(push_constant) uniform Push {
     uint q_off, kc_off, vc_off, tables_off, lens_off, qsl_off, out_off;
     uint seqs, max_blocks, block_size, heads, kv_heads, head_dim, window, slots;
     float scale;
+    uint indices_off, topk;  // INDICES: word offset of indices and its row length
 } p;
 
 shared float qv[512];
@@ -30,6 +34,18 @@ int slot_of(uint s, int pos) {
     if (block < 0) return -1;
     const int slot = block * int(p.block_size) + pos % int(p.block_size);
     return uint(slot) < p.slots ? slot : -1;
+}
+
+// The cache slot of the c-th key candidate of token t (-1: none): position start + c, or indices[t, c].
+int candidate_slot(uint s, uint t, int c, int start, int visible) {
+    int pos = start + c;
+    if (INDICES) {
+        const uint at = p.indices_off + 2u * (t * p.topk + uint(c));
+        if (int(indices[at + 1u]) != 0 || indices[at] >= 0x80000000u) return -1;  // negative or past 2^31
+        pos = int(indices[at]);
+        if (pos < start || pos >= visible) return -1;
+    }
+    return slot_of(s, pos);
 }
 
 void main() {
@@ -48,10 +64,12 @@ void main() {
     barrier();
     const uint kv_row = (h / (p.heads / p.kv_heads)) * hd, kv_dim = p.kv_heads * hd;
 
+    const int candidates = INDICES ? (s < p.seqs ? int(p.topk) : 0) : visible - start;
+
     // Pass 1: the largest score.
     float m = uintBitsToFloat(0xff800000u);  // -inf
-    for (int j = start + int(l); j < visible; j += 64) {
-        const int slot = slot_of(s, j);
+    for (int c = int(l); c < candidates; c += 64) {
+        const int slot = candidate_slot(s, t, c, start, visible);
         if (slot < 0) continue;
         float dot = 0.0;
         for (uint d = 0u; d < hd; ++d) dot += qv[d] * kc[p.kc_off + uint(slot) * kv_dim + kv_row + d];
@@ -69,9 +87,9 @@ void main() {
     if (mx != uintBitsToFloat(0xff800000u)) {
         // Pass 2: each invocation scores one key of the chunk, then every invocation adds the chunk's values for
         // its dimensions.
-        for (int base = start; base < visible; base += 64) {
-            const int j = base + int(l);
-            const int slot = j < visible ? slot_of(s, j) : -1;
+        for (int base = 0; base < candidates; base += 64) {
+            const int c = base + int(l);
+            const int slot = c < candidates ? candidate_slot(s, t, c, start, visible) : -1;
             float pj = 0.0;
             if (slot >= 0) {
                 float dot = 0.0;
