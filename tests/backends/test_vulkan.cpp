@@ -280,6 +280,25 @@ TEST(VulkanBackend, HostActionsInsideCaptureNameTheOpAndBuffer) {
     be.free(b);
 }
 
+// A transfer larger than the staging buffer (64 MiB) goes through it in pieces, at the tensor's offset.
+TEST(VulkanBackend, TransfersLargerThanTheStagingBufferArriveWhole) {
+    require_device();
+    VulkanBackend be;
+    const int64_t n = (int64_t{65} << 20) / 4 + 3;  // a little over 65 MiB of f32
+    Buffer* b = be.alloc(static_cast<size_t>(n + 5) * 4, "big");
+    const Tensor t = whole(b, DType::F32, n + 5, 1).slice_rows(5, n);
+    std::vector<float> host(static_cast<size_t>(n));
+    for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<float>(i % 1000003);
+    be.upload(t, host.data());
+    std::vector<float> back(host.size());
+    be.download(t, back.data());
+    EXPECT_EQ(back, host);
+    std::vector<float> head(5, -1.0f);
+    be.download(whole(b, DType::F32, 5, 1), head.data());
+    EXPECT_EQ(head, std::vector<float>(5, 0.0f));  // zeroed at alloc, untouched
+    be.free(b);
+}
+
 TEST(VulkanBackend, NamesAMissingDevice) {
     require_device();
     VulkanOptions options;

@@ -30,6 +30,8 @@ void check(VkResult r, const char* what) {
 // constants (the minimum every device offers) for sizes and offsets.
 constexpr uint32_t kBindings = 8;
 constexpr uint32_t kPushBytes = 128;
+// The most host-visible staging memory held: larger transfers (weights) go through it in pieces.
+constexpr size_t kStagingBytes = size_t{64} << 20;
 
 VkInstance make_instance(bool validation) {
     VkApplicationInfo app{};
@@ -160,8 +162,8 @@ struct VulkanBackend::Impl {
     uint32_t family = 0;
     std::string name;
     VkPhysicalDeviceMemoryProperties memory_props{};
-    uint64_t max_binding_bytes = 0;
-    bool f64 = false;  // shaderFloat64, which the quantized matmul needs  // maxStorageBufferRange: a shader sees at most this much of one buffer
+    uint64_t max_binding_bytes = 0;  // maxStorageBufferRange: a shader sees at most this much of one buffer
+    bool f64 = false;                // shaderFloat64, which the quantized matmul needs
     PFN_vkCmdPushDescriptorSetKHR push_descriptors = nullptr;
 
     mutable std::mutex messages_mutex;  // the layer may call back from its own threads
@@ -204,34 +206,33 @@ struct VulkanBackend::Impl {
 
     // Also after a constructor that failed half way: each object is destroyed only if it was made.
     ~Impl() {
-        Impl& m = *this;
-        if (m.device != VK_NULL_HANDLE) {
+        if (device != VK_NULL_HANDLE) {
             // Errors are ignored: nothing can be done about them in a destructor.
-            vkDeviceWaitIdle(m.device);
-            for (auto& [key, p] : m.pipelines) vkDestroyPipeline(m.device, p, nullptr);
-            m.pipelines.clear();
-            for (auto& [key, s] : m.modules) vkDestroyShaderModule(m.device, s, nullptr);
-            m.modules.clear();
-            for (auto& b : m.buffers) m.destroy_buffer(*b);
-            for (auto& b : m.held) m.destroy_buffer(*b);
-            m.buffers.clear();
-            m.held.clear();
-            if (m.staging_map != nullptr) m.destroy_buffer(m.staging);
-            m.staging_map = nullptr;
-            if (m.pool != VK_NULL_HANDLE) vkDestroyCommandPool(m.device, m.pool, nullptr);  // frees its command buffers
-            if (m.layout != VK_NULL_HANDLE) vkDestroyPipelineLayout(m.device, m.layout, nullptr);
-            if (m.set_layout != VK_NULL_HANDLE) vkDestroyDescriptorSetLayout(m.device, m.set_layout, nullptr);
-            vkDestroyDevice(m.device, nullptr);
-            m.device = VK_NULL_HANDLE;
+            vkDeviceWaitIdle(device);
+            for (auto& [key, p] : pipelines) vkDestroyPipeline(device, p, nullptr);
+            pipelines.clear();
+            for (auto& [key, s] : modules) vkDestroyShaderModule(device, s, nullptr);
+            modules.clear();
+            for (auto& b : buffers) destroy_buffer(*b);
+            for (auto& b : held) destroy_buffer(*b);
+            buffers.clear();
+            held.clear();
+            if (staging_map != nullptr) destroy_buffer(staging);
+            staging_map = nullptr;
+            if (pool != VK_NULL_HANDLE) vkDestroyCommandPool(device, pool, nullptr);  // frees its command buffers
+            if (layout != VK_NULL_HANDLE) vkDestroyPipelineLayout(device, layout, nullptr);
+            if (set_layout != VK_NULL_HANDLE) vkDestroyDescriptorSetLayout(device, set_layout, nullptr);
+            vkDestroyDevice(device, nullptr);
+            device = VK_NULL_HANDLE;
         }
-        if (m.messenger != VK_NULL_HANDLE) {
+        if (messenger != VK_NULL_HANDLE) {
             auto destroy = reinterpret_cast<PFN_vkDestroyDebugUtilsMessengerEXT>(
-                vkGetInstanceProcAddr(m.instance, "vkDestroyDebugUtilsMessengerEXT"));
-            destroy(m.instance, m.messenger, nullptr);
-            m.messenger = VK_NULL_HANDLE;
+                vkGetInstanceProcAddr(instance, "vkDestroyDebugUtilsMessengerEXT"));
+            destroy(instance, messenger, nullptr);
+            messenger = VK_NULL_HANDLE;
         }
-        if (m.instance != VK_NULL_HANDLE) vkDestroyInstance(m.instance, nullptr);
-        m.instance = VK_NULL_HANDLE;
+        if (instance != VK_NULL_HANDLE) vkDestroyInstance(instance, nullptr);
+        instance = VK_NULL_HANDLE;
     }
     Impl() = default;
     Impl(const Impl&) = delete;
@@ -363,13 +364,13 @@ struct VulkanBackend::Impl {
         submitted.clear();
     }
 
-    // One transfer between a tensor and the staging buffer, run to completion.
-    void staged_copy(const Tensor& t, bool to_device) {
+    // One transfer between bytes [at, at + n) of a tensor and the staging buffer, run to completion.
+    void staged_copy(const Tensor& t, size_t at, size_t n, bool to_device) {
         flush();
         VkCommandBuffer cb = new_command_buffer(VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT);
         barrier(cb);
         const auto& b = static_cast<const VkBuf&>(*t.buf);
-        VkBufferCopy region{0, t.offset, t.nbytes()};
+        VkBufferCopy region{0, t.offset + at, n};
         if (to_device) {
             vkCmdCopyBuffer(cb, staging.buffer, b.buffer, 1, &region);
         } else {
@@ -623,19 +624,23 @@ void VulkanBackend::do_free(Buffer* b) {
 }
 
 void VulkanBackend::do_upload(const Tensor& dst, const void* src) {
-    if (dst.nbytes() == 0) return;
     impl_->wait();  // the staging buffer may still be read by an earlier transfer
-    impl_->ensure_staging(dst.nbytes());
-    std::memcpy(impl_->staging_map, src, dst.nbytes());
-    impl_->staged_copy(dst, true);
+    impl_->ensure_staging(std::min(dst.nbytes(), kStagingBytes));
+    for (size_t at = 0; at < dst.nbytes(); at += kStagingBytes) {
+        const size_t n = std::min(kStagingBytes, dst.nbytes() - at);
+        std::memcpy(impl_->staging_map, static_cast<const char*>(src) + at, n);
+        impl_->staged_copy(dst, at, n, true);
+    }
 }
 
 void VulkanBackend::do_download(const Tensor& src, void* dst) {
-    if (src.nbytes() == 0) return;
     impl_->wait();
-    impl_->ensure_staging(src.nbytes());
-    impl_->staged_copy(src, false);
-    std::memcpy(dst, impl_->staging_map, src.nbytes());
+    impl_->ensure_staging(std::min(src.nbytes(), kStagingBytes));
+    for (size_t at = 0; at < src.nbytes(); at += kStagingBytes) {
+        const size_t n = std::min(kStagingBytes, src.nbytes() - at);
+        impl_->staged_copy(src, at, n, false);
+        std::memcpy(static_cast<char*>(dst) + at, impl_->staging_map, n);
+    }
 }
 
 void VulkanBackend::do_synchronize() { impl_->wait(); }
