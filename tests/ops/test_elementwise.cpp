@@ -7,7 +7,6 @@
 #include <string>
 #include <vector>
 
-#include "formats/quantize.h"
 #include "ops/elementwise/elementwise.h"
 #include "support/op_conformance.h"
 #include "support/reference_check.h"
@@ -36,18 +35,15 @@ std::vector<OpCase> embedding_cases(std::mt19937& rng) {
     return out;
 }
 
-// Q8_0 and Q4_0 tables, on the backends that run them (dequantized as f(d) * q, exactly).
+// GGML block tables, on the backends that run them (dequantized as f(d) * q (+ m), exactly).
 std::vector<OpCase> quant_embedding_cases(std::mt19937& rng, const BackendCapabilities& caps) {
     std::vector<OpCase> out;
-    for (DType w : {DType::Q8_0, DType::Q4_0}) {
+    for (DType w : kBlockTypes) {
         if (!caps.has_weight_type(w)) continue;
         const int64_t rows = 50, cols = 96;
-        const std::vector<float> tf = randn(rng, static_cast<size_t>(rows * cols));
-        std::vector<uint8_t> tq(static_cast<size_t>(rows) * dtype_row_bytes(w, cols));
-        for (int64_t r = 0; r < rows; ++r)
-            quantize_row(w, tf.data() + r * cols, cols, tq.data() + r * dtype_row_bytes(w, cols));
         out.push_back({"embedding " + dt(w),
-                       {i32("ids", 1, 6, {3, 0, 49, -1, 50, 7}), host("table", w, rows, cols, tq),
+                       {i32("ids", 1, 6, {3, 0, 49, -1, 50, 7}),
+                        block_weight("table", w, rows, cols, randn(rng, static_cast<size_t>(rows * cols)), rng),
                         f32("out", 6, cols, std::vector<float>(6 * cols))},
                        {2},
                        0.0,
@@ -90,7 +86,7 @@ TEST_P(OpConformance, CopyMatchesTheCpuReference) { check(copy_cases(rng_)); }
 TEST_P(OpConformance, EmbeddingMatchesTheCpuReference) { check(embedding_cases(rng_)); }
 TEST_P(OpConformance, QuantizedEmbeddingMatchesTheCpuReference) {
     const std::vector<OpCase> cases = quant_embedding_cases(rng_, be_->capabilities());
-    if (cases.empty()) GTEST_SKIP() << GetParam() << " runs no Q8_0 or Q4_0 tables";
+    if (cases.empty()) GTEST_SKIP() << GetParam() << " runs no GGML block tables";
     check(cases);
 }
 TEST_P(OpConformance, AddAndGluMatchTheCpuReference) { check(elementwise_cases(rng_)); }

@@ -10,7 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "formats/quantize.h"
 #include "ops/matmul/matmul.h"
 #include "support/op_conformance.h"
 #include "support/reference_check.h"
@@ -107,21 +106,19 @@ std::vector<OpCase> glu_matmul_cases(std::mt19937& rng) {
     return out;
 }
 
-// Q8_0 and Q4_0 weights, on the backends that run them: the CPU backend computes what llama.cpp's does, in the float
-// operations and order of backends/cpu/kernels/quant.h (one order for every row count), which a device can follow
-// exactly, so the bound is 0.
+// GGML's 32-element block weights, on the backends that run them: the CPU backend computes what llama.cpp's does, in
+// the float operations and order of backends/cpu/kernels/quant.h (one order for every row count), which a device can
+// follow exactly, so the bound is 0.
 std::vector<OpCase> quant_matmul_cases(std::mt19937& rng, const BackendCapabilities& caps) {
     std::vector<OpCase> out;
-    for (DType w : {DType::Q8_0, DType::Q4_0}) {
+    for (DType w : kBlockTypes) {
         if (!caps.has_weight_type(w)) continue;
         for (int64_t T : {1, 3, 33}) {
             const int64_t N = 45, K = 256;
-            const std::vector<float> wf = randn(rng, static_cast<size_t>(N * K));
-            std::vector<uint8_t> wq(static_cast<size_t>(N) * dtype_row_bytes(w, K));
-            for (int64_t n = 0; n < N; ++n) quantize_row(w, wf.data() + n * K, K, wq.data() + n * dtype_row_bytes(w, K));
             const bool bias = T != 3;
             out.push_back({"matmul " + dt(w) + " T=" + std::to_string(T) + (bias ? " bias" : ""),
-                           {f32("x", T, K, randn(rng, static_cast<size_t>(T * K))), host("w", w, N, K, wq),
+                           {f32("x", T, K, randn(rng, static_cast<size_t>(T * K))),
+                            block_weight("w", w, N, K, randn(rng, static_cast<size_t>(N * K)), rng),
                             f32("bias", 1, N, randn(rng, N)), f32("y", T, N, std::vector<float>(T * N))},
                            {3},
                            0.0,
@@ -136,7 +133,7 @@ std::vector<OpCase> quant_matmul_cases(std::mt19937& rng, const BackendCapabilit
 TEST_P(OpConformance, MatmulMatchesTheCpuReference) { check(matmul_cases(rng_)); }
 TEST_P(OpConformance, QuantizedMatmulMatchesTheCpuReferenceBitForBit) {
     const std::vector<OpCase> cases = quant_matmul_cases(rng_, be_->capabilities());
-    if (cases.empty()) GTEST_SKIP() << GetParam() << " runs no Q8_0 or Q4_0 weights";
+    if (cases.empty()) GTEST_SKIP() << GetParam() << " runs no GGML block weights";
     check(cases);
 }
 TEST_P(OpConformance, MatmulsEqualOneMatmulPerOutput) { check(matmuls_cases(rng_)); }

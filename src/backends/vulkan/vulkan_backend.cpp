@@ -134,6 +134,9 @@ uint32_t weight_code(DType dt) {
         case DType::BF16: return 2;
         case DType::Q8_0: return 3;
         case DType::Q4_0: return 4;
+        case DType::Q4_1: return 5;
+        case DType::Q5_0: return 6;
+        case DType::Q5_1: return 7;
         default: break;
     }
     throw std::invalid_argument(std::string("vulkan: no shader for weight type ") + std::string(dtype_name(dt)));
@@ -734,7 +737,7 @@ void VulkanBackend::do_add_rms_norm(const Tensor& x, const Tensor& delta, const 
 // batch_rows picks ggml's summation order on the CPU; for Q8_0 and Q4_0 it is one order, which matmul_q.comp
 // follows, and the float weights' numbers are this backend's own.
 void VulkanBackend::do_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out, int64_t) {
-    if (w.dtype == DType::Q8_0 || w.dtype == DType::Q4_0) {
+    if (dtype_is_quantized(w.dtype)) {
         quantized_matmul(x, w, bias, out);
         return;
     }
@@ -748,10 +751,11 @@ void VulkanBackend::do_matmul(const Tensor& x, const Tensor& w, const Tensor* bi
 void VulkanBackend::quantized_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) {
     Impl& m = *impl_;
     if (!m.f64)
-        throw std::runtime_error("matmul: Q8_0 / Q4_0 weights need shaderFloat64, which Vulkan device '" + m.name +
+        throw std::runtime_error("matmul: GGML block weights need shaderFloat64, which Vulkan device '" + m.name +
                                  "' lacks");
+    const uint32_t type = weight_code(w.dtype);  // throws for the types without a shader
     const int64_t blocks = x.rows * (x.cols / 32);
-    const size_t need = static_cast<size_t>(blocks) * 9 * sizeof(uint32_t);
+    const size_t need = static_cast<size_t>(blocks) * 10 * sizeof(uint32_t);
     if (m.xq == nullptr || m.xq->bytes < need) {
         if (capturing())
             throw std::logic_error("matmul: needs " + std::to_string(need) + " bytes of quantized activations that no "
@@ -765,10 +769,10 @@ void VulkanBackend::quantized_matmul(const Tensor& x, const Tensor& w, const Ten
     const auto [qx, qy] = groups(blocks, 64);
     m.dispatch("quantize_q8_0", {}, {x.buf, m.xq}, 0b10, qpush, qx, qy);
     struct {
-        uint32_t w, bias, y, K, N, has_bias, block_bytes;
+        uint32_t w, bias, y, K, N, has_bias;
     } push{u32(static_cast<int64_t>(w.offset)), bias ? words(*bias) : 0, words(out), u32(x.cols), u32(w.rows),
-           bias ? 1u : 0u, u32(static_cast<int64_t>(dtype_block_bytes(w.dtype)))};
-    m.dispatch("matmul_q", {weight_code(w.dtype)}, {m.xq, w.buf, bias ? bias->buf : m.xq, out.buf}, 0b1000, push,
+           bias ? 1u : 0u};
+    m.dispatch("matmul_q", {type}, {m.xq, w.buf, bias ? bias->buf : m.xq, out.buf}, 0b1000, push,
                groups(w.rows, 64).first, rows_of(x.rows, "matmul"));
 }
 

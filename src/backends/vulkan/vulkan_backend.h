@@ -110,7 +110,7 @@ class VulkanBackend final : public Backend {
     // attention, or sparse_attention with indices.
     void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta,
                          const Tensor* indices, int heads, int kv_heads, int head_dim, float scale, const Tensor& out);
-    // matmul by Q8_0 / Q4_0 weights: x quantized to Q8_0 blocks, then ggml's vec_dot order.
+    // matmul by GGML's 32-element block weights: x quantized to Q8_0 / Q8_1 blocks, then ggml's vec_dot order.
     void quantized_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out);
     struct Impl;  // keeps Vulkan types out of this header
     std::unique_ptr<Impl> impl_;

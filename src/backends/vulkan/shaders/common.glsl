@@ -8,6 +8,9 @@
 #define WTYPE_BF16 2u
 #define WTYPE_Q8_0 3u
 #define WTYPE_Q4_0 4u
+#define WTYPE_Q4_1 5u
+#define WTYPE_Q5_0 6u
+#define WTYPE_Q5_1 7u
 
 // Workgroup index over x and y, for dispatches too large for x alone (vulkan_backend.cpp: groups()).
 uint group_index() { return gl_WorkGroupID.y * 65535u + gl_WorkGroupID.x; }
@@ -72,9 +75,23 @@ uint f32_to_f16_bits(float f) {
 // Byte a of a uint array.
 #define BYTE_AT(arr, a) ((arr[(a) >> 2] >> (((a) & 3u) * 8u)) & 0xffu)
 
-// The integer of element e (0..31) of a GGML Q8_0 (f16 d, 32 x i8) or Q4_0 block (f16 d, element j < 16 the low
-// nibble of byte j, j + 16 its high nibble, minus 8) at byte `block` of arr.
-#define Q8_0_AT(arr, block, e) (int(BYTE_AT(arr, (block) + 2u + (e)) << 24) >> 24)
-#define Q4_0_AT(arr, block, e) \
-    (int((e) < 16u ? BYTE_AT(arr, (block) + 2u + (e)) & 15u : BYTE_AT(arr, (block) + 2u + (e) - 16u) >> 4) - 8)
+// GGML's 32-element blocks (formats/ggml_blocks.h) at byte `block` of a uint array: f16 d, then Q4_1 / Q5_1 an f16 m,
+// Q5_0 / Q5_1 32 high bits qh, then the quants: Q8_0 32 x i8; the others 16 bytes, element j < 16 the low nibble of
+// byte j and j + 16 its high nibble, bit e of the little-endian qh as bit 4 of element e (Q5), less 8 (Q4_0) or 16
+// (Q5_0). The value is d * q (+ m).
+uint block_bytes(uint t) { return t == WTYPE_Q8_0 ? 34u : t == WTYPE_Q4_0 ? 18u : t == WTYPE_Q4_1 ? 20u : t == WTYPE_Q5_0 ? 22u : 24u; }
+bool block_has_m(uint t) { return t == WTYPE_Q4_1 || t == WTYPE_Q5_1; }
+uint block_qs(uint t) { return t == WTYPE_Q8_0 || t == WTYPE_Q4_0 ? 2u : t == WTYPE_Q4_1 ? 4u : t == WTYPE_Q5_0 ? 6u : 8u; }
+
 #define BLOCK_D(arr, block) f16_bits_to_f32(BYTE_AT(arr, (block)) | (BYTE_AT(arr, (block) + 1u) << 8))
+#define BLOCK_M(arr, block) BLOCK_D(arr, (block) + 2u)
+// The integer of element e (0..31) of a block of type t.
+#define BLOCK_Q(arr, t, block, e)                                                                              \
+    ((t) == WTYPE_Q8_0                                                                                         \
+         ? (int(BYTE_AT(arr, (block) + 2u + (e)) << 24) >> 24)                                                 \
+         : int(((e) < 16u ? BYTE_AT(arr, (block) + block_qs(t) + (e)) & 15u                                    \
+                          : BYTE_AT(arr, (block) + block_qs(t) + (e) - 16u) >> 4) |                            \
+               ((t) == WTYPE_Q5_0 || (t) == WTYPE_Q5_1                                                         \
+                    ? ((BYTE_AT(arr, (block) + ((t) == WTYPE_Q5_0 ? 2u : 4u) + (e) / 8u) >> ((e) % 8u)) & 1u) << 4 \
+                    : 0u)) -                                                                                   \
+               ((t) == WTYPE_Q4_0 ? 8 : (t) == WTYPE_Q5_0 ? 16 : 0))

@@ -17,10 +17,11 @@ void main() {
     const int id = ids[p.ids_off + t];
     float v = 0.0;
     if (id >= 0 && uint(id) < p.rows) {
-        if (WTYPE == WTYPE_Q8_0 || WTYPE == WTYPE_Q4_0) {
-            const uint block = 2u * p.table_off + uint(id) * p.row_bytes + (c / 32u) * (WTYPE == WTYPE_Q8_0 ? 34u : 18u);
-            const int q = WTYPE == WTYPE_Q8_0 ? Q8_0_AT(table, block, c % 32u) : Q4_0_AT(table, block, c % 32u);
-            v = BLOCK_D(table, block) * float(q);
+        if (WTYPE >= WTYPE_Q8_0) {
+            const uint block = 2u * p.table_off + uint(id) * p.row_bytes + (c / 32u) * block_bytes(WTYPE);
+            precise float dq = BLOCK_D(table, block) * float(BLOCK_Q(table, WTYPE, block, c % 32u));
+            if (block_has_m(WTYPE)) dq = dq + BLOCK_M(table, block);
+            v = dq;
         } else {
             v = WEIGHT_AT(table, WTYPE, p.table_off + uint(id) * (p.row_bytes / 2u), c);
         }
