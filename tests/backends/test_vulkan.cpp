@@ -8,6 +8,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "formats/quantize.h"
@@ -278,6 +279,62 @@ TEST(VulkanBackend, HostActionsInsideCaptureNameTheOpAndBuffer) {
     EXPECT_EQ(back, std::vector<float>(16, 2.0f));
     be.destroy_graph(g);
     be.free(b);
+}
+
+// Attention over f16 caches reads f16 and sums in f32 (this backend's numbers; the CPU's follow llama.cpp's), so caches
+// of f16-exact values give the f32 caches' result bit for bit: dense (also windowed) and sparse, prefill and decode
+// rows.
+TEST(VulkanBackend, F16CachesAttendAsF32CachesOfTheSameValues) {
+    require_device();
+    VulkanBackend be;
+    const int H = 4, KV = 2, hd = 64, slots = 64, T = 4;
+    std::mt19937 rng(3);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> kv(static_cast<size_t>(slots) * KV * hd * 2), q(static_cast<size_t>(T) * H * hd);
+    std::vector<uint16_t> kv16(kv.size());
+    for (size_t i = 0; i < kv.size(); ++i) {
+        kv16[i] = f32_to_f16(nd(rng));
+        kv[i] = f16_to_f32(kv16[i]);
+    }
+    for (float& x : q) x = nd(rng);
+    std::vector<Buffer*> bufs;
+    const auto put = [&](const std::string& name, DType dt, int64_t rows, int64_t cols, const void* data) {
+        bufs.push_back(be.alloc(static_cast<size_t>(rows) * dtype_row_bytes(dt, cols), name));
+        const Tensor t = whole(bufs.back(), dt, rows, cols);
+        be.upload(t, data);
+        return t;
+    };
+    const size_t half = kv.size() / 2;
+    const Tensor k32 = put("k32", DType::F32, slots, KV * hd, kv.data()), v32 = put("v32", DType::F32, slots, KV * hd, kv.data() + half);
+    const Tensor k16 = put("k16", DType::F16, slots, KV * hd, kv16.data()), v16 = put("v16", DType::F16, slots, KV * hd, kv16.data() + half);
+    // A prefill of 3 rows after 20 cached tokens, and a decode row of 37 tokens; 8-token blocks.
+    const std::vector<int32_t> tables = {0, 1, 2, -1, 4, 5, 6, 7}, lens = {23, 37}, qsl = {0, 3, 4};
+    const std::vector<int64_t> picks = {0, 5, 9, -1, 21, 22, 1, 2, 3, 4, 30, 36, 3, 8, 17, 19};
+    const Tensor qt = put("q", DType::F32, T, H * hd, q.data()), bt = put("bt", DType::I32, 2, 4, tables.data());
+    const Tensor lt = put("lens", DType::I32, 1, 2, lens.data()), st = put("qsl", DType::I32, 1, 3, qsl.data());
+    const Tensor it = put("picks", DType::I64, T, 4, picks.data());
+    const std::vector<float> zeros(static_cast<size_t>(T) * H * hd);
+    const Tensor o32 = put("o32", DType::F32, T, H * hd, zeros.data()), o16 = put("o16", DType::F32, T, H * hd, zeros.data());
+    for (const int window : {0, 6}) {
+        for (const bool sparse : {false, true}) {
+            if (sparse && window > 0) continue;  // sparse attention takes no window
+            AttentionMeta meta{bt, lt, st, 2, 8};
+            meta.window = window;
+            for (const auto& [k, v, o] : {std::tuple{k32, v32, o32}, std::tuple{k16, v16, o16}}) {
+                if (sparse) {
+                    be.sparse_attention(qt, k, v, meta, it, H, KV, hd, 0.125f, o);
+                } else {
+                    be.attention(qt, k, v, meta, H, KV, hd, 0.125f, o);
+                }
+            }
+            std::vector<float> a(zeros.size()), b(zeros.size());
+            be.download(o32, a.data());
+            be.download(o16, b.data());
+            EXPECT_EQ(a, b) << "window " << window << (sparse ? " sparse" : "");
+            EXPECT_NE(a, zeros);
+        }
+    }
+    for (Buffer* b : bufs) be.free(b);
 }
 
 // A transfer larger than the staging buffer (64 MiB) goes through it in pieces, at the tensor's offset.

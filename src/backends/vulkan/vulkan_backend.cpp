@@ -871,19 +871,20 @@ void VulkanBackend::do_sparse_attention(const Tensor& q, const Tensor& k_cache, 
 void VulkanBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                                     const AttentionMeta& meta, const Tensor* indices, int heads, int kv_heads,
                                     int head_dim, float scale, const Tensor& out) {
-    // An f16 cache is summed in llama.cpp's order on the CPU (q and probabilities rounded to f16): not here yet.
-    if (k_cache.dtype != DType::F32)
-        not_implemented(indices ? "sparse_attention with an f16 KV cache" : "attention with an f16 KV cache");
+    // f16 caches are read as f16 and summed in f32: this backend's own numbers, as the CUDA backend's (the CPU's
+    // follow llama.cpp's, q and probabilities rounded to f16).
+    const bool f16 = k_cache.dtype == DType::F16;
+    const size_t unit = f16 ? 2 : 4;
     struct {
         uint32_t q, kc, vc, tables, lens, qsl, out;
         uint32_t seqs, max_blocks, block_size, heads, kv_heads, head_dim, window, slots;
         float scale;
         uint32_t indices, topk;
-    } push{words(q), words(k_cache), words(v_cache), words(meta.block_tables), words(meta.seq_lens),
+    } push{words(q), at(k_cache, unit), at(v_cache, unit), words(meta.block_tables), words(meta.seq_lens),
            words(meta.query_start_loc), words(out), u32(meta.num_seqs), u32(meta.block_tables.cols),
            u32(meta.block_size), u32(heads), u32(kv_heads), u32(head_dim), u32(meta.window), u32(k_cache.rows), scale,
            indices ? words(*indices) : 0, indices ? u32(indices->cols) : 0};
-    impl_->dispatch("attention", {indices ? 1u : 0u},
+    impl_->dispatch("attention", {indices ? 1u : 0u, f16 ? 1u : 0u},
                     {q.buf, k_cache.buf, v_cache.buf, meta.block_tables.buf, meta.seq_lens.buf, meta.query_start_loc.buf,
                      out.buf, indices ? indices->buf : q.buf},
                     0b1000000, push, u32(heads), rows_of(q.rows, "attention"));

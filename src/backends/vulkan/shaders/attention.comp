@@ -1,5 +1,5 @@
 #version 450
-// Causal paged attention over f32 caches, one workgroup per (token, head). Token t of sequence s (query i of its q_len)
+// Causal paged attention over f32 or f16 (F16) caches, in f32 arithmetic, one workgroup per (token, head). Token t of sequence s (query i of its q_len)
 // sees the keys at positions [start, visible): visible = min(seq_len - q_len + i + 1, max_blocks * block_size), start
 // = 0, or with a sliding window the last `window` of them (as the CPU backend, paged_attention.cpp); a key whose block
 // is unassigned (or whose slot is past the cache) is skipped, and a query that sees none gives zeros. With INDICES
@@ -8,15 +8,17 @@
 #include "common.glsl"
 
 layout(constant_id = 0) const bool INDICES = false;
+layout(constant_id = 1) const bool F16 = false;
 layout(local_size_x = 64) in;
 layout(binding = 0) buffer Q { float q[]; };
-layout(binding = 1) buffer KCache { float kc[]; };
-layout(binding = 2) buffer VCache { float vc[]; };
+layout(binding = 1) buffer KCache { uint kc[]; };
+layout(binding = 2) buffer VCache { uint vc[]; };
 layout(binding = 3) buffer Tables { int tables[]; };
 layout(binding = 4) buffer Lens { int lens[]; };
 layout(binding = 5) buffer Qsl { int qsl[]; };
 layout(binding = 6) buffer Out { float out_[]; };
 layout(binding = 7) buffer Indices { uint indices[]; };  // i64 as (low, high) words
+// kc_off and vc_off in elements of the cache type.
 layout(push_constant) uniform Push {
     uint q_off, kc_off, vc_off, tables_off, lens_off, qsl_off, out_off;
     uint seqs, max_blocks, block_size, heads, kv_heads, head_dim, window, slots;
@@ -28,6 +30,9 @@ shared float qv[512];
 shared float red[64];
 shared float probs[64];
 shared int key_slots[64];
+
+// Element i of a cache, f32 or f16.
+#define CACHE_AT(arr, i) (F16 ? f16_bits_to_f32(HALF_OF(arr, (i))) : uintBitsToFloat(arr[(i)]))
 
 int slot_of(uint s, int pos) {
     const int block = tables[p.tables_off + s * p.max_blocks + uint(pos) / p.block_size];
@@ -72,7 +77,7 @@ void main() {
         const int slot = candidate_slot(s, t, c, start, visible);
         if (slot < 0) continue;
         float dot = 0.0;
-        for (uint d = 0u; d < hd; ++d) dot += qv[d] * kc[p.kc_off + uint(slot) * kv_dim + kv_row + d];
+        for (uint d = 0u; d < hd; ++d) dot += qv[d] * CACHE_AT(kc, p.kc_off + uint(slot) * kv_dim + kv_row + d);
         m = max(m, dot * p.scale);
     }
     red[l] = m;
@@ -93,7 +98,7 @@ void main() {
             float pj = 0.0;
             if (slot >= 0) {
                 float dot = 0.0;
-                for (uint d = 0u; d < hd; ++d) dot += qv[d] * kc[p.kc_off + uint(slot) * kv_dim + kv_row + d];
+                for (uint d = 0u; d < hd; ++d) dot += qv[d] * CACHE_AT(kc, p.kc_off + uint(slot) * kv_dim + kv_row + d);
                 pj = exp(dot * p.scale - mx);
             }
             probs[l] = pj;
@@ -104,7 +109,7 @@ void main() {
                 sum += probs[k];
                 const uint v_row = p.vc_off + uint(key_slots[k]) * kv_dim + kv_row;
                 [[unroll]] for (uint i = 0u; i < 8u; ++i)
-                    if (l + 64u * i < hd) acc[i] += probs[k] * vc[v_row + l + 64u * i];
+                    if (l + 64u * i < hd) acc[i] += probs[k] * CACHE_AT(vc, v_row + l + 64u * i);
             }
             barrier();
         }
