@@ -929,8 +929,8 @@ void VulkanBackend::do_kv_slots(const Tensor& positions, const Tensor& block_tab
 }
 
 // Ops without a shader yet say so by name, before anything is recorded (tests/support/op_conformance.h skips them).
-// capabilities() declares no MoE, so the model loader refuses MoE models; a dense model loads and stops with this
-// error at its first attention.
+// capabilities() declares no MoE, so the model loader refuses MoE models; a dense model loads, and the engine stops
+// with this error at its first sampling step.
 void VulkanBackend::do_sample(const Tensor&, const SamplingIo&, const Tensor&) { not_implemented("sample"); }
 void VulkanBackend::do_adjust_logits(const Tensor&, const LogitAdjustIo&) { not_implemented("adjust_logits"); }
 void VulkanBackend::do_dsa_topk(const Tensor&, const Tensor&, const Tensor&, const DsaTopkWorkspace&, const Tensor&) {
