@@ -15,6 +15,9 @@
 #ifdef TRACELM_HAVE_VULKAN
 #include "backends/vulkan/vulkan_backend.h"
 #endif
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/lsan_interface.h>
+#endif
 
 namespace tracelm {
 namespace {
@@ -223,6 +226,12 @@ void state_ops(Backend& be) {
 // eagerly, captured and replayed, and frees, and reports nothing (any warning or error fails the test and is printed).
 TEST(VulkanBackend, ValidationLayerReportsNothing) {
     require_device();
+#ifdef __SANITIZE_ADDRESS__
+    // Debian 12's validation layer (1.3.239) leaks state of the objects it tracks (reference cycles, ~115 kB); the
+    // ASan stage's LeakSanitizer would fail on them, so what this thread allocates while the layer runs is not
+    // tracked. The backend's own allocations are leak-checked by the other tests, which run without the layer.
+    __lsan_disable();
+#endif
     VulkanOptions options;
     options.validation = true;
     std::vector<std::string> messages;
@@ -244,6 +253,9 @@ TEST(VulkanBackend, ValidationLayerReportsNothing) {
         be.synchronize();
         messages = be.validation_messages();
     }
+#ifdef __SANITIZE_ADDRESS__
+    __lsan_enable();
+#endif
     for (const std::string& m : messages) ADD_FAILURE() << m;
 }
 
