@@ -7,6 +7,10 @@
 #ifdef TRACELM_HAVE_CUDA
 #include "backends/cuda/cuda_backend.h"
 #endif
+#include "backends/vulkan/capabilities.h"
+#ifdef TRACELM_HAVE_VULKAN
+#include "backends/vulkan/vulkan_backend.h"
+#endif
 
 namespace tracelm {
 
@@ -26,12 +30,27 @@ std::string cuda_unavailable() {
 std::unique_ptr<Backend> make_cuda(const BackendOptions&) { throw std::runtime_error(cuda_unavailable()); }
 #endif
 
+#ifdef TRACELM_HAVE_VULKAN
+std::unique_ptr<Backend> make_vulkan(const BackendOptions& o) {
+    vulkan::VulkanOptions v;
+    v.device = o.device;
+    return std::make_unique<vulkan::VulkanBackend>(v);
+}
+std::string vulkan_unavailable() { return vulkan::unavailable_reason(); }
+#else
+std::string vulkan_unavailable() {
+    return "this tracelm was built without Vulkan (install libvulkan-dev and glslc, configure with -DTRACELM_VULKAN=ON)";
+}
+std::unique_ptr<Backend> make_vulkan(const BackendOptions&) { throw std::runtime_error(vulkan_unavailable()); }
+#endif
+
 }  // namespace
 
 const std::vector<BackendInfo>& backend_registry() {
     static const std::vector<BackendInfo> registry = {
         {"cpu", [] { return std::string(); }, make_cpu, cpu::CpuBackend::static_capabilities},
         {"cuda", cuda_unavailable, make_cuda, cuda::capabilities},
+        {"vulkan", vulkan_unavailable, make_vulkan, vulkan::capabilities},
     };
     return registry;
 }

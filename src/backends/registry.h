@@ -15,6 +15,7 @@ namespace tracelm {
 
 struct BackendOptions {
     int threads = 0;  // CPU worker threads; 0: all cores
+    int device = 0;   // index of the device among the backend's devices (Vulkan)
 };
 
 struct BackendInfo {

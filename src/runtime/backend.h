@@ -31,6 +31,13 @@ class CaptureViolation : public std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
+// An op a backend does not run yet: "not implemented on the <backend> backend: <op>", thrown before anything is
+// enqueued (so also inside a capture, which stays usable). The op conformance suite skips such an op, naming it.
+class NotImplemented : public std::runtime_error {
+   public:
+    using std::runtime_error::runtime_error;
+};
+
 using GraphId = int;
 
 // Paged-attention metadata for one step (all device tensors, i32).

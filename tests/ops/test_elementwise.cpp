@@ -35,6 +35,23 @@ std::vector<OpCase> embedding_cases(std::mt19937& rng) {
     return out;
 }
 
+// GGML block tables, on the backends that run them (dequantized as f(d) * q (+ m), exactly).
+std::vector<OpCase> quant_embedding_cases(std::mt19937& rng, const BackendCapabilities& caps) {
+    std::vector<OpCase> out;
+    for (DType w : kBlockTypes) {
+        if (!caps.has_weight_type(w)) continue;
+        const int64_t rows = 50, cols = 96;
+        out.push_back({"embedding " + dt(w),
+                       {i32("ids", 1, 6, {3, 0, 49, -1, 50, 7}),
+                        block_weight("table", w, rows, cols, randn(rng, static_cast<size_t>(rows * cols)), rng),
+                        f32("out", 6, cols, std::vector<float>(6 * cols))},
+                       {2},
+                       0.0,
+                       [](Backend& be, const Bound& b) { be.embedding(b.t[0], b.t[1], 25.298221f, b.t[2]); }});
+    }
+    return out;
+}
+
 std::vector<OpCase> elementwise_cases(std::mt19937& rng) {
     const int64_t n = 3 * 1000;
     std::vector<OpCase> out = {
@@ -67,6 +84,11 @@ std::vector<OpCase> gather_last_cases(std::mt19937& rng) {
 
 TEST_P(OpConformance, CopyMatchesTheCpuReference) { check(copy_cases(rng_)); }
 TEST_P(OpConformance, EmbeddingMatchesTheCpuReference) { check(embedding_cases(rng_)); }
+TEST_P(OpConformance, QuantizedEmbeddingMatchesTheCpuReference) {
+    const std::vector<OpCase> cases = quant_embedding_cases(rng_, be_->capabilities());
+    if (cases.empty()) GTEST_SKIP() << GetParam() << " runs no GGML block tables";
+    check(cases);
+}
 TEST_P(OpConformance, AddAndGluMatchTheCpuReference) { check(elementwise_cases(rng_)); }
 TEST_P(OpConformance, GatherLastMatchesTheCpuReference) { check(gather_last_cases(rng_)); }
 

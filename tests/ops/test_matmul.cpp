@@ -106,7 +106,36 @@ std::vector<OpCase> glu_matmul_cases(std::mt19937& rng) {
     return out;
 }
 
+// GGML's 32-element block weights, on the backends that run them: the CPU backend computes what llama.cpp's does, in
+// the float operations and order of backends/cpu/kernels/quant.h (one order for every row count), which a device can
+// follow exactly, so the bound is 0.
+std::vector<OpCase> quant_matmul_cases(std::mt19937& rng, const BackendCapabilities& caps) {
+    std::vector<OpCase> out;
+    for (DType w : kBlockTypes) {
+        if (!caps.has_weight_type(w)) continue;
+        for (int64_t T : {1, 3, 33}) {
+            const int64_t N = 45, K = 256;
+            const bool bias = T != 3;
+            out.push_back({"matmul " + dt(w) + " T=" + std::to_string(T) + (bias ? " bias" : ""),
+                           {f32("x", T, K, randn(rng, static_cast<size_t>(T * K))),
+                            block_weight("w", w, N, K, randn(rng, static_cast<size_t>(N * K)), rng),
+                            f32("bias", 1, N, randn(rng, N)), f32("y", T, N, std::vector<float>(T * N))},
+                           {3},
+                           0.0,
+                           [bias](Backend& be, const Bound& b) {
+                               be.matmul(b.t[0], b.t[1], bias ? &b.t[2] : nullptr, b.t[3]);
+                           }});
+        }
+    }
+    return out;
+}
+
 TEST_P(OpConformance, MatmulMatchesTheCpuReference) { check(matmul_cases(rng_)); }
+TEST_P(OpConformance, QuantizedMatmulMatchesTheCpuReferenceBitForBit) {
+    const std::vector<OpCase> cases = quant_matmul_cases(rng_, be_->capabilities());
+    if (cases.empty()) GTEST_SKIP() << GetParam() << " runs no GGML block weights";
+    check(cases);
+}
 TEST_P(OpConformance, MatmulsEqualOneMatmulPerOutput) { check(matmuls_cases(rng_)); }
 TEST_P(OpConformance, GluMatmulEqualsGluThenMatmul) { check(glu_matmul_cases(rng_)); }
 

@@ -1,0 +1,31 @@
+#version 450
+// out[t,:] = table[ids[t],:] * scale as f32 (WTYPE: the table's type; GGML blocks dequantized as f(d) * q, as the CPU
+// backend does); ids outside [0, rows) give a zero row.
+#include "common.glsl"
+
+layout(constant_id = 0) const uint WTYPE = WTYPE_F32;
+layout(local_size_x = 256) in;
+layout(binding = 0) buffer Ids { int ids[]; };
+layout(binding = 1) buffer Table { uint table[]; };
+layout(binding = 2) buffer Out { float out_[]; };
+// table_off in 16-bit halves; row_bytes: the bytes of one table row.
+layout(push_constant) uniform Push { uint ids_off, table_off, out_off, rows, cols, row_bytes; float scale; } p;
+
+void main() {
+    const uint c = gl_WorkGroupID.x * 256u + gl_LocalInvocationID.x, t = gl_WorkGroupID.y;
+    if (c >= p.cols) return;
+    const int id = ids[p.ids_off + t];
+    float v = 0.0;
+    if (id >= 0 && uint(id) < p.rows) {
+        if (WTYPE >= WTYPE_Q8_0) {
+            const uint block = 2u * p.table_off + uint(id) * p.row_bytes + (c / 32u) * block_bytes(WTYPE);
+            precise float dq = BLOCK_D(table, block) * float(BLOCK_Q(table, WTYPE, block, c % 32u));
+            if (block_has_m(WTYPE)) dq = dq + BLOCK_M(table, block);
+            v = dq;
+        } else {
+            v = WEIGHT_AT(table, WTYPE, p.table_off + uint(id) * (p.row_bytes / 2u), c);
+        }
+        if (p.scale != 1.0) v *= p.scale;
+    }
+    out_[p.out_off + t * p.cols + c] = v;
+}
