@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -15,13 +14,7 @@
 namespace tracelm {
 namespace {
 
-std::vector<int32_t> random_tokens(int n, int64_t vocab, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::uniform_int_distribution<int32_t> d(0, static_cast<int32_t>(vocab - 1));
-    std::vector<int32_t> t(static_cast<size_t>(n));
-    for (auto& x : t) x = d(rng);
-    return t;
-}
+using testing::random_tokens;
 
 // A sequence's tokens (the first from its prefill, then one per decode step) and the logits each step gave it.
 struct Run {

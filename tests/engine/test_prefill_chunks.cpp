@@ -7,7 +7,6 @@
 
 #include <cstring>
 #include <filesystem>
-#include <random>
 
 #include "engine/engine.h"
 #include "support/engine_trace.h"
@@ -17,15 +16,8 @@ namespace tracelm {
 namespace {
 
 using testing::expect_same;
+using testing::random_tokens;
 using testing::Trace;
-
-std::vector<int32_t> random_tokens(int n, int64_t vocab, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::uniform_int_distribution<int32_t> d(0, static_cast<int32_t>(vocab - 1));
-    std::vector<int32_t> t(static_cast<size_t>(n));
-    for (auto& x : t) x = d(rng);
-    return t;
-}
 
 // Prefills `prompt` through the row API, each forward at most `budget` tokens, then decodes `steps` tokens.
 Trace run_budgeted(Engine& e, const std::vector<int32_t>& prompt, int64_t budget, int steps,

@@ -210,4 +210,13 @@ class BackendTest : public ::testing::Test {
     }
 };
 
+// `n` token ids drawn uniformly from [0, vocab), the same for the same seed.
+inline std::vector<int32_t> random_tokens(int n, int64_t vocab, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::uniform_int_distribution<int32_t> d(0, static_cast<int32_t>(vocab - 1));
+    std::vector<int32_t> t(static_cast<size_t>(n));
+    for (auto& x : t) x = d(rng);
+    return t;
+}
+
 }  // namespace tracelm::testing
