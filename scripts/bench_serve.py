@@ -7,8 +7,12 @@ hits both. Every request has a fixed prompt length (distinct random words per re
 server) and a fixed output length (ignore_eos). Reported per level, as vLLM's `bench serve` does: completed and failed
 requests, requests/s, output tok/s, TTFT, TPOT, ITL and end-to-end latency (mean, p50, p99). Prints a table and JSON.
 
+Workload shapes (--shapes; prompt words are about 1.3 tokens each): chat (about 280 prompt tokens, 64 output),
+decode (140 / 128: decode-heavy) and rag (1000 / 32: prompt-heavy); without --shapes, one shape of --prompt-words and
+--output-tokens.
+
   scripts/bench_serve.py --model FILE --tracelm build/tracelm [--llama-server PATH] [--concurrency 1,2,4,8,16,32]
-                         [--backend cuda]
+                         [--shapes chat,decode,rag] [--mixed-steps on,off] [--backend cuda]
 """
 import argparse
 import http.client
@@ -20,6 +24,9 @@ import subprocess
 import sys
 import threading
 import time
+
+# name: (prompt words, output tokens)
+SHAPES = {"chat": (215, 64), "decode": (108, 128), "rag": (770, 32)}
 
 
 def free_port():
@@ -52,7 +59,8 @@ def counters(port):
     conn.request("GET", "/metrics")
     out = {}
     for line in conn.getresponse().read().decode().splitlines():
-        for name in ("decode_steps_total", "decode_replays_total", "host_row_writes_total", "steady_decode_steps_total"):
+        for name in ("decode_steps_total", "decode_replays_total", "decode_mixed_steps_total", "host_row_writes_total",
+                     "steady_decode_steps_total"):
             if line.startswith(f"tracelm:{name}{{"):
                 out[name] = float(line.rsplit(" ", 1)[1])
     return out
@@ -132,9 +140,9 @@ def stats(values):
     return {"mean": statistics.fmean(v) * 1e3, "p50": v[len(v) // 2] * 1e3, "p99": v[min(len(v) - 1, int(0.99 * len(v)))] * 1e3}
 
 
-def summarize(server, c, results, failed, wall):
+def summarize(server, shape, c, results, failed, wall):
     out_tokens = sum(r["out"] for r in results)
-    return {"server": server, "concurrency": c, "completed": len(results), "failed": failed,
+    return {"server": server, "shape": shape, "concurrency": c, "completed": len(results), "failed": failed,
             "req_per_s": len(results) / wall, "output_tok_per_s": out_tokens / wall,
             "ttft_ms": stats([r["ttft"] for r in results]), "tpot_ms": stats([r["tpot"] for r in results]),
             "itl_ms": stats([x for r in results for x in r["itl"]]), "e2e_ms": stats([r["e2e"] for r in results])}
@@ -149,9 +157,12 @@ def main():
     ap.add_argument("--requests", type=int, default=0, help="requests per level (default: 2 x concurrency, at least 8)")
     ap.add_argument("--prompt-words", type=int, default=200, help="words per prompt (about 1.3 tokens each)")
     ap.add_argument("--output-tokens", type=int, default=64)
+    ap.add_argument("--shapes", default="", help=f"a comma list of {', '.join(SHAPES)} (instead of --prompt-words and "
+                                                 "--output-tokens)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--slots", type=int, default=0, help="sequences decoded together (default: the largest level)")
-    ap.add_argument("--context", type=int, default=1024, help="tokens per sequence")
+    ap.add_argument("--context", type=int, default=1024,
+                    help="tokens per sequence (raised to what the longest shape needs)")
     ap.add_argument("--max-batched-tokens", type=int, default=512, help="tracelm serve's tokens per scheduler step")
     ap.add_argument("--numerics", default="fast",
                     help="tracelm's --numerics, a comma list (one tracelm server each, e.g. fast,ggml; fast is serve's "
@@ -167,6 +178,10 @@ def main():
     a = ap.parse_args()
     levels = [int(x) for x in a.concurrency.split(",")]
     slots = a.slots or max(levels)
+    shapes = ({name: SHAPES[name] for name in a.shapes.split(",")} if a.shapes
+              else {"custom": (a.prompt_words, a.output_tokens)})
+    # Room for the longest prompt (a word can take two tokens) and its output, in whole 256-token steps.
+    a.context = max(a.context, max(-(-(2 * w + o) // 256) * 256 for w, o in shapes.values()))
     servers = {}
     variants = [(n, st, m) for n in a.numerics.split(",") for st in a.max_step_stretch.split(",")
                 for m in a.mixed_steps.split(",")]
@@ -191,23 +206,25 @@ def main():
             "--host", "127.0.0.1", "--port", str(port)], port))
     rows = []
     try:
-        for i, c in enumerate(levels):
-            n = a.requests or max(8, 2 * c)
-            # A repeated level gets new prompts: the old ones would hit each server's prefix cache.
-            texts = prompts(n, a.prompt_words, seed=c + 1000 * levels[:i].count(c))
-            for name, (port, _) in servers.items():
-                before = counters(port)
-                results, failed, wall = level(port, texts, c, a.output_tokens)
-                rows.append(summarize(name, c, results, failed, wall))
-                after = counters(port)
-                steps = after.get("decode_steps_total", 0) - before.get("decode_steps_total", 0)
-                if steps > 0:
-                    delta = {k: after[k] - before[k] for k in after}
-                    rows[-1]["decode_steps"] = steps
-                    rows[-1]["replayed_fraction"] = delta["decode_replays_total"] / steps
-                    rows[-1]["steady_fraction"] = delta["steady_decode_steps_total"] / steps
-                    rows[-1]["host_row_writes_per_step"] = delta["host_row_writes_total"] / steps
-                print(f"# {name} c={c}: {rows[-1]['output_tok_per_s']:.1f} output tok/s", file=sys.stderr)
+        for k, (shape, (words, out)) in enumerate(shapes.items()):
+            for i, c in enumerate(levels):
+                n = a.requests or max(8, 2 * c)
+                # A repeated level or another shape gets new prompts: old ones would hit each server's prefix cache.
+                texts = prompts(n, words, seed=c + 1000 * levels[:i].count(c) + 100000 * k)
+                for name, (port, _) in servers.items():
+                    before = counters(port)
+                    results, failed, wall = level(port, texts, c, out)
+                    rows.append(summarize(name, shape, c, results, failed, wall))
+                    after = counters(port)
+                    steps = after.get("decode_steps_total", 0) - before.get("decode_steps_total", 0)
+                    if steps > 0:
+                        delta = {key: after[key] - before.get(key, 0) for key in after}
+                        rows[-1]["decode_steps"] = steps
+                        rows[-1]["replayed_fraction"] = delta["decode_replays_total"] / steps
+                        rows[-1]["mixed_fraction"] = delta.get("decode_mixed_steps_total", 0) / steps
+                        rows[-1]["steady_fraction"] = delta["steady_decode_steps_total"] / steps
+                        rows[-1]["host_row_writes_per_step"] = delta["host_row_writes_total"] / steps
+                    print(f"# {name} {shape} c={c}: {rows[-1]['output_tok_per_s']:.1f} output tok/s", file=sys.stderr)
     finally:
         for _, proc in servers.values():
             proc.terminate()
@@ -218,30 +235,30 @@ def main():
 
     def f(x):
         return "-" if x is None else f"{x:.1f}"
-    print("| server | concurrency | done/failed | req/s | output tok/s | TTFT p50 / p99 ms | TPOT p50 ms | "
-          "ITL p50 / p99 ms | E2E p50 ms | steps replayed / with no host write | host row writes per step |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| server | shape | concurrency | done/failed | req/s | output tok/s | TTFT p50 / p99 ms | TPOT p50 ms | "
+          "ITL p50 / p99 ms | E2E p50 ms | steps replayed / mixed / with no host write | host row writes per step |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        steps = (f"{100 * r['replayed_fraction']:.0f}% / {100 * r['steady_fraction']:.0f}%"
-                 if "decode_steps" in r else "-")
+        steps = (f"{100 * r['replayed_fraction']:.0f}% / {100 * r['mixed_fraction']:.0f}% / "
+                 f"{100 * r['steady_fraction']:.0f}%" if "decode_steps" in r else "-")
         writes = f"{r['host_row_writes_per_step']:.2f}" if "decode_steps" in r else "-"
-        print(f"| {r['server']} | {r['concurrency']} | {r['completed']}/{r['failed']} | {r['req_per_s']:.2f} | "
+        print(f"| {r['server']} | {r['shape']} | {r['concurrency']} | {r['completed']}/{r['failed']} | {r['req_per_s']:.2f} | "
               f"{r['output_tok_per_s']:.1f} | {f(r['ttft_ms']['p50'])} / {f(r['ttft_ms']['p99'])} | "
               f"{f(r['tpot_ms']['p50'])} | {f(r['itl_ms']['p50'])} / {f(r['itl_ms']['p99'])} | {f(r['e2e_ms']['p50'])} | "
               f"{steps} | {writes} |")
     if "llama-server" in servers:
         print()
-        print("| concurrency | output tok/s ratio tracelm / llama-server | TTFT p50 ratio |")
-        print("|---|---|---|")
-        for c in levels:
-            t = next(r for r in rows if r["server"] == "tracelm" and r["concurrency"] == c)
-            l = next(r for r in rows if r["server"] == "llama-server" and r["concurrency"] == c)
-            if l["output_tok_per_s"] and t["ttft_ms"]["p50"] and l["ttft_ms"]["p50"]:
-                print(f"| {c} | {t['output_tok_per_s'] / l['output_tok_per_s']:.2f} | "
-                      f"{t['ttft_ms']['p50'] / l['ttft_ms']['p50']:.2f} |")
+        print("| server | shape | concurrency | output tok/s ratio to llama-server | TTFT p50 ratio |")
+        print("|---|---|---|---|---|")
+        for r in rows:
+            l = next(x for x in rows if x["server"] == "llama-server" and x["shape"] == r["shape"]
+                     and x["concurrency"] == r["concurrency"])
+            if r is not l and l["output_tok_per_s"] and r["ttft_ms"]["p50"] and l["ttft_ms"]["p50"]:
+                print(f"| {r['server']} | {r['shape']} | {r['concurrency']} | "
+                      f"{r['output_tok_per_s'] / l['output_tok_per_s']:.2f} | {r['ttft_ms']['p50'] / l['ttft_ms']['p50']:.2f} |")
     doc = {"model": a.model, "threads": a.threads, "slots": slots, "max_batched_tokens": a.max_batched_tokens,
-           "prompt_words": a.prompt_words,
-           "output_tokens": a.output_tokens, "results": rows}
+           "context": a.context, "shapes": {k: {"prompt_words": w, "output_tokens": o} for k, (w, o) in shapes.items()},
+           "results": rows}
     print(json.dumps(doc))
     if a.json:
         with open(a.json, "w") as fh:
