@@ -10,6 +10,7 @@ EngineOptions ModelFlags::engine_options() const {
     o.context = context;
     if (!kv_type.empty()) o.kv_dtype = kv_type == "f16" ? DType::F16 : DType::F32;
     o.prefix_cache = !no_prefix_cache;
+    o.dense_attention = dense_attention;
     return o;
 }
 
@@ -44,6 +45,8 @@ void add_model_flags(CLI::App& app, ModelFlags& f, const ModelFlagsUse& use) {
                 std::map<std::string, Numerics>{{"ggml", Numerics::Ggml}, {"fast", Numerics::Fast}}));
     app.add_flag("--no-prefix-cache", f.no_prefix_cache,
                  "recompute every prompt instead of sharing the KV blocks of cached prefixes");
+    app.add_flag("--dense-attention", f.dense_attention,
+                 "DeepSeek-V3.2: attend to every cached position instead of the lightning indexer's top-k");
 }
 
 }  // namespace tracelm::cli

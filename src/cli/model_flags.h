@@ -21,6 +21,7 @@ struct ModelFlags {
     int64_t context = 4096;
     std::string kv_type;  // empty: the model's default (EngineOptions::kv_dtype)
     bool no_prefix_cache = false;
+    bool dense_attention = false;
     Numerics numerics = Numerics::Ggml;
     const CLI::Option* numerics_given = nullptr;  // its count() says whether --numerics was given
 

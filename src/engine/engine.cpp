@@ -106,7 +106,10 @@ Engine::Engine(const Model& model, Backend& backend, EngineOptions options)
             }
         }
     }
-    kv_ = std::make_unique<PagedKvCache>(backend, c.num_hidden_layers, kv_dim, static_cast<int>(pool),
+    // DeepSeek caches one latent row (latent and rope key) per token and layer, and V3.2 its indexer key beside it.
+    const KvLayout layout = c.mla ? KvLayout{c.mla->latent_width(), 0, c.mla->index_n_heads > 0 ? c.mla->index_head_dim : 0}
+                                  : KvLayout{kv_dim, kv_dim, 0};
+    kv_ = std::make_unique<PagedKvCache>(backend, c.num_hidden_layers, layout, static_cast<int>(pool),
                                          opt_.block_size, kv_dtype_for(model, opt_), c.layer_sliding,
                                          static_cast<int>(sliding_pool));
     cache_ = std::make_unique<PrefixCache>(static_cast<int>(pool), opt_.block_size,
@@ -115,7 +118,8 @@ Engine::Engine(const Model& model, Backend& backend, EngineOptions options)
         sliding_cache_ = std::make_unique<PrefixCache>(static_cast<int>(sliding_pool), opt_.block_size, 0);
     }
     // Rows for a prompt chunk beside a whole decode bucket (a mixed step), and one more sequence than the bucket's.
-    decoder_ = std::make_unique<Decoder>(model, backend, *kv_, opt_.prefill_chunk + max_rows_, max_rows_ + 1);
+    decoder_ = std::make_unique<Decoder>(model, backend, *kv_, opt_.prefill_chunk + max_rows_, max_rows_ + 1,
+                                         static_cast<int64_t>(max_blocks_) * opt_.block_size, opt_.dense_attention);
 
     pf_ids_ = i32("prefill.token_ids", opt_.prefill_chunk);
     pf_pos_ = i32("prefill.positions", opt_.prefill_chunk);

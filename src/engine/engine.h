@@ -50,6 +50,9 @@ struct EngineOptions {
     // The sliding-window layers' own pool, in blocks (models that have one: Gemma 3); at least max_seqs times a
     // row's reserve. 0: that, plus with prefix caching room for 4 cached windows per sequence.
     int64_t kv_sliding_blocks = 0;
+    // DeepSeek-V3.2: attend to every cached position instead of the indexer's top-k selection (for comparison; the
+    // two agree exactly while a context is no longer than index_topk).
+    bool dense_attention = false;
 };
 
 // The KV cache dtype `options` give for `model`.

@@ -2,14 +2,16 @@
 
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace tracelm {
 
-PagedKvCache::PagedKvCache(Backend& backend, int layers, int64_t kv_dim, int num_blocks, int block_size, DType dtype,
+PagedKvCache::PagedKvCache(Backend& backend, int layers, KvLayout layout, int num_blocks, int block_size, DType dtype,
                            const std::vector<uint8_t>& sliding, int sliding_blocks)
     : backend_(backend), num_blocks_(num_blocks), block_size_(block_size), sliding_(sliding),
       sliding_blocks_(sliding_blocks), dtype_(dtype) {
-    if (num_blocks <= 0 || block_size <= 0 || kv_dim <= 0 || layers <= 0 || sliding_blocks < 0 ||
+    if (num_blocks <= 0 || block_size <= 0 || layout.k_dim <= 0 || layout.v_dim < 0 || layout.aux_dim < 0 ||
+        layers <= 0 || sliding_blocks < 0 ||
         (!sliding.empty() && sliding.size() != static_cast<size_t>(layers))) {
         throw std::invalid_argument("kv cache: bad geometry");
     }
@@ -18,11 +20,13 @@ PagedKvCache::PagedKvCache(Backend& backend, int layers, int64_t kv_dim, int num
     }
     for (int l = 0; l < layers; ++l) {
         const int64_t slots = static_cast<int64_t>(in_sliding_pool(l) ? sliding_blocks : num_blocks) * block_size;
-        for (const char* kind : {"k", "v"}) {
+        const std::pair<const char*, int64_t> pools[] = {{"k", layout.k_dim}, {"v", layout.v_dim}, {"aux", layout.aux_dim}};
+        for (const auto& [kind, dim] : pools) {
+            if (dim == 0) continue;
             const std::string name = "kv_cache." + std::to_string(l) + "." + kind;
-            Buffer* b = backend.alloc(static_cast<size_t>(slots) * dtype_row_bytes(dtype, kv_dim), name);
+            Buffer* b = backend.alloc(static_cast<size_t>(slots) * dtype_row_bytes(dtype, dim), name);
             buffers_.push_back(b);
-            (kind[0] == 'k' ? k_ : v_).push_back(whole(b, dtype, slots, kv_dim));
+            (kind[0] == 'k' ? k_ : kind[0] == 'v' ? v_ : aux_).push_back(whole(b, dtype, slots, dim));
             bytes_ += b->bytes;
         }
     }

@@ -1,5 +1,6 @@
 // Paged KV cache: per layer, K and V pools of `num_blocks * block_size` slots of f32 or f16 values, preallocated
-// once. Sliding-window layers (Gemma's local layers) may have pools of their own, of `sliding_blocks` blocks, in which
+// once. DeepSeek's latent attention keeps other pools at the same slots (KvLayout): one latent pool as K, no V, and
+// the indexer's keys as the auxiliary pool. Sliding-window layers (Gemma's local layers) may have pools of their own, of `sliding_blocks` blocks, in which
 // a sequence holds only the blocks of its window: their block numbers are another table's.
 // Sequences own blocks through a block table row; slot = block * block_size + offset. Which blocks are free, shared
 // or cached is the PrefixCache's business (kv/prefix_cache.h).
@@ -12,11 +13,23 @@
 
 namespace tracelm {
 
+// Values per slot of each pool of a layer; 0: no such pool.
+struct KvLayout {
+    int64_t k_dim = 0;
+    int64_t v_dim = 0;
+    int64_t aux_dim = 0;
+};
+
 class PagedKvCache {
    public:
     // sliding: per layer, 1 where the layer's K/V live in the sliding pool (empty, or sliding_blocks 0: none).
-    PagedKvCache(Backend& backend, int layers, int64_t kv_dim, int num_blocks, int block_size,
+    PagedKvCache(Backend& backend, int layers, KvLayout layout, int num_blocks, int block_size,
                  DType dtype = DType::F32, const std::vector<uint8_t>& sliding = {}, int sliding_blocks = 0);
+    // K and V pools of kv_dim values.
+    PagedKvCache(Backend& backend, int layers, int64_t kv_dim, int num_blocks, int block_size,
+                 DType dtype = DType::F32, const std::vector<uint8_t>& sliding = {}, int sliding_blocks = 0)
+        : PagedKvCache(backend, layers, KvLayout{kv_dim, kv_dim, 0}, num_blocks, block_size, dtype, sliding,
+                       sliding_blocks) {}
     ~PagedKvCache();
     PagedKvCache(const PagedKvCache&) = delete;
     PagedKvCache& operator=(const PagedKvCache&) = delete;
@@ -30,7 +43,8 @@ class PagedKvCache {
     }
     DType dtype() const { return dtype_; }
     const Tensor& k(int layer) const { return k_[static_cast<size_t>(layer)]; }
-    const Tensor& v(int layer) const { return v_[static_cast<size_t>(layer)]; }
+    const Tensor& v(int layer) const { return v_.at(static_cast<size_t>(layer)); }
+    const Tensor& aux(int layer) const { return aux_.at(static_cast<size_t>(layer)); }
     size_t bytes() const { return bytes_; }
 
     // Blocks needed to hold `tokens` tokens.
@@ -44,7 +58,7 @@ class PagedKvCache {
     DType dtype_;
     size_t bytes_ = 0;
     std::vector<Buffer*> buffers_;
-    std::vector<Tensor> k_, v_;
+    std::vector<Tensor> k_, v_, aux_;
 };
 
 }  // namespace tracelm

@@ -4,6 +4,7 @@
 #include "runtime/rope.h"
 #include "runtime/untrusted.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -23,6 +24,7 @@ std::string_view arch_name(Arch a) {
         case Arch::Qwen2: return "qwen2";
         case Arch::Llama: return "llama";
         case Arch::Gemma3: return "gemma3";
+        case Arch::Deepseek: return "deepseek";
     }
     return "?";
 }
@@ -119,9 +121,12 @@ Arch parse_arch(const Fields& f) {
     if (name == "LlamaForCausalLM" || name == "MistralForCausalLM") return Arch::Llama;
     // The multimodal checkpoint's text model (its config in text_config, its weights under model.language_model).
     if (name == "Gemma3ForCausalLM" || name == "Gemma3ForConditionalGeneration") return Arch::Gemma3;
+    // V3.2 is V3 plus the lightning indexer.
+    if (name == "DeepseekV3ForCausalLM" || name == "DeepseekV32ForCausalLM") return Arch::Deepseek;
     f.fail("architectures", "unsupported architecture '" + untrusted::escape(name) +
                                 "' (supported: Qwen3ForCausalLM, Qwen3MoeForCausalLM, Qwen2ForCausalLM, LlamaForCausalLM, "
-                                "MistralForCausalLM, Gemma3ForCausalLM, Gemma3ForConditionalGeneration)");
+                                "MistralForCausalLM, Gemma3ForCausalLM, Gemma3ForConditionalGeneration, "
+                                "DeepseekV3ForCausalLM, DeepseekV32ForCausalLM)");
 }
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -157,6 +162,36 @@ std::vector<float> llama3_factors(const Fields& f, const Fields& r, const ModelC
             const double smooth = (old_context / wavelength - low) / (high - low);
             factors.push_back(static_cast<float>(1.0 / ((1.0 - smooth) / factor + smooth)));
         }
+    }
+    return factors;
+}
+
+// YaRN (DeepSeek-V3's rope_scaling) as per-pair divisors of the inverse frequencies, as transformers'
+// _compute_yarn_parameters scales them: pair i keeps its frequency below the correction range of beta_fast, is
+// divided by factor above that of beta_slow, and blends linearly between. The attention's softmax scale takes
+// mscale(factor, mscale_all_dim)^2 (ModelConfig::Mla); cos/sin would take mscale / mscale_all_dim's ratio, refused
+// unless 1 (DeepSeek-V3 and V3.2 have mscale == mscale_all_dim).
+std::vector<float> yarn_factors(const Fields& r, ModelConfig& c) {
+    if (!c.mla) r.fail("rope_type", "YaRN is supported for DeepSeek models only");
+    const double factor = r.number("factor", kMinRopeFactor, kMaxRopeFactor);
+    const double orig = static_cast<double>(r.integer("original_max_position_embeddings", 1, kMaxPositions));
+    const double beta_fast = r.number("beta_fast", 0.0, kInf, 32.0), beta_slow = r.number("beta_slow", 0.0, kInf, 1.0);
+    const double mscale = r.number("mscale", -kInf, kInf, 1.0), mscale_all = r.number("mscale_all_dim", -kInf, kInf, 0.0);
+    const auto yarn_mscale = [&](double m) { return factor <= 1.0 ? 1.0 : 0.1 * m * std::log(factor) + 1.0; };
+    if ((mscale_all != 0.0 && yarn_mscale(mscale) != yarn_mscale(mscale_all)) || r.has("attention_factor"))
+        r.fail("mscale", "a YaRN attention factor other than 1 on cos/sin is not supported");
+    if (mscale_all != 0.0) c.mla->scale_mscale2 = yarn_mscale(mscale_all) * yarn_mscale(mscale_all);
+    const double d = c.head_dim, base = c.rope_theta;
+    const auto correction_dim = [&](double rotations) {
+        return d * std::log(orig / (rotations * 2.0 * std::numbers::pi)) / (2.0 * std::log(base));
+    };
+    const double low = std::max(std::floor(correction_dim(beta_fast)), 0.0);
+    double high = std::min(std::ceil(correction_dim(beta_slow)), d - 1.0);
+    if (low == high) high += 0.001;  // transformers' guard against a zero-width ramp
+    std::vector<float> factors(static_cast<size_t>(c.head_dim / 2));
+    for (size_t i = 0; i < factors.size(); ++i) {
+        const double keep = 1.0 - std::clamp((static_cast<double>(i) - low) / (high - low), 0.0, 1.0);
+        factors[i] = static_cast<float>(1.0 / (keep + (1.0 - keep) / factor));
     }
     return factors;
 }
@@ -201,8 +236,9 @@ void parse_rope_parameters(const Fields& f, const json& rope, const Fields& r, b
     std::optional<std::string> type = r.string(rope.contains("rope_type") ? "rope_type" : "type");
     if (!type && type_required) r.fail("rope_type", "missing, got " + untrusted::escape(rope.dump()));
     const std::string kind = type.value_or("default");
-    if (kind != "default" && kind != "linear" && kind != "llama3")
-        r.fail("rope_type", "rope type '" + untrusted::escape(kind) + "' is not supported (supported: default, linear, llama3)");
+    if (kind != "default" && kind != "linear" && kind != "llama3" && kind != "yarn")
+        r.fail("rope_type", "rope type '" + untrusted::escape(kind) +
+                                "' is not supported (supported: default, linear, llama3, yarn)");
     for (const auto& [key, value] : rope.items())
         if (value.is_object()) r.fail(key, "nested RoPE parameters are not supported");
     c.rope_theta = r.number("rope_theta", kMinRopeTheta, kMaxRopeTheta, c.rope_theta);
@@ -210,6 +246,7 @@ void parse_rope_parameters(const Fields& f, const json& rope, const Fields& r, b
         r.fail("partial_rotary_factor", "partial rotary embeddings are not supported");
     if (kind == "linear") c.rope_linear_factor = r.number("factor", kMinRopeFactor, kMaxRopeFactor);
     if (kind == "llama3") c.rope_freq_factors = llama3_factors(f, r, c);
+    if (kind == "yarn") c.rope_freq_factors = yarn_factors(r, c);
 }
 
 // Which layers attend through a sliding window, and how wide it is: layer_types where given; else Gemma 3's
@@ -296,6 +333,54 @@ void parse_moe(const Fields& f, ModelConfig& c) {
     }
 }
 
+// DeepSeek-V3 / V3.2's attention geometry (before parse_rope: head_dim is the rope part's) and, after the layer
+// count, its MoE: routed experts on layers from first_k_dense_replace on (every moe_layer_freq-th), the first ones
+// dense. Other scoring functions or selection methods than V3's are refused.
+void parse_deepseek(const Fields& f, ModelConfig& c) {
+    ModelConfig::Mla m;
+    m.q_lora_rank = static_cast<int>(f.integer("q_lora_rank", 1, kMaxHidden));
+    m.kv_lora_rank = static_cast<int>(f.integer("kv_lora_rank", 1, kMaxHidden));
+    m.qk_nope_head_dim = static_cast<int>(f.integer("qk_nope_head_dim", 1, kMaxHeadDim));
+    m.qk_rope_head_dim = static_cast<int>(f.integer("qk_rope_head_dim", 2, kMaxHeadDim));
+    m.v_head_dim = static_cast<int>(f.integer("v_head_dim", 1, kMaxHeadDim));
+    if (m.qk_rope_head_dim % 2 != 0) f.fail("qk_rope_head_dim", "must be even (RoPE rotates pairs)");
+    if (c.architecture == "DeepseekV32ForCausalLM") {
+        m.index_n_heads = static_cast<int>(f.integer("index_n_heads", 1, kMaxHeads));
+        m.index_head_dim = static_cast<int>(f.integer("index_head_dim", m.qk_rope_head_dim, kMaxHeadDim));
+        m.index_topk = static_cast<int>(f.integer("index_topk", 1, kMaxPositions));
+    }
+    if (f.boolean("attention_bias", false)) f.fail("attention_bias", "attention biases are not supported for DeepSeek");
+    c.head_dim = m.qk_rope_head_dim;
+    c.num_key_value_heads = c.num_attention_heads;
+    c.mla = m;
+}
+
+void parse_deepseek_moe(const Fields& f, ModelConfig& c) {
+    ModelConfig::Mla& m = *c.mla;
+    c.num_experts = static_cast<int>(f.integer("n_routed_experts", 1, kMaxExperts));
+    c.num_experts_per_tok = static_cast<int>(f.integer("num_experts_per_tok", 1, c.num_experts));
+    c.moe_intermediate_size = static_cast<int>(f.integer("moe_intermediate_size", 1, kMaxIntermediate));
+    c.norm_topk_prob = f.boolean("norm_topk_prob", false);
+    m.n_group = static_cast<int>(f.integer("n_group", 1, c.num_experts, 1));
+    if (c.num_experts % m.n_group != 0 || c.num_experts / m.n_group < 2)
+        f.fail("n_group", std::to_string(m.n_group) + " groups of at least 2 of " + std::to_string(c.num_experts) +
+                              " experts are not possible");
+    m.topk_group = static_cast<int>(f.integer("topk_group", 1, m.n_group, m.n_group));
+    if (static_cast<int64_t>(m.topk_group) * (c.num_experts / m.n_group) < c.num_experts_per_tok)
+        f.fail("topk_group", "its groups hold fewer experts than num_experts_per_tok");
+    m.routed_scaling_factor = static_cast<float>(f.number("routed_scaling_factor", 0.0, 1e6, 1.0));
+    m.n_shared_experts = static_cast<int>(f.integer("n_shared_experts", 0, 64, 0));
+    if (f.string("scoring_func").value_or("sigmoid") != "sigmoid")
+        f.fail("scoring_func", "only sigmoid router scores are supported");
+    if (f.string("topk_method").value_or("noaux_tc") != "noaux_tc")
+        f.fail("topk_method", "only noaux_tc expert selection is supported");
+    const int64_t dense = f.integer("first_k_dense_replace", 0, c.num_hidden_layers, 0);
+    const int64_t freq = f.integer("moe_layer_freq", 1, kMaxLayers, 1);
+    c.layer_moe.assign(static_cast<size_t>(c.num_hidden_layers), 0);
+    for (size_t l = 0; l < c.layer_moe.size(); ++l)
+        c.layer_moe[l] = static_cast<int64_t>(l) >= dense && l % static_cast<size_t>(freq) == 0;
+}
+
 void check_unsupported_features(const Fields& f) {
     if (f.has("partial_rotary_factor") && f.number("partial_rotary_factor", 0.0, 2.0) != 1.0)
         f.fail("partial_rotary_factor", "partial rotary embeddings are not supported");
@@ -324,7 +409,9 @@ ModelConfig parse(const json& top, const std::string& source) {
     if (c.num_attention_heads % c.num_key_value_heads != 0)
         f.fail("num_key_value_heads", std::to_string(c.num_key_value_heads) + " does not divide num_attention_heads " +
                                           std::to_string(c.num_attention_heads));
-    if (f.has("head_dim")) {
+    if (c.arch == Arch::Deepseek) {
+        parse_deepseek(f, c);
+    } else if (f.has("head_dim")) {
         c.head_dim = static_cast<int>(f.integer("head_dim", 1, kMaxHeadDim));
     } else if (c.arch == Arch::Qwen3 || c.arch == Arch::Gemma3) {
         c.head_dim = c.arch == Arch::Qwen3 ? 128 : 256;  // their config classes' defaults, which are not hidden/heads
@@ -352,6 +439,7 @@ ModelConfig parse(const json& top, const std::string& source) {
     c.hidden_act = parse_activation(f, c);
     parse_layer_kinds(f, c);
     if (c.architecture == "Qwen3MoeForCausalLM") parse_moe(f, c);
+    if (c.arch == Arch::Deepseek) parse_deepseek_moe(f, c);
 
     if (f.has("bos_token_id")) c.bos_token_id = static_cast<int>(f.integer("bos_token_id", 0, c.vocab_size - 1));
     if (f.has("eos_token_id")) {
@@ -470,6 +558,7 @@ void read_gguf_gemma3(const GgufFile& g, const std::string& p, ModelConfig& c) {
 }  // namespace
 
 float ModelConfig::attention_scale() const {
+    if (mla) return static_cast<float>(std::pow(mla->qk_nope_head_dim + mla->qk_rope_head_dim, -0.5) * mla->scale_mscale2);
     const double scalar = query_pre_attn_scalar > 0.0 ? query_pre_attn_scalar : head_dim;
     return 1.0f / std::sqrt(static_cast<float>(scalar));
 }

@@ -12,7 +12,7 @@ namespace tracelm {
 
 class GgufFile;
 
-enum class Arch { Qwen3, Qwen2, Llama, Gemma3 };
+enum class Arch { Qwen3, Qwen2, Llama, Gemma3, Deepseek };
 
 std::string_view arch_name(Arch a);
 
@@ -60,6 +60,23 @@ struct ModelConfig {
     int moe_intermediate_size = 0;
     bool norm_topk_prob = false;
     std::vector<uint8_t> layer_moe;
+    // DeepSeek-V3 / V3.2 (Arch::Deepseek; docs/deepseek-v32-plan.md): multi-head latent attention (queries through
+    // a q_lora_rank latent, keys and values from one cached kv_lora_rank latent plus a shared qk_rope_head_dim rope
+    // key; head_dim is qk_rope_head_dim, what the RoPE rotates), the V3.2 lightning indexer (index_n_heads 0: none,
+    // dense attention as V3) keeping index_topk positions per query, and DeepSeek's MoE: sigmoid router scores, a
+    // bias for the selection only, the best topk_group of n_group groups, weights times routed_scaling_factor, plus
+    // n_shared_experts always-on experts (an MLP of n_shared_experts * moe_intermediate_size).
+    struct Mla {
+        int q_lora_rank = 0, kv_lora_rank = 0, qk_nope_head_dim = 0, qk_rope_head_dim = 0, v_head_dim = 0;
+        int index_n_heads = 0, index_head_dim = 0, index_topk = 0;
+        int n_group = 1, topk_group = 1, n_shared_experts = 0;
+        float routed_scaling_factor = 1.0f;
+        // The softmax scale's factor from YaRN (mscale(factor, mscale_all_dim)^2; 1 without YaRN).
+        double scale_mscale2 = 1.0;
+        // Values per token per layer in the latent cache (the latent, then the rope key).
+        int latent_width() const { return kv_lora_rank + qk_rope_head_dim; }
+    };
+    std::optional<Mla> mla;
     bool is_moe(int layer) const {
         return static_cast<size_t>(layer) < layer_moe.size() && layer_moe[static_cast<size_t>(layer)] != 0;
     }
@@ -73,7 +90,7 @@ struct ModelConfig {
     }
     // The window of a layer's attention (0: the whole context).
     int attention_window(int layer) const { return is_sliding(layer) ? sliding_window : 0; }
-    float attention_scale() const;
+    float attention_scale() const;  // DeepSeek: (nope + rope)^-0.5 times YaRN's mscale^2
     int kv_dim() const { return num_key_value_heads * head_dim; }
     // The divisors of the inverse frequencies the backends apply (RopeSpec::factors): both kinds of scaling
     // combined, or empty when there is none.

@@ -22,8 +22,11 @@ struct StepInputs {
 
 class Decoder {
    public:
-    // Activations are sized for up to `max_rows` tokens per forward and `max_seqs` sequences.
-    Decoder(const Model& model, Backend& backend, PagedKvCache& kv, int max_rows, int max_seqs);
+    // Activations are sized for up to `max_rows` tokens per forward and `max_seqs` sequences; DeepSeek-V3.2's
+    // indexer scores up to `max_context` cached positions per row. `dense_attention`: V3.2 attends to every
+    // position as V3 does instead of the indexer's top-k (the indexer's keys are cached all the same).
+    Decoder(const Model& model, Backend& backend, PagedKvCache& kv, int max_rows, int max_seqs,
+            int64_t max_context = 0, bool dense_attention = false);
     ~Decoder();
     Decoder(const Decoder&) = delete;
     Decoder& operator=(const Decoder&) = delete;
@@ -53,6 +56,12 @@ class Decoder {
 
    private:
     Tensor activation(const std::string& name, int64_t rows, int64_t cols);
+    // The attention of one layer on its normed input h (T rows) into proj, after writing the cache; false when
+    // `cache_only` stopped it there.
+    bool attention(const LayerWeights& L, int layer, const StepInputs& in, const Tensor& h, const Tensor& proj,
+                   int64_t batch_rows, bool cache_only);
+    bool latent_attention(const LayerWeights& L, int layer, const StepInputs& in, const Tensor& h,
+                          const Tensor& proj, int64_t batch_rows, bool cache_only);
     // The MLP of layer L on h into out: the dense gated MLP (gate and up its scratch), or a mixture-of-experts
     // layer's router, routing and experts.
     void mlp(const LayerWeights& L, const Tensor& h, const Tensor& gate, const Tensor& up, const Tensor& out,
@@ -65,6 +74,12 @@ class Decoder {
     std::vector<Buffer*> buffers_;
     Tensor x_, h_, q_, k_, v_, attn_, proj_, gate_, up_, last_, last_proj_, logits_;
     Tensor router_logits_, expert_ids_, expert_weights_;  // mixture-of-experts layers: [max_rows, E / k]
+    // DeepSeek: the latent attention's activations (LayerWeights::Mla), the shared experts' output, the indexer's
+    // queries, keys, head weights, scores, selection and top-k scratch.
+    Tensor q_a_, c_, k_pe_, q_nope_, q_pe_, q_lat_, o_lat_, o_, shared_;
+    Tensor iq_, ik_, iw_, scores_, selected_;
+    DsaTopkWorkspace topk_ws_;
+    bool dense_attention_ = false;
 };
 
 }  // namespace tracelm

@@ -60,7 +60,7 @@ Tensor Model::bind_norm(Backend& backend, const std::string& name, int64_t cols)
 }
 
 Tensor Model::bind(Backend& backend, const std::string& name, int64_t rows, int64_t cols, bool as_f32, int heads,
-                   bool matrix, float add) {
+                   bool matrix, float add, const std::vector<int64_t>& pick) {
     const std::optional<Stored> info = find(name);
     if (!info) throw std::runtime_error("missing tensor '" + name + "' in " + path_);
     const bool vector = rows == 1;
@@ -82,11 +82,23 @@ Tensor Model::bind(Backend& backend, const std::string& name, int64_t rows, int6
                                  (dtype_is_quantized(info->dtype) ? "a scale of block " : "element ") +
                                  std::to_string(*at) + "); the weights are broken");
     }
-    parameters_ += rows * cols;
     const void* data = info->data;
     size_t bytes = info->bytes;
     DType dt = info->dtype;
     std::vector<unsigned char> converted;  // reordered or converted weights, until uploaded
+    if (!pick.empty()) {
+        const size_t row = bytes / static_cast<size_t>(rows);
+        std::vector<unsigned char> out(pick.size() * row);
+        for (size_t i = 0; i < pick.size(); ++i) {
+            if (pick[i] < 0 || pick[i] >= rows) throw std::logic_error("bind: picked row out of range");
+            std::memcpy(out.data() + i * row, static_cast<const unsigned char*>(data) + static_cast<size_t>(pick[i]) * row, row);
+        }
+        converted = std::move(out);
+        data = converted.data();
+        bytes = converted.size();
+        rows = static_cast<int64_t>(pick.size());
+    }
+    parameters_ += rows * cols;
     if (heads > 0) {
         // Undo llama.cpp's conversion, which stores each head's rows as interleaved (first-half,
         // second-half) pairs so that ggml's pairwise RoPE sees them: row 2j+i of a head holds the
@@ -221,6 +233,62 @@ std::unique_ptr<Model> Model::open(const std::string& path) {
     return m;
 }
 
+LayerWeights::Mla Model::bind_mla(Backend& backend, const std::string& p) {
+    const ModelConfig::Mla& m = *config_.mla;
+    const int64_t H = config_.hidden_size, heads = config_.num_attention_heads, nope = m.qk_nope_head_dim,
+                  rope = m.qk_rope_head_dim, L = m.kv_lora_rank, V = m.v_head_dim, Q = m.q_lora_rank;
+    // Row j of a NeoX-ordered rope part is row neox[j] of DeepSeek's interleaved one.
+    std::vector<int64_t> neox;
+    for (int64_t j = 0; j < rope; j += 2) neox.push_back(j);
+    for (int64_t j = 1; j < rope; j += 2) neox.push_back(j);
+    const auto rows_of = [](int64_t groups, int64_t stride, int64_t first, const std::vector<int64_t>& within) {
+        std::vector<int64_t> rows;
+        for (int64_t g = 0; g < groups; ++g)
+            for (const int64_t r : within) rows.push_back(g * stride + first + r);
+        return rows;
+    };
+    std::vector<int64_t> all_nope(static_cast<size_t>(nope)), all_latent(static_cast<size_t>(L)), all_v(static_cast<size_t>(V));
+    for (std::vector<int64_t>* v : {&all_nope, &all_latent, &all_v})
+        for (size_t i = 0; i < v->size(); ++i) (*v)[i] = static_cast<int64_t>(i);
+    LayerWeights::Mla w;
+    const std::string q_b = p + "self_attn.q_b_proj.weight", kv_a = p + "self_attn.kv_a_proj_with_mqa.weight",
+                      kv_b = p + "self_attn.kv_b_proj.weight";
+    w.q_a = bind(backend, p + "self_attn.q_a_proj.weight", Q, H, false, 0, true);
+    w.q_a_norm = bind_norm(backend, p + "self_attn.q_a_layernorm.weight", Q);
+    w.q_nope = bind(backend, q_b, heads * (nope + rope), Q, false, 0, true, 0.0f, rows_of(heads, nope + rope, 0, all_nope));
+    w.q_pe = bind(backend, q_b, heads * (nope + rope), Q, false, 0, true, 0.0f, rows_of(heads, nope + rope, nope, neox));
+    w.kv_a = bind(backend, kv_a, L + rope, H, false, 0, true, 0.0f, all_latent);
+    w.k_pe = bind(backend, kv_a, L + rope, H, false, 0, true, 0.0f, rows_of(1, 0, L, neox));
+    w.kv_a_norm = bind_norm(backend, p + "self_attn.kv_a_layernorm.weight", L);
+    w.uv = bind(backend, kv_b, heads * (nope + V), L, false, 0, false, 0.0f, rows_of(heads, nope + V, nope, all_v));
+    // uk[h] = W_UK[h]^T: the nope rows of each head of kv_b_proj, transposed, in the file's float type.
+    const Tensor uk_rows = bind(backend, kv_b, heads * (nope + V), L, false, 0, false, 0.0f, rows_of(heads, nope + V, 0, all_nope));
+    if (!is_float(uk_rows.dtype))
+        throw std::runtime_error("tensor '" + kv_b + "' in " + path_ + " must be f32, bf16 or f16 (absorbed per head)");
+    const size_t es = dtype_size(uk_rows.dtype);
+    std::vector<unsigned char> rows(uk_rows.nbytes()), transposed(uk_rows.nbytes());
+    backend.download(uk_rows, rows.data());
+    backend.free(uk_rows.buf);
+    for (int64_t h = 0; h < heads; ++h)
+        for (int64_t i = 0; i < nope; ++i)
+            for (int64_t j = 0; j < L; ++j)
+                std::memcpy(transposed.data() + static_cast<size_t>((h * L + j) * nope + i) * es,
+                            rows.data() + static_cast<size_t>((h * nope + i) * L + j) * es, es);
+    w.uk = whole(backend.alloc(transposed.size(), p + "self_attn.uk"), uk_rows.dtype, heads * L, nope);
+    backend.upload(w.uk, transposed.data());
+    if (m.index_n_heads > 0) {
+        const int64_t Hi = m.index_n_heads, Di = m.index_head_dim;
+        const std::string ip = p + "self_attn.indexer.";
+        w.indexer = LayerWeights::Mla::Indexer{
+            bind(backend, ip + "wq_b.weight", Hi * Di, Q, false, 0, true),
+            bind(backend, ip + "wk.weight", Di, H, false, 0, true),
+            bind(backend, ip + "k_norm.weight", 1, Di, true),
+            bind(backend, ip + "k_norm.bias", 1, Di, true),
+            bind(backend, ip + "weights_proj.weight", Hi, H, false, 0, true)};
+    }
+    return w;
+}
+
 void Model::bind_all(Backend& backend, const std::function<void(size_t, size_t)>& progress) {
     const ModelConfig& cfg = config_;
     const int64_t H = cfg.hidden_size, I = cfg.intermediate_size, hd = cfg.head_dim;
@@ -249,10 +317,23 @@ void Model::bind_all(Backend& backend, const std::function<void(size_t, size_t)>
         } else {
             L.post_norm = bind_norm(backend, p + "post_attention_layernorm.weight", H);
         }
-        L.q_proj = bind(backend, p + "self_attn.q_proj.weight", q_dim, H, false, q_heads, true);
-        L.k_proj = bind(backend, p + "self_attn.k_proj.weight", kv_dim, H, false, k_heads, true);
-        L.v_proj = bind(backend, p + "self_attn.v_proj.weight", kv_dim, H, false, 0, true);
-        L.o_proj = bind(backend, p + "self_attn.o_proj.weight", H, q_dim, false, 0, true);
+        if (cfg.mla) {
+            L.mla = bind_mla(backend, p);
+            L.o_proj = bind(backend, p + "self_attn.o_proj.weight", H,
+                            static_cast<int64_t>(cfg.num_attention_heads) * cfg.mla->v_head_dim, false, 0, true);
+            const LayerWeights::Mla& m = *L.mla;
+            for (const Tensor* t : std::initializer_list<const Tensor*>{&m.q_a, &m.q_nope, &m.q_pe, &m.kv_a, &m.k_pe, &m.uk, &m.uv, &L.o_proj})
+                decode_weight_bytes_ += t->nbytes();
+            if (m.indexer)
+                for (const Tensor* t : {&m.indexer->wq, &m.indexer->wk, &m.indexer->weights})
+                    decode_weight_bytes_ += t->nbytes();
+        } else {
+            L.q_proj = bind(backend, p + "self_attn.q_proj.weight", q_dim, H, false, q_heads, true);
+            L.k_proj = bind(backend, p + "self_attn.k_proj.weight", kv_dim, H, false, k_heads, true);
+            L.v_proj = bind(backend, p + "self_attn.v_proj.weight", kv_dim, H, false, 0, true);
+            L.o_proj = bind(backend, p + "self_attn.o_proj.weight", H, q_dim, false, 0, true);
+            for (const Tensor* t : {&L.q_proj, &L.k_proj, &L.v_proj, &L.o_proj}) decode_weight_bytes_ += t->nbytes();
+        }
         if (cfg.attention_bias) {
             L.q_bias = bind(backend, p + "self_attn.q_proj.bias", 1, q_dim, true, q_heads);
             L.k_bias = bind(backend, p + "self_attn.k_proj.bias", 1, kv_dim, true, k_heads);
@@ -265,7 +346,6 @@ void Model::bind_all(Backend& backend, const std::function<void(size_t, size_t)>
             L.q_norm = bind_norm(backend, p + "self_attn.q_norm.weight", hd);
             L.k_norm = bind_norm(backend, p + "self_attn.k_norm.weight", hd);
         }
-        for (const Tensor* t : {&L.q_proj, &L.k_proj, &L.v_proj, &L.o_proj}) decode_weight_bytes_ += t->nbytes();
         if (cfg.is_moe(l)) {
             const int64_t E = cfg.num_experts, MI = cfg.moe_intermediate_size;
             LayerWeights::Experts x;
@@ -273,6 +353,16 @@ void Model::bind_all(Backend& backend, const std::function<void(size_t, size_t)>
             x.gate = bind_experts(backend, p, "gate_proj", MI, H);
             x.up = bind_experts(backend, p, "up_proj", MI, H);
             x.down = bind_experts(backend, p, "down_proj", H, MI);
+            if (cfg.mla) {
+                x.selection_bias = bind(backend, p + "mlp.gate.e_score_correction_bias", 1, E, true);
+                const int64_t SI = MI * cfg.mla->n_shared_experts;
+                if (SI > 0) {
+                    L.gate_proj = bind(backend, p + "mlp.shared_experts.gate_proj.weight", SI, H, false, 0, true);
+                    L.up_proj = bind(backend, p + "mlp.shared_experts.up_proj.weight", SI, H, false, 0, true);
+                    L.down_proj = bind(backend, p + "mlp.shared_experts.down_proj.weight", H, SI, false, 0, true);
+                    for (const Tensor* t : {&L.gate_proj, &L.up_proj, &L.down_proj}) decode_weight_bytes_ += t->nbytes();
+                }
+            }
             // A token reads the router and its k experts' matrices.
             decode_weight_bytes_ += x.router.nbytes() + (x.gate.nbytes() + x.up.nbytes() + x.down.nbytes()) /
                                                             static_cast<size_t>(E) *

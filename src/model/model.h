@@ -23,13 +23,32 @@ struct LayerWeights {
     std::optional<Tensor> o_bias;                  // f32 (attention_bias outside Qwen2)
     std::optional<Tensor> q_norm, k_norm;          // per-head RMSNorm weights (Qwen3, Gemma 3)
     std::optional<Tensor> attn_out_norm, mlp_out_norm;  // norms of the attention's and the MLP's outputs (Gemma 3)
-    Tensor gate_proj, up_proj, down_proj;  // unbound in a mixture-of-experts layer
+    Tensor gate_proj, up_proj, down_proj;  // unbound in a mixture-of-experts layer (DeepSeek: its shared experts)
     // A mixture-of-experts layer (ModelConfig::is_moe): the router [E, H] and the experts' matrices stacked as
     // moe_ffn takes them (runtime/backend.h MoeExperts), gate and up [E * I, H], down [E * H, I].
     struct Experts {
         Tensor router, gate, up, down;
+        std::optional<Tensor> selection_bias;  // DeepSeek's e_score_correction_bias [E] (f32)
     };
     std::optional<Experts> experts;
+    // DeepSeek's latent attention (ModelConfig::Mla) as the decoder runs it (docs/deepseek-v32-plan.md): the file's
+    // q_b_proj and kv_a_proj_with_mqa split by rows into their no-RoPE and RoPE parts, the RoPE rows of each head
+    // reordered from DeepSeek's interleaved pairs to NeoX's (q_pe . k_pe is unchanged); kv_b_proj split per head
+    // into the absorbed key matrix, transposed ([heads * kv_lora, nope]: q_lat[h] = uk[h] . q_nope[h]), and the
+    // value matrix [heads * v, kv_lora]. o_proj is LayerWeights::o_proj; in a MoE layer gate/up/down_proj hold the
+    // shared experts.
+    struct Mla {
+        Tensor q_a, q_a_norm, q_nope, q_pe;  // [q_lora, H], [q_lora], [heads * nope, q_lora], [heads * rope, q_lora]
+        Tensor kv_a, kv_a_norm, k_pe;        // [kv_lora, H], [kv_lora], [rope, H]
+        Tensor uk, uv;
+        // V3.2's lightning indexer: q [Hi * Di, q_lora], k [Di, H] with LayerNorm weight and bias [Di], per-head
+        // weights [Hi, H] (unscaled: a positive constant factor changes no top-k selection).
+        struct Indexer {
+            Tensor wq, wk, k_norm, k_norm_bias, weights;
+        };
+        std::optional<Indexer> indexer;
+    };
+    std::optional<Mla> mla;
 };
 
 struct ModelWeights {
@@ -93,8 +112,11 @@ class Model {
     // Binds a weight as a device tensor. as_f32 converts it (biases); heads > 0 reorders the rows of
     // each of `heads` row groups from GGUF's interleaved-RoPE order back to the NeoX order.
     // matrix: a matmul weight or embedding table, which the fast numerics repack.
+    // `pick` (non-empty): only those rows of the stored [rows, cols] tensor, in that order.
     Tensor bind(Backend& backend, const std::string& name, int64_t rows, int64_t cols, bool as_f32, int heads = 0,
-                bool matrix = false, float add = 0.0f);
+                bool matrix = false, float add = 0.0f, const std::vector<int64_t>& pick = {});
+    // DeepSeek's attention weights of the layer at `prefix` (LayerWeights::Mla).
+    LayerWeights::Mla bind_mla(Backend& backend, const std::string& prefix);
     // The experts' `proj` weights (gate_proj, up_proj, down_proj; each rows x cols) of the layer at `prefix`,
     // stacked in expert order into one matrix: a folder's per-expert tensors, or GGUF's stacked one.
     Tensor bind_experts(Backend& backend, const std::string& prefix, const std::string& proj, int64_t rows,

@@ -200,12 +200,20 @@ class Backend {
     // row alone, as a decode step computes it). The CPU backend sums GGML-quantized weights in the order llama.cpp's
     // MUL_MAT takes for that many rows (docs/ggml-numerics.md); nothing else depends on it.
     void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out, int64_t batch_rows = 1);
-    // In place NeoX rotary embedding of x [T, heads*head_dim] at positions[t], with the frequencies of `rope`.
-    void rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, const RopeSpec& rope);
+    // In place NeoX rotary embedding of x [T, heads*head_stride] at positions[t], with the frequencies of `rope`
+    // for head_dim: the first head_dim elements of each head rotate (partial rotary embeddings, DeepSeek's indexer;
+    // head_stride 0: head_dim, the whole head).
+    void rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, const RopeSpec& rope,
+                   int head_stride = 0);
     // k_cache/v_cache [slots, kv_dim], both f32 or both f16 (values rounded to nearest even); row t of k/v goes to
     // slot_mapping[t] (skipped when outside [0, slots)).
     void kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
                   const Tensor& v_cache);
+    // One pool: row t of the parts ([T, w_i] f32, at most kMaxCacheParts, side by side) goes to row
+    // slot_mapping[t] of cache [slots, sum w_i] (f32 or f16, rounded to nearest even; slots outside [0, slots)
+    // skipped): DeepSeek's latent and rope key, its indexer keys.
+    static constexpr size_t kMaxCacheParts = 2;
+    void cache_write(std::span<const Tensor> parts, const Tensor& slot_mapping, const Tensor& cache);
     // Causal paged attention. q/out [T, heads*head_dim]. Query i of a sequence with q_len new tokens
     // and seq_len cached tokens sees keys [0, seq_len - q_len + i] (with meta.window, only the last window of them),
     // those whose block is assigned (a query that sees none gives zeros). With f16 caches the CPU backend computes what
@@ -265,6 +273,17 @@ class Backend {
                           const AttentionMeta& meta, const Tensor& indices, int heads, int kv_heads,
                           int head_dim, float scale, const Tensor& out);
 
+    // ---- multi-head latent attention (DeepSeek; semantics in ops/mla/mla.h) ----
+    // out[t, h*N + n] = sum_k x[t, h*K + k] * w[h*N + n, k]: each head's own matrix (w [heads*N, K], f32/bf16/f16),
+    // the absorbed projections of the latent space.
+    void mla_absorb(const Tensor& x, const Tensor& w, int heads, const Tensor& out);
+    // Causal paged attention of `heads` query heads over one shared latent cache [slots, L + R] (the latent c, then
+    // the rope key): score = (q_lat[h] . c + q_pe[h] . k_pe) * scale, out[h] = softmax-weighted sum of c.
+    // q_lat/out [T, heads*L], q_pe [T, heads*R]. Visibility as attention(); with `indices` (i64 [T, topk], may be
+    // null) only the selected positions as sparse_attention().
+    void mla_attention(const Tensor& q_lat, const Tensor& q_pe, const Tensor& cache, const AttentionMeta& meta,
+                       const Tensor* indices, int heads, float scale, const Tensor& out);
+
     // ---- mixture of experts (semantics in ops/moe/moe.h; capabilities().moe) ----
     // logits [T, E] = x [T, H] by the f32 router [E, H] in ggml's order for batch_rows (as for matmul); ids /
     // weights [T, k]: each row's k experts, best first, and their weights.
@@ -283,9 +302,14 @@ class Backend {
     virtual void do_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out,
                            int64_t batch_rows) = 0;
     virtual void do_rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim,
-                              const RopeSpec& rope) = 0;
+                              const RopeSpec& rope, int head_stride) = 0;
     virtual void do_kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
                              const Tensor& v_cache) = 0;
+    virtual void do_cache_write(std::span<const Tensor> parts, const Tensor& slot_mapping, const Tensor& cache) = 0;
+    virtual void do_mla_absorb(const Tensor& x, const Tensor& w, int heads, const Tensor& out) = 0;
+    virtual void do_mla_attention(const Tensor& q_lat, const Tensor& q_pe, const Tensor& cache,
+                                  const AttentionMeta& meta, const Tensor* indices, int heads, float scale,
+                                  const Tensor& out) = 0;
     virtual void do_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta,
                               int heads, int kv_heads, int head_dim, float scale, const Tensor& out) = 0;
     virtual void do_add(const Tensor& a, const Tensor& b, const Tensor& out) = 0;

@@ -47,9 +47,14 @@ class CpuBackend : public Backend {
     void do_rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) override;
     void do_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out,
                    int64_t batch_rows) override;
-    void do_rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, const RopeSpec& rope) override;
+    void do_rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, const RopeSpec& rope,
+                      int head_stride) override;
     void do_kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
                      const Tensor& v_cache) override;
+    void do_cache_write(std::span<const Tensor> parts, const Tensor& slot_mapping, const Tensor& cache) override;
+    void do_mla_absorb(const Tensor& x, const Tensor& w, int heads, const Tensor& out) override;
+    void do_mla_attention(const Tensor& q_lat, const Tensor& q_pe, const Tensor& cache, const AttentionMeta& meta,
+                          const Tensor* indices, int heads, float scale, const Tensor& out) override;
     void do_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta,
                       int heads, int kv_heads, int head_dim, float scale, const Tensor& out) override;
     void do_add(const Tensor& a, const Tensor& b, const Tensor& out) override;

@@ -256,9 +256,9 @@ void CudaBackend::do_matmul(const Tensor& x, const Tensor& w, const Tensor* bias
 }
 
 void CudaBackend::do_rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim,
-                               const RopeSpec& rope) {
-    ops::rope_neox(x.ptr<float>(), positions.ptr<int32_t>(), x.rows, heads, head_dim, rope_freqs(head_dim, rope),
-                   impl_->stream);
+                               const RopeSpec& rope, int head_stride) {
+    ops::rope_neox(x.ptr<float>(), positions.ptr<int32_t>(), x.rows, heads, head_dim, head_stride,
+                   rope_freqs(head_dim, rope), impl_->stream);
 }
 
 void CudaBackend::do_kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
@@ -314,6 +314,36 @@ void CudaBackend::do_sparse_attention(const Tensor& q, const Tensor& k_cache, co
                                    const AttentionMeta& meta, const Tensor& indices, int heads, int kv_heads,
                                    int head_dim, float scale, const Tensor& out) {
     paged_attention(q, k_cache, v_cache, meta, &indices, heads, kv_heads, head_dim, scale, out, "sparse_attention");
+}
+
+void CudaBackend::do_cache_write(std::span<const Tensor> parts, const Tensor& slot_mapping, const Tensor& cache) {
+    ops::CacheWriteParts p{};
+    for (size_t i = 0; i < parts.size(); ++i) {
+        p.parts[i] = parts[i].ptr<float>();
+        p.widths[i] = parts[i].cols;
+    }
+    p.count = static_cast<int>(parts.size());
+    ops::cache_write(p, slot_mapping.ptr<int32_t>(), slot_mapping.numel(), cache.raw(), cache.dtype, cache.cols,
+                     cache.rows, impl_->stream);
+}
+
+void CudaBackend::do_mla_absorb(const Tensor& x, const Tensor& w, int heads, const Tensor& out) {
+    ops::mla_absorb(x.ptr<float>(), x.rows, heads, x.cols / heads, w.raw(), w.dtype, w.rows / heads,
+                    out.ptr<float>(), impl_->stream);
+}
+
+void CudaBackend::do_mla_attention(const Tensor& q_lat, const Tensor& q_pe, const Tensor& cache,
+                                   const AttentionMeta& meta, const Tensor* indices, int heads, float scale,
+                                   const Tensor& out) {
+    if (cache.cols > ops::kMaxLatentRow)
+        throw std::invalid_argument("mla_attention: cache rows wider than " + std::to_string(ops::kMaxLatentRow));
+    ops::mla_attention({q_lat.ptr<float>(), q_pe.ptr<float>(), cache.raw(), meta.block_tables.ptr<int32_t>(),
+                        meta.seq_lens.ptr<int32_t>(), meta.query_start_loc.ptr<int32_t>(),
+                        indices ? indices->ptr<int64_t>() : nullptr, out.ptr<float>(), cache.rows,
+                        indices ? indices->cols : 0, meta.num_seqs, static_cast<int>(meta.block_tables.cols),
+                        meta.block_size, heads, static_cast<int>(q_lat.cols / heads),
+                        static_cast<int>(q_pe.cols / heads), scale},
+                       q_lat.rows, cache.dtype, impl_->stream);
 }
 
 // Mixture-of-experts ops are not on this backend yet (capabilities().moe is false, so no MoE model loads here).

@@ -41,11 +41,39 @@ struct RopeFreqs {
     float theta_scale;
     float factors[kMaxHeadDim / 2];
 };
-void rope_neox(float* x, const int32_t* positions, int64_t T, int heads, int head_dim, const RopeFreqs& f,
+void rope_neox(float* x, const int32_t* positions, int64_t T, int heads, int head_dim, int head_stride, const RopeFreqs& f,
                cudaStream_t stream);
 // k_cache/v_cache hold kv_dt values: f32, or f16 rounded to nearest even.
 void kv_write(const float* k, const float* v, const int32_t* slots, void* k_cache, void* v_cache, DType kv_dt,
               int64_t T, int64_t dim, int64_t num_slots, cudaStream_t stream);
+
+// Up to Backend::kMaxCacheParts f32 parts [T, widths[i]] written side by side into one cache row.
+struct CacheWriteParts {
+    const float* parts[2];
+    int64_t widths[2];
+    int count;
+};
+void cache_write(const CacheWriteParts& parts, const int32_t* slots, int64_t T, void* cache, DType kv_dt,
+                 int64_t width, int64_t num_slots, cudaStream_t stream);
+// Per-head products out[t, h*N + n] = x[t, h*K:] . w[h*N + n, :] (w f32/bf16/f16).
+void mla_absorb(const float* x, int64_t T, int heads, int64_t K, const void* w, DType wt, int64_t N, float* out,
+                cudaStream_t stream);
+// Widest latent cache row (latent + rope) mla_attention takes.
+constexpr int64_t kMaxLatentRow = 1024;
+struct MlaParams {
+    const float* q_lat;
+    const float* q_pe;
+    const void* cache;
+    const int32_t* block_tables;
+    const int32_t* seq_lens;
+    const int32_t* query_start;
+    const int64_t* indices;  // null: dense
+    float* out;
+    int64_t num_slots, topk;
+    int num_seqs, max_blocks, block_size, heads, latent, rope;
+    float scale;
+};
+void mla_attention(const MlaParams& p, int64_t T, DType kv_dt, cudaStream_t stream);
 
 struct AttentionParams {
     const float* q;               // [T, heads*head_dim]

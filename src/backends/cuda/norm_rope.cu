@@ -51,16 +51,17 @@ __device__ float rope_angle(float pos, int i, const RopeFreqs& f) {
     return theta / f.factors[i];
 }
 
-__global__ void rope_kernel(float* x, const int32_t* positions, int heads, int head_dim, RopeFreqs f) {
+__global__ void rope_kernel(float* x, const int32_t* positions, int heads, int head_dim, int head_stride,
+                            RopeFreqs f) {
     const int64_t t = blockIdx.x;
     const int half = head_dim / 2;
     const float pos = static_cast<float>(positions[t]);
-    float* row = x + t * heads * head_dim;
+    float* row = x + t * heads * head_stride;
     for (int idx = threadIdx.x; idx < heads * half; idx += blockDim.x) {
         const int h = idx / half, i = idx % half;
         float s, c;
         sincosf(rope_angle(pos, i, f), &s, &c);
-        float* v = row + h * head_dim;
+        float* v = row + h * head_stride;
         const float x1 = v[i], x2 = v[half + i];
         v[i] = x1 * c - x2 * s;
         v[half + i] = x2 * c + x1 * s;
@@ -130,10 +131,10 @@ void add_rms_norm(float* x, const float* delta, const void* w, DType wt, float e
     check_launch("add_rms_norm");
 }
 
-void rope_neox(float* x, const int32_t* positions, int64_t T, int heads, int head_dim, const RopeFreqs& f,
-               cudaStream_t stream) {
+void rope_neox(float* x, const int32_t* positions, int64_t T, int heads, int head_dim, int head_stride,
+               const RopeFreqs& f, cudaStream_t stream) {
     if (T == 0) return;
-    rope_kernel<<<static_cast<unsigned>(T), 128, 0, stream>>>(x, positions, heads, head_dim, f);
+    rope_kernel<<<static_cast<unsigned>(T), 128, 0, stream>>>(x, positions, heads, head_dim, head_stride, f);
     check_launch("rope_neox");
 }
 

@@ -822,7 +822,8 @@ void VulkanBackend::rope(const Tensor& x, const Tensor& positions, int heads, in
 }
 
 void VulkanBackend::do_rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim,
-                                 const RopeSpec& rope) {
+                                 const RopeSpec& rope, int head_stride) {
+    if (head_stride != head_dim) not_implemented("rope_neox of part of each head");
     this->rope(x, positions, heads, head_dim, rope, 1.0f);
 }
 
@@ -866,6 +867,16 @@ void VulkanBackend::do_sparse_attention(const Tensor& q, const Tensor& k_cache, 
                                         const AttentionMeta& meta, const Tensor& indices, int heads, int kv_heads,
                                         int head_dim, float scale, const Tensor& out) {
     paged_attention(q, k_cache, v_cache, meta, &indices, heads, kv_heads, head_dim, scale, out);
+}
+
+// DeepSeek's latent attention is not on this backend yet.
+void VulkanBackend::do_cache_write(std::span<const Tensor>, const Tensor&, const Tensor&) {
+    not_implemented("cache_write");
+}
+void VulkanBackend::do_mla_absorb(const Tensor&, const Tensor&, int, const Tensor&) { not_implemented("mla_absorb"); }
+void VulkanBackend::do_mla_attention(const Tensor&, const Tensor&, const Tensor&, const AttentionMeta&, const Tensor*,
+                                     int, float, const Tensor&) {
+    not_implemented("mla_attention");
 }
 
 void VulkanBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,

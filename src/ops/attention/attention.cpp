@@ -36,6 +36,23 @@ void Backend::kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapp
     do_kv_write(k, v, slot_mapping, k_cache, v_cache);
 }
 
+void Backend::cache_write(std::span<const Tensor> parts, const Tensor& slot_mapping, const Tensor& cache) {
+    require(!parts.empty() && parts.size() <= kMaxCacheParts, "cache_write",
+            "1 to " + std::to_string(kMaxCacheParts) + " parts");
+    require(capabilities().has_kv_type(cache.dtype), "cache_write",
+            "cache type " + std::string(dtype_name(cache.dtype)) + " is not one of " +
+                BackendCapabilities::list(capabilities().kv_types));
+    require_dtype(slot_mapping, DType::I32, "cache_write");
+    int64_t width = 0;
+    for (const Tensor& p : parts) {
+        require_dtype(p, DType::F32, "cache_write");
+        require(p.rows == slot_mapping.numel(), "cache_write", "part '" + p.name() + "' needs one row per slot");
+        width += p.cols;
+    }
+    require(width == cache.cols, "cache_write", "the parts' widths do not add up to the cache row's");
+    do_cache_write(parts, slot_mapping, cache);
+}
+
 void Backend::attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta,
                         int heads, int kv_heads, int head_dim, float scale, const Tensor& out) {
     checks::attention(q, k_cache, v_cache, meta, heads, kv_heads, head_dim, out, "attention", capabilities());

@@ -41,14 +41,17 @@ void Backend::add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w
     do_add_rms_norm(x, delta, w, eps, out);
 }
 
-void Backend::rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, const RopeSpec& rope) {
+void Backend::rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, const RopeSpec& rope,
+                        int head_stride) {
     require_dtype(x, DType::F32, "rope_neox");
     require_dtype(positions, DType::I32, "rope_neox");
     require(head_dim > 0 && head_dim % 2 == 0 && head_dim <= capabilities().max_head_dim, "rope_neox", "bad head_dim");
-    require(x.cols == static_cast<int64_t>(heads) * head_dim && positions.numel() == x.rows, "rope_neox",
+    if (head_stride == 0) head_stride = head_dim;
+    require(head_stride >= head_dim, "rope_neox", "head_stride below head_dim");
+    require(x.cols == static_cast<int64_t>(heads) * head_stride && positions.numel() == x.rows, "rope_neox",
             "shape mismatch on '" + x.name() + "'");
     check_rope_spec(rope, head_dim, "rope_neox");
-    do_rope_neox(x, positions, heads, head_dim, rope);
+    do_rope_neox(x, positions, heads, head_dim, rope, head_stride);
 }
 
 void Backend::qk_norm_rope_kv_write(const QkvPrologue& p) {

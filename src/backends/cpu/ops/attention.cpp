@@ -25,7 +25,47 @@ void run_kv_write(const KvWriteArgs& a, int64_t b, int64_t e) {
     }
 }
 
+struct CacheWriteArgs {
+    const float* parts[Backend::kMaxCacheParts];
+    int64_t widths[Backend::kMaxCacheParts];
+    size_t count;
+    const int32_t* slots;
+    void* cache;
+    int64_t width, num_slots;
+    bool f16;
+};
+void run_cache_write(const CacheWriteArgs& a, int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+        const int64_t slot = a.slots[t];
+        if (slot < 0 || slot >= a.num_slots) continue;
+        // Each part as its own one-row "cache" at its column offset: store_kv_row's rounding.
+        int64_t col = 0;
+        for (size_t i = 0; i < a.count; ++i) {
+            const size_t at = static_cast<size_t>(slot * a.width + col) * (a.f16 ? 2 : 4);
+            store_kv_row(a.parts[i] + t * a.widths[i], static_cast<char*>(a.cache) + at, 0, a.widths[i], a.f16);
+            col += a.widths[i];
+        }
+    }
+}
+
 }  // namespace
+
+void CpuBackend::do_cache_write(std::span<const Tensor> parts, const Tensor& slot_mapping, const Tensor& cache) {
+    CacheWriteArgs a{};
+    Footprint fp;
+    for (size_t i = 0; i < parts.size(); ++i) {
+        a.parts[i] = parts[i].ptr<float>();
+        a.widths[i] = parts[i].cols;
+        fp.read(parts[i]);
+    }
+    a.count = parts.size();
+    a.slots = slot_mapping.ptr<int32_t>();
+    a.cache = cache.raw();
+    a.width = cache.cols;
+    a.num_slots = cache.rows;
+    a.f16 = cache.dtype == DType::F16;
+    submit(run_cache_write, a, fp.read(slot_mapping).write(cache), slot_mapping.numel());
+}
 
 PagedAttentionArgs attention_args(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                                   const AttentionMeta& meta, int heads, int kv_heads, int head_dim, float scale,

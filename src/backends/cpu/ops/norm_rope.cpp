@@ -21,13 +21,18 @@ struct RopeArgs {
     const int32_t* positions;
     const float* factors;  // null: none
     float theta_scale;
-    int heads, head_dim;
+    int heads, head_dim, head_stride;
 };
 void run_rope(const RopeArgs& a, int64_t b, int64_t e) {
     float cs[kMaxHeadDim];  // rope_cos_sin's layout
     for (int64_t t = b; t < e; ++t) {
         rope_cos_sin(a.positions[t], a.theta_scale, a.factors, a.head_dim / 2, cs);
-        rope_rotate(a.x + t * static_cast<int64_t>(a.heads) * a.head_dim, a.heads, a.head_dim, cs);
+        float* row = a.x + t * static_cast<int64_t>(a.heads) * a.head_stride;
+        if (a.head_stride == a.head_dim) {
+            rope_rotate(row, a.heads, a.head_dim, cs);
+        } else {
+            for (int h = 0; h < a.heads; ++h) rope_rotate(row + static_cast<int64_t>(h) * a.head_stride, 1, a.head_dim, cs);
+        }
     }
 }
 
@@ -110,10 +115,12 @@ const CpuBackend::RopeTable& CpuBackend::rope_table(int head_dim, const RopeSpec
     return t;
 }
 
-void CpuBackend::do_rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, const RopeSpec& rope) {
+void CpuBackend::do_rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, const RopeSpec& rope,
+                              int head_stride) {
     const RopeTable& t = rope_table(head_dim, rope);
     submit(run_rope,
-           RopeArgs{x.ptr<float>(), positions.ptr<int32_t>(), t.factors_or_null(), t.theta_scale, heads, head_dim},
+           RopeArgs{x.ptr<float>(), positions.ptr<int32_t>(), t.factors_or_null(), t.theta_scale, heads, head_dim,
+                    head_stride},
            Footprint().read(positions).write(x), x.rows);
 }
 
