@@ -146,10 +146,13 @@ TEST_F(DsaPaged, TopkCausalEqualsTopkWithTheHostsWindows) {
     EXPECT_EQ(got, dsa::topk_causal_reference(c, qsl, seq_lens));
     EXPECT_EQ(got, dsa::topk_reference(c));
     for (int j = 0; j < topk; ++j) EXPECT_EQ(got[(T - 1) * topk + j], -1) << "the padded row selects nothing";
-    // A metadata tensor of the wrong type is refused before anything runs.
+    // A metadata tensor of the wrong type, and a sliding window, are refused.
     AttentionMeta bad = meta;
     bad.seq_lens = i64("lens64", 1, S, {11, 7, 21});
     EXPECT_THROW(be.dsa_topk_causal(scores, bad, ws, causal), std::invalid_argument);
+    AttentionMeta sliding = meta;
+    sliding.window = 4;
+    EXPECT_THROW(be.dsa_topk_causal(scores, sliding, ws, causal), std::invalid_argument);
 }
 
 // Layer 0's indexer scores of each golden prompt, as one prefill (every row of one sequence) and as the last row

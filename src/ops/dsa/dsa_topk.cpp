@@ -62,6 +62,7 @@ void check_topk_args(const Tensor& scores, const Tensor& window_start, const Ten
 void check_topk_causal_args(const Tensor& scores, const AttentionMeta& meta, const Tensor& indices) {
     check_scores_indices(scores, indices, scores.rows, scores.rows);
     checks::attention_meta(meta, "dsa_topk");
+    if (meta.window != 0) fail("a sliding window is not supported");
 }
 
 void check_topk_workspace(const DsaTopkWorkspace& ws, int64_t rows, int64_t keys, size_t bytes) {

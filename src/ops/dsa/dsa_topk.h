@@ -15,7 +15,7 @@
 // has the window [0, seq_lens[s] - q_len + i + 1) with q_len = query_start_loc[s + 1] - query_start_loc[s]; a row
 // of no sequence (a padded row) an empty one, so all -1.
 //
-// This header is also compiled by nvcc (the CUDA kernel uses order_key and clamp_window on the device).
+// This header is also compiled by nvcc (the CUDA kernel uses order_key and row_window on the device).
 #pragma once
 
 #include <cstdint>
@@ -103,7 +103,8 @@ void check_topk_args(int64_t rows, int64_t keys, int64_t topk, int64_t window_st
 // shape), indices [T, topk] i64 (topk = indices.cols).
 void check_topk_args(const Tensor& scores, const Tensor& window_start, const Tensor& window_end,
                      const Tensor& indices);
-// dsa_topk_causal's: scores [T, nk] f32, indices [T, topk] i64, meta as attention's (ops/attention).
+// dsa_topk_causal's: scores [T, nk] f32, indices [T, topk] i64, meta as attention's (ops/attention) without a
+// sliding window.
 void check_topk_causal_args(const Tensor& scores, const AttentionMeta& meta, const Tensor& indices);
 // Throws std::invalid_argument unless `ws` holds at least `bytes` and was made for at least rows x keys.
 void check_topk_workspace(const DsaTopkWorkspace& ws, int64_t rows, int64_t keys, size_t bytes);

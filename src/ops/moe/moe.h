@@ -12,9 +12,9 @@
 //   0..k-1 with weight 0.
 // moe_route_grouped(x [T, H] f32, router [E, H] f32, bias [E] f32, n_group, topk_group, normalize, scaling,
 // logits [T, E] f32, ids [T, k] i32, weights [T, k] f32): DeepSeek-V3's noaux_tc routing, per row, in f32:
-//   logits = x . router^T, the raw router products, each as ggml's f32 MUL_MAT sums a product of one row
-//   (ggml_vec_dot_f32's order, moe_route's for batch_rows 1) whatever the number of rows: a row's routing depends on
-//   its own x only (batch invariance);
+//   logits = x . router^T, the raw router products, each summed in one fixed order whatever the number of rows, so
+//   that a row's routing depends on its own x only (batch invariance): on the CPU ggml_vec_dot_f32's (moe_route's for
+//   batch_rows 1), on CUDA a serial sum in index order;
 //   s = 1 / (1 + exp(-logit)); c = s + bias (the selection score; a NaN c ranks as -inf);
 //   group g (experts [g * E/n_group, (g + 1) * E/n_group)) scores the sum of its two largest c (largest first; a NaN
 //   sum ranks as -inf);
