@@ -214,6 +214,9 @@ class Backend {
     // skipped): DeepSeek's latent and rope key, its indexer keys.
     static constexpr size_t kMaxCacheParts = 2;
     void cache_write(std::span<const Tensor> parts, const Tensor& slot_mapping, const Tensor& cache);
+    // out[r,:] = (x[r,:] - mean) / sqrt(variance + eps) * w + b, mean and (biased) variance of the row; w and b of
+    // one f32/bf16/f16 type, length cols; out may alias x.
+    void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, const Tensor& out);
     // Causal paged attention. q/out [T, heads*head_dim]. Query i of a sequence with q_len new tokens
     // and seq_len cached tokens sees keys [0, seq_len - q_len + i] (with meta.window, only the last window of them),
     // those whose block is assigned (a query that sees none gives zeros). With f16 caches the CPU backend computes what
@@ -267,6 +270,16 @@ class Backend {
     // w [T, heads], keys [nk, D], scores [T, nk] (all f32).
     void dsa_indexer(const Tensor& q, const Tensor& weights, const Tensor& keys, int heads,
                      const Tensor& scores);
+    // dsa_topk with each row's window [0, seq_len - q_len + i + 1) for row i of a sequence (rows from
+    // meta.query_start_loc, read on the device; an empty window for a row of no sequence): the causal top-k of a step.
+    void dsa_topk_causal(const Tensor& scores, const AttentionMeta& meta, const DsaTopkWorkspace& ws,
+                         const Tensor& indices);
+    // dsa_indexer over a paged key cache [slots, D] (f32): row i of sequence s scores its own positions
+    // 0 .. seq_len - q_len + i through the block table (meta.block_size; a position whose block is unassigned or
+    // outside the pool scores -inf) into scores [T, max_keys]; the rest of each row is left unspecified. Sizes are
+    // read from meta on the device, and each row costs its own context (ops/dsa/dsa_indexer.h).
+    void dsa_indexer_paged(const Tensor& q, const Tensor& weights, const Tensor& key_cache, const AttentionMeta& meta,
+                           int heads, const Tensor& scores);
     // attention() restricted, for each query row t, to the cached positions indices[t, :] (i64); -1 entries and
     // positions the row may not see are skipped. Given all of them in ascending order it equals attention().
     void sparse_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
@@ -289,6 +302,12 @@ class Backend {
     // weights [T, k]: each row's k experts, best first, and their weights.
     void moe_route(const Tensor& x, const Tensor& router, int64_t batch_rows, bool normalize, const Tensor& logits,
                    const Tensor& ids, const Tensor& weights);
+    // DeepSeek's noaux_tc routing: logits [T, E] = x [T, H] by the f32 router [E, H] (each row alone, in one fixed
+    // order); ids / weights [T, k]: the k best experts by sigmoid(logit) + bias within the topk_group best of n_group
+    // groups, best first, and their sigmoid scores (normalised when asked) times scaling (ops/moe/moe.h).
+    void moe_route_grouped(const Tensor& x, const Tensor& router, const Tensor& bias, int n_group, int topk_group,
+                           bool normalize, float scaling, const Tensor& logits, const Tensor& ids,
+                           const Tensor& weights);
     // out[t] = the weighted sum over row t's k experts of their SwiGLU (act-gated) FFN of x[t], in slot order;
     // batch_rows as for matmul.
     void moe_ffn(const Tensor& x, const Tensor& ids, const Tensor& weights, const MoeExperts& experts,
@@ -299,6 +318,7 @@ class Backend {
     virtual void do_copy(const Tensor& dst, const Tensor& src) = 0;
     virtual void do_embedding(const Tensor& ids, const Tensor& table, float scale, const Tensor& out) = 0;
     virtual void do_rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) = 0;
+    virtual void do_layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, const Tensor& out) = 0;
     virtual void do_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out,
                            int64_t batch_rows) = 0;
     virtual void do_rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim,
@@ -331,12 +351,19 @@ class Backend {
                              const DsaTopkWorkspace& ws, const Tensor& indices) = 0;
     virtual void do_dsa_indexer(const Tensor& q, const Tensor& weights, const Tensor& keys, int heads,
                                 const Tensor& scores) = 0;
+    virtual void do_dsa_topk_causal(const Tensor& scores, const AttentionMeta& meta, const DsaTopkWorkspace& ws,
+                                    const Tensor& indices) = 0;
+    virtual void do_dsa_indexer_paged(const Tensor& q, const Tensor& weights, const Tensor& key_cache,
+                                      const AttentionMeta& meta, int heads, const Tensor& scores) = 0;
     virtual void do_sparse_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                                      const AttentionMeta& meta, const Tensor& indices, int heads, int kv_heads,
                                      int head_dim, float scale, const Tensor& out) = 0;
 
     virtual void do_moe_route(const Tensor& x, const Tensor& router, int64_t batch_rows, bool normalize,
                               const Tensor& logits, const Tensor& ids, const Tensor& weights) = 0;
+    virtual void do_moe_route_grouped(const Tensor& x, const Tensor& router, const Tensor& bias, int n_group,
+                                      int topk_group, bool normalize, float scaling, const Tensor& logits,
+                                      const Tensor& ids, const Tensor& weights) = 0;
     virtual void do_moe_ffn(const Tensor& x, const Tensor& ids, const Tensor& weights, const MoeExperts& experts,
                             const Tensor& out, int64_t batch_rows) = 0;
 

@@ -32,7 +32,7 @@ TEST(DsaTopkCuda, InvalidArgumentsThrowBeforeTouchingTheDevice) {
     EXPECT_THROW(cuda::dsa_topk_host(c), std::invalid_argument);
 
     // Device arguments are checked before any launch, so null pointers are never reached.
-    cuda::DsaTopkDeviceArgs a{nullptr, nullptr, nullptr, nullptr, nullptr, 0, 4, 16, 0};
+    cuda::DsaTopkDeviceArgs a{nullptr, nullptr, nullptr, nullptr, nullptr, 0, 4, 16, 0, {}};
     EXPECT_THROW(cuda::dsa_topk(a, nullptr), std::invalid_argument);  // topk 0
     a.topk = 8;
     a.keys = -1;

@@ -1,16 +1,21 @@
 // The mixture-of-experts ops (ops/moe/moe.h) on the CPU backend: moe_route against the reference row by row, bit for
-// bit (ties, NaN, infinite rows); moe_ffn against a second implementation built from the backend's own verified
-// ops, one (row, slot) at a time (matmul of the row by the expert's slice of the stacked weights, glu, the down
-// matmul, the weighted sum in slot order on the host), bit for bit on float, GGML-quantized (Q8_0, Q4_0, Q4_K, Q6_K)
-// and repacked weights,
-// and against double-precision math on f32 weights; a row's bits alone equal its bits among others; a recorded
-// graph routes from the logits uploaded before each replay, equals eager calls and allocates nothing.
+// bit (ties, NaN, infinite rows); moe_route_grouped (DeepSeek's routing) against its reference row by row, on hand
+// cases of tied groups and experts, against the float64 reference model's routes (testdata/ops), alone as in a batch
+// bit for bit, and on every backend against the CPU (support/op_conformance.h); moe_ffn against a second
+// implementation built from the backend's own verified ops, one (row, slot) at a time (matmul of the row by the
+// expert's slice of the stacked weights, glu, the down matmul, the weighted sum in slot order on the host), bit for
+// bit on float, GGML-quantized (Q8_0, Q4_0, Q4_K, Q6_K) and repacked weights, and against double-precision math on
+// f32 weights; a row's bits alone equal its bits among others; a recorded graph routes from the logits uploaded
+// before each replay, equals eager calls and allocates nothing.
 #include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -20,10 +25,13 @@
 #include "ops/ggml_math.h"
 #include "ops/moe/moe.h"
 #include "support/ggml_reference.h"
+#include "support/op_conformance.h"
 #include "support/test_support.h"
 
 namespace tracelm {
 namespace {
+
+using conformance::OpConformance;
 
 // A device tensor of the backend, freed with it.
 struct Device {
@@ -197,6 +205,198 @@ TEST(MoeRoute, SoftMaxRowIsGgmls) {
         ggml_ref::soft_max(x.data(), nullptr, n, 1.0f, want.data());
         for (int64_t i = 0; i < n; ++i) ASSERT_TRUE(same_bits(got[static_cast<size_t>(i)], want[static_cast<size_t>(i)])) << n << " " << i;
     }
+}
+
+// ---- moe_route_grouped ----
+
+struct Grouped {
+    int64_t E, H;
+    int n_group, topk_group, k;
+    bool normalize;
+    float scaling;
+};
+
+struct GroupedOut {
+    std::vector<float> logits;
+    std::vector<int32_t> ids;
+    std::vector<float> weights;
+};
+
+GroupedOut route_grouped(Device& d, const Grouped& g, const std::vector<float>& x, const std::vector<float>& router,
+                         const std::vector<float>& bias) {
+    const int64_t T = static_cast<int64_t>(x.size()) / g.H;
+    const Tensor logits = d.make("logits", DType::F32, T, g.E), ids = d.make("ids", DType::I32, T, g.k),
+                 w = d.make("w", DType::F32, T, g.k);
+    d.be.moe_route_grouped(d.f32("x", T, g.H, x), d.f32("router", g.E, g.H, router), d.f32("bias", 1, g.E, bias),
+                           g.n_group, g.topk_group, g.normalize, g.scaling, logits, ids, w);
+    GroupedOut out{d.read(logits), std::vector<int32_t>(static_cast<size_t>(T * g.k)), d.read(w)};
+    d.be.download(ids, out.ids.data());
+    return out;
+}
+
+// Each row against the reference from the op's own logits: ids exactly, weights to f32 rounding (the reference is
+// in double). Random routers with and without normalisation, one with a NaN bias (that expert ranks last).
+TEST(MoeRouteGrouped, EveryRowIsTheReferences) {
+    cpu::CpuBackend be(2);
+    Device d(be);
+    std::mt19937 rng(17);
+    for (const Grouped g : {Grouped{64, 32, 8, 3, 6, true, 2.5f}, Grouped{16, 24, 4, 2, 3, false, 1.0f},
+                            Grouped{8, 16, 4, 4, 8, true, 1.0f}}) {
+        SCOPED_TRACE(::testing::Message() << g.E << " experts, " << g.n_group << " groups");
+        const int64_t T = 23;
+        std::vector<float> bias = randn(rng, static_cast<size_t>(g.E), 0.1f);
+        if (g.E == 16) bias[5] = NAN;
+        const GroupedOut got = route_grouped(d, g, randn(rng, static_cast<size_t>(T * g.H)),
+                                             randn(rng, static_cast<size_t>(g.E * g.H), 0.3f), bias);
+        int nan_chosen = 0;
+        for (int64_t t = 0; t < T; ++t) {
+            std::vector<int32_t> ids(static_cast<size_t>(g.k));
+            std::vector<float> w(static_cast<size_t>(g.k));
+            reference::moe_route_grouped_row(got.logits.data() + t * g.E, bias.data(), g.E, g.n_group, g.topk_group,
+                                             g.k, g.normalize, g.scaling, ids.data(), w.data());
+            for (int j = 0; j < g.k; ++j) {
+                const size_t at = static_cast<size_t>(t * g.k + j);
+                ASSERT_EQ(got.ids[at], ids[static_cast<size_t>(j)]) << t << " " << j;
+                EXPECT_NEAR(got.weights[at], w[static_cast<size_t>(j)], 1e-6 * std::abs(w[static_cast<size_t>(j)]))
+                    << t << " " << j;
+                nan_chosen += g.E == 16 && got.ids[at] == 5;
+            }
+        }
+        EXPECT_EQ(nan_chosen, 0);
+    }
+}
+
+// Hand cases through a router of one-hot rows (x is the logits), no bias unless said: 8 experts in 4 groups of 2,
+// 2 groups kept, k 3.
+TEST(MoeRouteGrouped, TiesGoToTheLowerGroupAndTheLowerExpert) {
+    cpu::CpuBackend be(2);
+    Device d(be);
+    const Grouped g{8, 8, 4, 2, 3, true, 2.0f};
+    std::vector<float> identity(64, 0.0f);
+    for (int e = 0; e < 8; ++e) identity[static_cast<size_t>(e * 8 + e)] = 1.0f;
+    const std::vector<float> rows = {
+        3, 2, 1, 0.5f, -1, -2, 0.5f, 1,  // groups 1 and 3 tie for second place: group 1 is kept -> 0, 1, 2
+        0, 5, -3, -3, 5, 0, -3, -3,      // groups 0 and 2 tie, experts 1 and 4 tie, then 0 and 5 -> 1, 4, 0
+        0, 0, 0, 0, 0, 0, 0, 0,          // everything ties: groups 0 and 1, experts 0, 1, 2
+        0, 0, 0, 0, 0, 0, 0, 0,          // with the bias below: group 3 first, then 0 -> 7, 6, 0 (weights 1/3 each)
+    };
+    const GroupedOut ties = route_grouped(d, g, std::vector<float>(rows.begin(), rows.begin() + 24), identity,
+                                          std::vector<float>(8, 0.0f));
+    EXPECT_EQ(ties.ids, (std::vector<int32_t>{0, 1, 2, 1, 4, 0, 0, 1, 2}));
+    std::vector<float> bias(8, 0.0f);
+    bias[7] = 1.0f;
+    bias[6] = 0.5f;
+    const GroupedOut biased = route_grouped(d, g, std::vector<float>(rows.begin() + 24, rows.end()), identity, bias);
+    EXPECT_EQ(biased.ids, (std::vector<int32_t>{7, 6, 0}));
+    for (const float w : biased.weights) EXPECT_FLOAT_EQ(w, 2.0f / 3.0f) << "the bias selects but does not weigh";
+    // The reference agrees on every hand row.
+    for (int64_t t = 0; t < 4; ++t) {
+        std::vector<int32_t> ids(3);
+        std::vector<float> w(3);
+        reference::moe_route_grouped_row(rows.data() + t * 8, t < 3 ? std::vector<float>(8, 0.0f).data() : bias.data(),
+                                         8, 4, 2, 3, true, 2.0, ids.data(), w.data());
+        const std::vector<int32_t>& got = t < 3 ? ties.ids : biased.ids;
+        const int64_t r = t < 3 ? t : 0;
+        EXPECT_EQ(ids, std::vector<int32_t>(got.begin() + r * 3, got.begin() + (r + 1) * 3)) << "row " << t;
+    }
+}
+
+// testdata/ops/moe_route_grouped.json (scripts/make_moe_route_goldens.py): the float64 reference model's routing of
+// seeded rows, through the tiny checkpoint's layer-1 router and two synthetic ones. Every boundary there is at least
+// 1e-4 wide, so f32 picks the same experts; the weights agree to f32 rounding.
+TEST(MoeRouteGrouped, MatchesTheReferenceModelsRoutes) {
+    cpu::CpuBackend be(2);
+    Device d(be);
+    const auto goldens = nlohmann::json::parse(testing::read_text("testdata/ops/moe_route_grouped.json"));
+    int cases = 0;
+    for (const auto& c : goldens.at("cases")) {
+        SCOPED_TRACE(c.at("name").get<std::string>());
+        const Grouped g{c.at("experts").get<int64_t>(), c.at("hidden").get<int64_t>(), c.at("n_group").get<int>(),
+                        c.at("topk_group").get<int>(), c.at("k").get<int>(), c.at("normalize").get<bool>(),
+                        c.at("scaling").get<float>()};
+        const auto floats = [&](const char* key) {
+            const std::vector<double> v = c.at(key).get<std::vector<double>>();
+            return std::vector<float>(v.begin(), v.end());
+        };
+        const GroupedOut got = route_grouped(d, g, floats("x"), floats("router"), floats("bias"));
+        const int64_t T = c.at("rows").get<int64_t>();
+        for (int64_t t = 0; t < T; ++t) {
+            const auto ids = c.at("ids")[static_cast<size_t>(t)].get<std::vector<int32_t>>();
+            const auto w = c.at("weights")[static_cast<size_t>(t)].get<std::vector<double>>();
+            for (int j = 0; j < g.k; ++j) {
+                const size_t at = static_cast<size_t>(t * g.k + j);
+                EXPECT_EQ(got.ids[at], ids[static_cast<size_t>(j)]) << t << " " << j;
+                EXPECT_NEAR(got.weights[at], w[static_cast<size_t>(j)], 1e-5 * std::abs(w[static_cast<size_t>(j)]))
+                    << t << " " << j;
+            }
+        }
+        ++cases;
+    }
+    EXPECT_EQ(cases, 3);
+}
+
+// A row's logits, ids and weights are the same bits computed alone as among 8 others (batch invariance).
+TEST(MoeRouteGrouped, ARowAloneEqualsTheRowInABatch) {
+    cpu::CpuBackend be(3);
+    Device d(be);
+    std::mt19937 rng(23);
+    const Grouped g{64, 48, 8, 4, 8, true, 2.5f};
+    const int64_t T = 9;
+    const std::vector<float> x = randn(rng, static_cast<size_t>(T * g.H)),
+                             router = randn(rng, static_cast<size_t>(g.E * g.H), 0.2f),
+                             bias = randn(rng, static_cast<size_t>(g.E), 0.05f);
+    const GroupedOut batch = route_grouped(d, g, x, router, bias);
+    for (int64_t t = 0; t < T; ++t) {
+        const GroupedOut alone =
+            route_grouped(d, g, std::vector<float>(x.begin() + t * g.H, x.begin() + (t + 1) * g.H), router, bias);
+        for (int64_t e = 0; e < g.E; ++e)
+            ASSERT_TRUE(same_bits(alone.logits[static_cast<size_t>(e)], batch.logits[static_cast<size_t>(t * g.E + e)]))
+                << t << " " << e;
+        for (int j = 0; j < g.k; ++j) {
+            ASSERT_EQ(alone.ids[static_cast<size_t>(j)], batch.ids[static_cast<size_t>(t * g.k + j)]) << t << " " << j;
+            const float wa = alone.weights[static_cast<size_t>(j)], wb = batch.weights[static_cast<size_t>(t * g.k + j)];
+            ASSERT_TRUE(same_bits(wa, wb)) << t << " " << j;
+        }
+    }
+}
+
+TEST(MoeRouteGrouped, BadGroupsAreRefusedByName) {
+    cpu::CpuBackend be(1);
+    Device d(be);
+    const Tensor x = d.make("x", DType::F32, 3, 16), router = d.make("router", DType::F32, 8, 16),
+                 bias = d.make("bias", DType::F32, 1, 8), logits = d.make("logits", DType::F32, 3, 8),
+                 ids = d.make("ids", DType::I32, 3, 2), w = d.make("w", DType::F32, 3, 2);
+    const auto refused = [&](int n_group, int topk_group, const Tensor& b, const Tensor& i, const Tensor& wt) {
+        try {
+            be.moe_route_grouped(x, router, b, n_group, topk_group, true, 1.0f, logits, i, wt);
+        } catch (const std::invalid_argument& e) {
+            return std::string(e.what()).find("moe_route_grouped") != std::string::npos;
+        }
+        return false;
+    };
+    EXPECT_FALSE(refused(4, 2, bias, ids, w));                      // valid
+    EXPECT_TRUE(refused(3, 2, bias, ids, w));                       // 8 experts are not 3 groups
+    EXPECT_TRUE(refused(8, 2, bias, ids, w));                       // groups of 1 expert have no top 2
+    EXPECT_TRUE(refused(4, 5, bias, ids, w));                       // more groups kept than there are
+    EXPECT_TRUE(refused(4, 0, bias, ids, w));                       // none kept
+    EXPECT_TRUE(refused(4, 1, bias, d.make("i3", DType::I32, 3, 3), d.make("w3", DType::F32, 3, 3)));  // k 3 > 2 kept
+    EXPECT_TRUE(refused(4, 2, d.make("b7", DType::F32, 1, 7), ids, w));  // a bias per expert
+    EXPECT_TRUE(refused(4, 2, bias, w, w));                              // ids not i32
+}
+
+TEST_P(OpConformance, MoeRouteGroupedMatchesTheCpuReference) {
+    using namespace conformance;
+    const int64_t T = 7, E = 32, H = 40, k = 4;
+    std::vector<float> bias = conformance::randn(rng_, E, 0.1f);
+    check({{"moe_route_grouped",
+            {f32("x", T, H, conformance::randn(rng_, T * H)),
+             f32("router", E, H, conformance::randn(rng_, E * H, 0.3f)), f32("bias", 1, E, bias), f32("logits", T, E, std::vector<float>(T * E)),
+             i32("ids", T, k, std::vector<int32_t>(T * k)), f32("w", T, k, std::vector<float>(T * k))},
+            {3, 4, 5},
+            kReduction,
+            [](Backend& be, const Bound& b) {
+                be.moe_route_grouped(b.t[0], b.t[1], b.t[2], 8, 3, true, 2.5f, b.t[3], b.t[4], b.t[5]);
+            }}});
 }
 
 struct Layer {

@@ -1,8 +1,11 @@
-// The norm_rope family (rms_norm, rope_neox and the fused add_rms_norm and qk_norm_rope_kv_write): every backend
-// against the CPU backend (support/op_conformance.h), and the CPU backend against the references of src/ops/norm_rope.
+// The norm_rope family (rms_norm, layer_norm, rope_neox and the fused add_rms_norm and qk_norm_rope_kv_write): every
+// backend against the CPU backend (support/op_conformance.h), and the CPU backend against the references of
+// src/ops/norm_rope.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
+#include <stdexcept>
 #include <span>
 #include <string>
 #include <vector>
@@ -35,6 +38,28 @@ std::vector<OpCase> rms_norm_cases(std::mt19937& rng) {
                            const Tensor heads = b.t[0].view(12, 64);
                            be.rms_norm(heads, b.t[1], 1e-6f, heads);
                        }});
+    }
+    return out;
+}
+
+std::vector<OpCase> layer_norm_cases(std::mt19937& rng) {
+    std::vector<OpCase> out;
+    for (DType w : kWeightTypes) {
+        // Rows off zero mean, as the indexer's keys are: the mean must come out before the variance.
+        std::vector<float> x = randn(rng, 5 * 128, 2.0f);
+        for (size_t i = 0; i < x.size(); ++i) x[i] += static_cast<float>(i / 128) * 3.0f - 4.0f;
+        out.push_back({"layer_norm " + dt(w),
+                       {f32("x", 5, 128, x), weight("w", w, 1, 128, randn(rng, 128)),
+                        weight("b", w, 1, 128, randn(rng, 128)), f32("out", 5, 128, std::vector<float>(5 * 128))},
+                       {3},
+                       kReduction,
+                       [](Backend& be, const Bound& b) { be.layer_norm(b.t[0], b.t[1], b.t[2], 1e-6f, b.t[3]); }});
+        out.push_back({"layer_norm in place " + dt(w),
+                       {f32("x", 5, 128, x), weight("w", w, 1, 128, randn(rng, 128)),
+                        weight("b", w, 1, 128, randn(rng, 128))},
+                       {0},
+                       kReduction,
+                       [](Backend& be, const Bound& b) { be.layer_norm(b.t[0], b.t[1], b.t[2], 1e-6f, b.t[0]); }});
     }
     return out;
 }
@@ -122,6 +147,7 @@ std::vector<OpCase> qk_norm_rope_kv_write_cases(std::mt19937& rng) {
 }
 
 TEST_P(OpConformance, RmsNormMatchesTheCpuReference) { check(rms_norm_cases(rng_)); }
+TEST_P(OpConformance, LayerNormMatchesTheCpuReference) { check(layer_norm_cases(rng_)); }
 TEST_P(OpConformance, RopeNeoxMatchesTheCpuReference) { check(rope_cases(rng_)); }
 TEST_P(OpConformance, AddRmsNormEqualsAddThenRmsNorm) { check(add_rms_norm_cases(rng_)); }
 TEST_P(OpConformance, QkNormRopeKvWriteEqualsItsUnfusedOps) { check(qk_norm_rope_kv_write_cases(rng_)); }
@@ -147,6 +173,33 @@ TEST_F(NormRopeReference, RmsNormAndAddRmsNormMatchExactMath) {
         expect_close(get<float>(xt), want.sum, 1e-7, "add_rms_norm's sum");
         expect_close(get<float>(out), want.out, 1e-5, "add_rms_norm");
     }
+}
+
+TEST_F(NormRopeReference, LayerNormMatchesExactMathInPlaceToo) {
+    std::vector<float> x = randn(6 * 96);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = x[i] * 0.5f + 10.0f;  // a large mean, a small spread
+    const auto w = randn(96), b = randn(96);
+    for (const DType dt : {DType::F32, DType::BF16}) {
+        SCOPED_TRACE(dtype_name(dt));
+        const Tensor wt = dt == DType::F32 ? f32("w", 1, 96, w) : make("w", dt, 1, 96, to_bf16(w));
+        const Tensor bt = dt == DType::F32 ? f32("b", 1, 96, b) : make("b", dt, 1, 96, to_bf16(b));
+        const std::vector<double> want = reference::layer_norm(x, 96, dt == DType::F32 ? w : bf16_values(w),
+                                                               dt == DType::F32 ? b : bf16_values(b), 1e-6);
+        const Tensor out = f32("out", 6, 96, std::vector<float>(6 * 96));
+        be.layer_norm(f32("x", 6, 96, x), wt, bt, 1e-6f, out);
+        expect_close(get<float>(out), want, 1e-6, "layer_norm");
+        const Tensor xt = f32("x", 6, 96, x);
+        be.layer_norm(xt, wt, bt, 1e-6f, xt);
+        EXPECT_EQ(get<float>(xt), get<float>(out)) << "in place";
+    }
+    // The reference itself on a row worked by hand: (1, 2, 3, 6) has mean 3 and variance 3.5.
+    const std::vector<float> row = {1, 2, 3, 6}, ones(4, 1.0f), zeros(4, 0.0f);
+    const std::vector<double> r = reference::layer_norm(row, 4, ones, zeros, 0.0);
+    EXPECT_NEAR(r[0], -2.0 / std::sqrt(3.5), 1e-15);
+    EXPECT_NEAR(r[3], 3.0 / std::sqrt(3.5), 1e-15);
+    const Tensor x2 = f32("x", 2, 4, std::vector<float>(8));
+    EXPECT_THROW(be.layer_norm(x2, f32("w", 1, 4, ones), make("b", DType::BF16, 1, 4, to_bf16(zeros)), 1e-6f, x2),
+                 std::invalid_argument);  // weight and bias of different types
 }
 
 TEST_F(NormRopeReference, RopeNeoxRotatesHalvesByExactAngles) {

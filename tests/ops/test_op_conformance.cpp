@@ -1,6 +1,6 @@
 // The op conformance suite (support/op_conformance.h) instantiated over the backend registry; its tests are in
 // the files of their op family (test_elementwise.cpp, test_norm_rope.cpp, test_matmul.cpp, test_attention.cpp,
-// test_decode_state.cpp, test_dsa.cpp). Here only what is not one family's: argument checks across ops.
+// test_decode_state.cpp, test_dsa.cpp, test_moe.cpp). Here only what is not one family's: argument checks across ops.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -277,7 +277,7 @@ class Checker {
         scratch_.resize(static_cast<size_t>(topk_cpu_slot_elems(c.keys)));
         std::vector<int64_t> out(static_cast<size_t>(c.rows * c.topk));
         const TopkCpuArgs a{c.scores.data(), c.window_start.data(), c.window_end.data(), out.data(), scratch_.data(),
-                            c.rows, c.keys, c.topk, 0, 1, isa};
+                            c.rows, c.keys, c.topk, 0, 1, isa, {}};
         topk_cpu_range(a, 0, 1);
         return out;
     }

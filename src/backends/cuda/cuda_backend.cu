@@ -249,6 +249,10 @@ void CudaBackend::do_rms_norm(const Tensor& x, const Tensor& w, float eps, const
     ops::rms_norm(x.ptr<float>(), w.raw(), w.dtype, eps, out.ptr<float>(), x.rows, x.cols, impl_->stream);
 }
 
+void CudaBackend::do_layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, const Tensor& out) {
+    ops::layer_norm(x.ptr<float>(), w.raw(), b.raw(), w.dtype, eps, out.ptr<float>(), x.rows, x.cols, impl_->stream);
+}
+
 // batch_rows picks ggml's summation order on the CPU; this backend's numbers are its own.
 void CudaBackend::do_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out, int64_t) {
     ops::matmul(x.ptr<float>(), x.rows, x.cols, w.raw(), w.dtype, bias ? bias->ptr<float>() : nullptr, out.ptr<float>(),
@@ -346,7 +350,8 @@ void CudaBackend::do_mla_attention(const Tensor& q_lat, const Tensor& q_pe, cons
                        q_lat.rows, cache.dtype, impl_->stream);
 }
 
-// Mixture-of-experts ops are not on this backend yet (capabilities().moe is false, so no MoE model loads here).
+// Mixture-of-experts ops are not on this backend yet (capabilities().moe is false, so no MoE model loads here),
+// but for DeepSeek's routing.
 void CudaBackend::do_moe_route(const Tensor&, const Tensor&, int64_t, bool, const Tensor&, const Tensor&,
                                const Tensor&) {
     throw std::runtime_error("moe_route: the CUDA backend has no mixture-of-experts ops yet");
@@ -354,6 +359,15 @@ void CudaBackend::do_moe_route(const Tensor&, const Tensor&, int64_t, bool, cons
 
 void CudaBackend::do_moe_ffn(const Tensor&, const Tensor&, const Tensor&, const MoeExperts&, const Tensor&, int64_t) {
     throw std::runtime_error("moe_ffn: the CUDA backend has no mixture-of-experts ops yet");
+}
+
+void CudaBackend::do_moe_route_grouped(const Tensor& x, const Tensor& router, const Tensor& bias, int n_group,
+                                       int topk_group, bool normalize, float scaling, const Tensor& logits,
+                                       const Tensor& ids, const Tensor& weights) {
+    ops::moe_route_grouped({x.ptr<float>(), router.ptr<float>(), bias.ptr<float>(), logits.ptr<float>(),
+                            ids.ptr<int32_t>(), weights.ptr<float>(), x.rows, router.rows, x.cols, ids.cols, n_group,
+                            topk_group, normalize, scaling},
+                           impl_->stream);
 }
 
 void CudaBackend::do_add(const Tensor& a, const Tensor& b, const Tensor& out) {
@@ -458,8 +472,25 @@ size_t CudaBackend::dsa_topk_workspace_bytes(int64_t max_rows, int64_t max_keys)
 void CudaBackend::do_dsa_topk(const Tensor& scores, const Tensor& window_start, const Tensor& window_end,
                            const DsaTopkWorkspace& ws, const Tensor& indices) {
     cuda::dsa_topk({scores.ptr<float>(), window_start.ptr<int64_t>(), window_end.ptr<int64_t>(), indices.ptr<int64_t>(),
-                    ws.buffer->data, ws.buffer->bytes, scores.rows, scores.cols, indices.cols},
+                    ws.buffer->data, ws.buffer->bytes, scores.rows, scores.cols, indices.cols, {}},
                    impl_->stream);
+}
+
+void CudaBackend::do_dsa_topk_causal(const Tensor& scores, const AttentionMeta& meta, const DsaTopkWorkspace& ws,
+                                     const Tensor& indices) {
+    cuda::dsa_topk({scores.ptr<float>(), nullptr, nullptr, indices.ptr<int64_t>(), ws.buffer->data, ws.buffer->bytes,
+                    scores.rows, scores.cols, indices.cols,
+                    {meta.query_start_loc.ptr<int32_t>(), meta.seq_lens.ptr<int32_t>(), meta.num_seqs}},
+                   impl_->stream);
+}
+
+void CudaBackend::do_dsa_indexer_paged(const Tensor& q, const Tensor& weights, const Tensor& key_cache,
+                                       const AttentionMeta& meta, int heads, const Tensor& scores) {
+    ops::dsa_indexer_paged({q.ptr<float>(), weights.ptr<float>(), key_cache.ptr<float>(), scores.ptr<float>(),
+                            meta.query_start_loc.ptr<int32_t>(), meta.seq_lens.ptr<int32_t>(),
+                            meta.block_tables.ptr<int32_t>(), q.rows, scores.cols, key_cache.rows,
+                            meta.block_tables.cols, heads, key_cache.cols, meta.num_seqs, meta.block_size},
+                           impl_->stream);
 }
 
 void CudaBackend::do_dsa_indexer(const Tensor& q, const Tensor& weights, const Tensor& keys, int heads,

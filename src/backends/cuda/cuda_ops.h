@@ -1,5 +1,5 @@
 // Kernel launchers of the CUDA backend (one .cu per op family: elementwise, norm_rope, matmul, attention,
-// decode_state, dsa), for cuda_backend.cu only. Each enqueues on `stream`
+// decode_state, dsa, moe), for cuda_backend.cu only. Each enqueues on `stream`
 // without allocating or synchronising, so it can be captured; arguments were checked by the caller. A failed
 // launch throws std::runtime_error.
 #pragma once
@@ -100,6 +100,10 @@ int64_t attention_scratch_floats(const AttentionParams& p, int splits);
 // f16 caches are read widened to f32, in this kernel's own order (not llama.cpp's, which the CPU backend reproduces).
 void attention(const AttentionParams& p, int splits, float* scratch, cudaStream_t stream);
 
+// out = layer_norm(x; w, b) (w and b of type wt), one block per row.
+void layer_norm(const float* x, const void* w, const void* b, DType wt, float eps, float* out, int64_t rows,
+                int64_t cols, cudaStream_t stream);
+
 // x += delta, then out = rms_norm(x) * w, one block per row.
 void add_rms_norm(float* x, const float* delta, const void* w, DType wt, float eps, float* out, int64_t rows,
                   int64_t cols, cudaStream_t stream);
@@ -158,5 +162,34 @@ void kv_slots(const int32_t* positions, const int32_t* block_tables, int32_t* sl
 
 void dsa_indexer(const float* q, const float* weights, const float* keys, float* scores, int64_t rows,
                  int64_t num_keys, int64_t heads, int64_t dim, cudaStream_t stream);
+
+// dsa_indexer_paged (ops/dsa/dsa_indexer.h): meta's device arrays as given to attention.
+struct PagedIndexerParams {
+    const float* q;
+    const float* weights;
+    const float* key_cache;
+    float* scores;
+    const int32_t* query_start;
+    const int32_t* seq_lens;
+    const int32_t* block_tables;
+    int64_t rows, max_keys, num_slots, max_blocks, heads, dim;
+    int num_seqs, block_size;
+};
+void dsa_indexer_paged(const PagedIndexerParams& p, cudaStream_t stream);
+
+// moe_route_grouped (ops/moe/moe.h), one block per row.
+struct GroupedRouteParams {
+    const float* x;
+    const float* router;
+    const float* bias;
+    float* logits;
+    int32_t* ids;
+    float* weights;
+    int64_t rows, experts, hidden, k;
+    int n_group, topk_group;
+    bool normalize;
+    float scaling;
+};
+void moe_route_grouped(const GroupedRouteParams& p, cudaStream_t stream);
 
 }  // namespace tracelm::cuda::ops

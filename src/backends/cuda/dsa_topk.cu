@@ -90,6 +90,7 @@ struct KernelArgs {
     int64_t* indices;
     uint32_t* candidates;  // workspace: `keys` per row
     int64_t keys, topk;
+    dsa::CausalRows causal;
 };
 
 __global__ void __launch_bounds__(kThreads) topk_kernel(KernelArgs a) {
@@ -99,7 +100,7 @@ __global__ void __launch_bounds__(kThreads) topk_kernel(KernelArgs a) {
     extern __shared__ Count warp_sums[];  // blockDim.x / 32
 
     const int64_t r = blockIdx.x;
-    const dsa::KeyWindow w = dsa::clamp_window(a.window_start[r], a.window_end[r], a.keys);
+    const dsa::KeyWindow w = dsa::row_window(a.window_start, a.window_end, a.causal, r, a.keys);
     int64_t* out = a.indices + r * a.topk;
     if (w.size <= a.topk) {
         for (int64_t j = threadIdx.x; j < a.topk; j += blockDim.x) out[j] = j < w.size ? w.begin + j : -1;
@@ -210,7 +211,7 @@ void dsa_topk(const DsaTopkDeviceArgs& a, void* stream) {
     }
     if (a.rows == 0) return;
     const KernelArgs k{a.scores, a.window_start, a.window_end, a.indices, static_cast<uint32_t*>(a.workspace),
-                       a.keys, a.topk};
+                       a.keys, a.topk, a.causal};
     topk_kernel<<<static_cast<unsigned>(a.rows), kThreads, kThreads / 32 * sizeof(Count),
                   static_cast<cudaStream_t>(stream)>>>(k);
     check(cudaGetLastError(), "dsa_topk launch");
@@ -239,7 +240,7 @@ std::vector<int64_t> dsa_topk_host(const dsa::TopkCase& c, bool graph) {
     cudaStream_t raw = nullptr;
     check(cudaStreamCreate(&raw), "stream create");
     const std::unique_ptr<CUstream_st, decltype(&cudaStreamDestroy)> stream(raw, cudaStreamDestroy);
-    const DsaTopkDeviceArgs args{scores.p, start.p, end.p, indices.p, ws.p, ws_bytes, c.rows, c.keys, c.topk};
+    const DsaTopkDeviceArgs args{scores.p, start.p, end.p, indices.p, ws.p, ws_bytes, c.rows, c.keys, c.topk, {}};
     if (graph) {
         // The arguments were checked above, so the launch inside the capture does not throw before enqueueing.
         check(cudaStreamBeginCapture(raw, cudaStreamCaptureModeThreadLocal), "begin capture");

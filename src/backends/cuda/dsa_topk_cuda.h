@@ -24,6 +24,7 @@ struct DsaTopkDeviceArgs {
     void* workspace;              // device, at least dsa_topk_workspace_bytes(rows, keys)
     size_t workspace_bytes;
     int64_t rows, keys, topk;
+    dsa::CausalRows causal;  // dsa_topk_causal: the rows' windows from these, not the window arrays
 };
 
 // Enqueues dsa_topk on `stream` (a cudaStream_t; null for the legacy default stream): one block per row, no

@@ -1,4 +1,5 @@
-// CUDA kernels of the norm_rope family: rms_norm, add_rms_norm, NeoX RoPE and the fused Q/K norm + RoPE + KV write (launchers declared in cuda_ops.h).
+// CUDA kernels of the norm_rope family: rms_norm, layer_norm, add_rms_norm, NeoX RoPE and the fused Q/K norm + RoPE +
+// KV write (launchers declared in cuda_ops.h).
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -25,6 +26,22 @@ __global__ void rms_norm_kernel(const float* x, const void* w, float eps, float*
     const float scale = 1.0f / sqrtf(block_sum(ss, partial) / static_cast<float>(cols) + eps);
     // out may alias x: each element is read and written by the same thread, after the sum was taken.
     for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) o[c] = xr[c] * scale * load_w<D>(w, c);
+}
+
+template <DType D>
+__global__ void layer_norm_kernel(const float* x, const void* w, const void* b, float eps, float* out, int64_t cols) {
+    __shared__ float partial[32];
+    const float* xr = x + static_cast<int64_t>(blockIdx.x) * cols;
+    float* o = out + static_cast<int64_t>(blockIdx.x) * cols;
+    float sum = 0.0f;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) sum += xr[c];
+    const float mean = block_sum(sum, partial) / static_cast<float>(cols);
+    float ss = 0.0f;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) ss += (xr[c] - mean) * (xr[c] - mean);
+    const float scale = 1.0f / sqrtf(block_sum(ss, partial) / static_cast<float>(cols) + eps);
+    // out may alias x: each element is read and written by the same thread, after both sums were taken.
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+        o[c] = (xr[c] - mean) * scale * load_w<D>(w, c) + load_w<D>(b, c);
 }
 
 template <DType D>
@@ -119,6 +136,16 @@ void rms_norm(const float* x, const void* w, DType wt, float eps, float* out, in
         rms_norm_kernel<decltype(tag)::value><<<static_cast<unsigned>(rows), 256, 0, stream>>>(x, w, eps, out, cols);
     });
     check_launch("rms_norm");
+}
+
+void layer_norm(const float* x, const void* w, const void* b, DType wt, float eps, float* out, int64_t rows,
+                int64_t cols, cudaStream_t stream) {
+    if (rows == 0) return;
+    with_weight_type(wt, [&](auto tag) {
+        layer_norm_kernel<decltype(tag)::value>
+            <<<static_cast<unsigned>(rows), 256, 0, stream>>>(x, w, b, eps, out, cols);
+    });
+    check_launch("layer_norm");
 }
 
 void add_rms_norm(float* x, const float* delta, const void* w, DType wt, float eps, float* out, int64_t rows,

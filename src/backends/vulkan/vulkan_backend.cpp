@@ -957,6 +957,20 @@ void VulkanBackend::do_moe_route(const Tensor&, const Tensor&, int64_t, bool, co
 void VulkanBackend::do_moe_ffn(const Tensor&, const Tensor&, const Tensor&, const MoeExperts&, const Tensor&, int64_t) {
     not_implemented("moe_ffn");
 }
+void VulkanBackend::do_layer_norm(const Tensor&, const Tensor&, const Tensor&, float, const Tensor&) {
+    not_implemented("layer_norm");
+}
+void VulkanBackend::do_dsa_topk_causal(const Tensor&, const AttentionMeta&, const DsaTopkWorkspace&, const Tensor&) {
+    not_implemented("dsa_topk_causal");
+}
+void VulkanBackend::do_dsa_indexer_paged(const Tensor&, const Tensor&, const Tensor&, const AttentionMeta&, int,
+                                         const Tensor&) {
+    not_implemented("dsa_indexer_paged");
+}
+void VulkanBackend::do_moe_route_grouped(const Tensor&, const Tensor&, const Tensor&, int, int, bool, float,
+                                         const Tensor&, const Tensor&, const Tensor&) {
+    not_implemented("moe_route_grouped");
+}
 // sample and dsa_topk are not implemented, so their workspaces hold nothing.
 size_t VulkanBackend::sampling_workspace_bytes(int64_t, int64_t) const { return 0; }
 size_t VulkanBackend::dsa_topk_workspace_bytes(int64_t, int64_t) const { return 0; }

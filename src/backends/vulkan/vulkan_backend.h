@@ -62,6 +62,7 @@ class VulkanBackend final : public Backend {
     void do_copy(const Tensor& dst, const Tensor& src) override;
     void do_embedding(const Tensor& ids, const Tensor& table, float scale, const Tensor& out) override;
     void do_rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) override;
+    void do_layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, const Tensor& out) override;
     void do_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out,
                    int64_t batch_rows) override;
     void do_rope_neox(const Tensor& x, const Tensor& positions, int heads, int head_dim, const RopeSpec& rope,
@@ -89,6 +90,10 @@ class VulkanBackend final : public Backend {
     void do_kv_slots(const Tensor& positions, const Tensor& block_tables, int block_size, const Tensor& slots) override;
     void do_dsa_topk(const Tensor& scores, const Tensor& window_start, const Tensor& window_end,
                      const DsaTopkWorkspace& ws, const Tensor& indices) override;
+    void do_dsa_topk_causal(const Tensor& scores, const AttentionMeta& meta, const DsaTopkWorkspace& ws,
+                            const Tensor& indices) override;
+    void do_dsa_indexer_paged(const Tensor& q, const Tensor& weights, const Tensor& key_cache,
+                              const AttentionMeta& meta, int heads, const Tensor& scores) override;
     void do_dsa_indexer(const Tensor& q, const Tensor& weights, const Tensor& keys, int heads,
                         const Tensor& scores) override;
     void do_sparse_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta,
@@ -96,6 +101,9 @@ class VulkanBackend final : public Backend {
                              const Tensor& out) override;
     void do_moe_route(const Tensor& x, const Tensor& router, int64_t batch_rows, bool normalize, const Tensor& logits,
                       const Tensor& ids, const Tensor& weights) override;
+    void do_moe_route_grouped(const Tensor& x, const Tensor& router, const Tensor& bias, int n_group, int topk_group,
+                              bool normalize, float scaling, const Tensor& logits, const Tensor& ids,
+                              const Tensor& weights) override;
     void do_moe_ffn(const Tensor& x, const Tensor& ids, const Tensor& weights, const MoeExperts& experts,
                     const Tensor& out, int64_t batch_rows) override;
 

@@ -13,12 +13,16 @@ void checks::attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_c
                        const BackendCapabilities& caps) {
     for (const Tensor* t : {&q, &out}) require_dtype(*t, DType::F32, op);
     kv_cache(k_cache, v_cache, op, caps);
-    for (const Tensor* t : {&meta.block_tables, &meta.seq_lens, &meta.query_start_loc}) require_dtype(*t, DType::I32, op);
+    attention_meta(meta, op);
     require(heads > 0 && kv_heads > 0 && heads % kv_heads == 0 && head_dim > 0 && head_dim <= caps.max_head_dim, op,
             "bad head geometry");
     require(q.cols == static_cast<int64_t>(heads) * head_dim && out.rows == q.rows && out.cols == q.cols &&
                 k_cache.cols == static_cast<int64_t>(kv_heads) * head_dim && v_cache.cols == k_cache.cols,
             op, "shape mismatch");
+}
+
+void checks::attention_meta(const AttentionMeta& meta, const char* op) {
+    for (const Tensor* t : {&meta.block_tables, &meta.seq_lens, &meta.query_start_loc}) require_dtype(*t, DType::I32, op);
     require(meta.num_seqs > 0 && meta.block_size > 0 && meta.block_tables.rows >= meta.num_seqs &&
                 meta.seq_lens.numel() >= meta.num_seqs && meta.query_start_loc.numel() >= meta.num_seqs + 1,
             op, "bad metadata");

@@ -16,6 +16,9 @@ namespace checks {
 // The arguments of attention and sparse_attention (named `op` in errors).
 void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta, int heads,
                int kv_heads, int head_dim, const Tensor& out, const char* op, const BackendCapabilities& caps);
+// The metadata alone (i32 tensors, at least one sequence, a block size, table and lengths for each): also the
+// paged DSA ops' (ops/dsa).
+void attention_meta(const AttentionMeta& meta, const char* op);
 }  // namespace checks
 
 namespace reference {

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "runtime/backend.h"
+#include "runtime/op_checks.h"
 
 namespace tracelm::dsa {
 
@@ -24,14 +25,36 @@ void check_indexer_args(const Tensor& q, const Tensor& weights, const Tensor& ke
     }
 }
 
+void check_indexer_paged_args(const Tensor& q, const Tensor& weights, const Tensor& key_cache,
+                              const AttentionMeta& meta, int heads, const Tensor& scores) {
+    const char* op = "dsa_indexer_paged";
+    for (const Tensor* t : {&q, &weights, &key_cache, &scores}) checks::require_dtype(*t, DType::F32, op);
+    checks::attention_meta(meta, op);
+    checks::require(meta.window == 0, op, "a sliding window is not supported");
+    checks::require(heads > 0 && key_cache.cols > 0 && q.cols == heads * key_cache.cols && weights.rows == q.rows &&
+                        weights.cols == heads && scores.rows == q.rows,
+                    op,
+                    "shape mismatch: q [" + std::to_string(q.rows) + ", " + std::to_string(q.cols) + "], weights [" +
+                        std::to_string(weights.rows) + ", " + std::to_string(weights.cols) + "], key_cache [" +
+                        std::to_string(key_cache.rows) + ", " + std::to_string(key_cache.cols) + "], scores [" +
+                        std::to_string(scores.rows) + ", " + std::to_string(scores.cols) + "] for " +
+                        std::to_string(heads) + " heads");
+}
+
 }  // namespace tracelm::dsa
 
 namespace tracelm {
 
-// The entry point of the DSA indexer op, here beside its checks (runtime/backend.h).
+// The entry points of the DSA indexer ops, here beside its checks (runtime/backend.h).
 void Backend::dsa_indexer(const Tensor& q, const Tensor& weights, const Tensor& keys, int heads, const Tensor& scores) {
     dsa::check_indexer_args(q, weights, keys, heads, scores);
     do_dsa_indexer(q, weights, keys, heads, scores);
+}
+
+void Backend::dsa_indexer_paged(const Tensor& q, const Tensor& weights, const Tensor& key_cache,
+                                const AttentionMeta& meta, int heads, const Tensor& scores) {
+    dsa::check_indexer_paged_args(q, weights, key_cache, meta, heads, scores);
+    do_dsa_indexer_paged(q, weights, key_cache, meta, heads, scores);
 }
 
 }  // namespace tracelm

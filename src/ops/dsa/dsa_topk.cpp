@@ -3,6 +3,9 @@
 #include <stdexcept>
 #include <string>
 
+#include "ops/attention/attention.h"
+#include "runtime/op_checks.h"
+
 namespace tracelm::dsa {
 
 namespace {
@@ -14,6 +17,17 @@ void expect_dtype(const Tensor& t, DType dt, const char* role) {
     if (t.dtype != dt) {
         fail(std::string(role) + " '" + t.name() + "' has dtype " + std::string(dtype_name(t.dtype)) + ", expected " +
              std::string(dtype_name(dt)));
+    }
+}
+
+// What dsa_topk and dsa_topk_causal check alike: the scores, the indices, and the count of windows given.
+void check_scores_indices(const Tensor& scores, const Tensor& indices, int64_t window_starts, int64_t window_ends) {
+    expect_dtype(scores, DType::F32, "scores");
+    expect_dtype(indices, DType::I64, "indices");
+    check_topk_args(scores.rows, scores.cols, indices.cols, window_starts, window_ends);
+    if (indices.rows != scores.rows) {
+        fail("indices has " + std::to_string(indices.rows) + " rows for " + std::to_string(scores.rows) +
+             " rows of scores");
     }
 }
 
@@ -40,15 +54,15 @@ void check_topk_args(int64_t rows, int64_t keys, int64_t topk, int64_t window_st
 
 void check_topk_args(const Tensor& scores, const Tensor& window_start, const Tensor& window_end,
                      const Tensor& indices) {
-    expect_dtype(scores, DType::F32, "scores");
     expect_dtype(window_start, DType::I64, "window_start");
     expect_dtype(window_end, DType::I64, "window_end");
-    expect_dtype(indices, DType::I64, "indices");
-    check_topk_args(scores.rows, scores.cols, indices.cols, window_start.numel(), window_end.numel());
-    if (indices.rows != scores.rows) {
-        fail("indices has " + std::to_string(indices.rows) + " rows for " + std::to_string(scores.rows) +
-             " rows of scores");
-    }
+    check_scores_indices(scores, indices, window_start.numel(), window_end.numel());
+}
+
+void check_topk_causal_args(const Tensor& scores, const AttentionMeta& meta, const Tensor& indices) {
+    check_scores_indices(scores, indices, scores.rows, scores.rows);
+    checks::attention_meta(meta, "dsa_topk");
+    if (meta.window != 0) fail("a sliding window is not supported");
 }
 
 void check_topk_workspace(const DsaTopkWorkspace& ws, int64_t rows, int64_t keys, size_t bytes) {
@@ -116,12 +130,19 @@ std::vector<int64_t> TopkRunner::run(const TopkCase& c) {
 
 namespace tracelm {
 
-// The entry point of the DSA top-k op, here beside its checks (runtime/backend.h).
+// The entry points of the DSA top-k ops, here beside its checks (runtime/backend.h).
 void Backend::dsa_topk(const Tensor& scores, const Tensor& window_start, const Tensor& window_end,
                        const DsaTopkWorkspace& ws, const Tensor& indices) {
     dsa::check_topk_args(scores, window_start, window_end, indices);
     dsa::check_topk_workspace(ws, scores.rows, scores.cols, dsa_topk_workspace_bytes(ws.max_rows, ws.max_keys));
     do_dsa_topk(scores, window_start, window_end, ws, indices);
+}
+
+void Backend::dsa_topk_causal(const Tensor& scores, const AttentionMeta& meta, const DsaTopkWorkspace& ws,
+                              const Tensor& indices) {
+    dsa::check_topk_causal_args(scores, meta, indices);
+    dsa::check_topk_workspace(ws, scores.rows, scores.cols, dsa_topk_workspace_bytes(ws.max_rows, ws.max_keys));
+    do_dsa_topk_causal(scores, meta, ws, indices);
 }
 
 }  // namespace tracelm

@@ -10,7 +10,12 @@
 // topk <= 0, a negative nk or mismatched shapes are errors (std::invalid_argument) raised before anything is
 // written. Nothing bounds topk or nk.
 //
-// This header is also compiled by nvcc (the CUDA kernel uses order_key and clamp_window on the device).
+// dsa_topk_causal(scores, meta, ws, indices) is dsa_topk with the windows of a step's causal rows, taken from
+// AttentionMeta on the device (so a captured step needs no host write): row t = query_start_loc[s] + i of sequence s
+// has the window [0, seq_lens[s] - q_len + i + 1) with q_len = query_start_loc[s + 1] - query_start_loc[s]; a row
+// of no sequence (a padded row) an empty one, so all -1.
+//
+// This header is also compiled by nvcc (the CUDA kernel uses order_key and row_window on the device).
 #pragma once
 
 #include <cstdint>
@@ -18,12 +23,7 @@
 #include <vector>
 
 #include "runtime/backend.h"
-
-#if defined(__CUDACC__)
-#define TRACELM_HD __host__ __device__
-#else
-#define TRACELM_HD
-#endif
+#include "runtime/host_device.h"
 
 namespace tracelm::dsa {
 
@@ -64,6 +64,34 @@ TRACELM_HD inline uint32_t order_key(float x) {
     return b ^ (static_cast<uint32_t>(static_cast<int32_t>(b) >> 31) | 0x80000000u);
 }
 
+// The i32 arrays of AttentionMeta that place a step's query rows in their sequences.
+struct CausalRows {
+    const int32_t* query_start = nullptr;  // [num_seqs + 1]
+    const int32_t* seq_lens = nullptr;     // [num_seqs]
+    int num_seqs = 0;
+};
+
+// Row t's sequence (-1: none) and the end of its causal window, seq_len - q_len + i + 1 (0 for no sequence).
+struct CausalRow {
+    int seq;
+    int64_t end;
+};
+TRACELM_HD inline CausalRow causal_row(const CausalRows& c, int64_t t) {
+    // A scan: a step has few sequences.
+    for (int s = 0; s < c.num_seqs; ++s) {
+        const int64_t q0 = c.query_start[s], q1 = c.query_start[s + 1];
+        if (q0 <= t && t < q1) return {s, static_cast<int64_t>(c.seq_lens[s]) - (q1 - q0) + (t - q0) + 1};
+    }
+    return {-1, 0};
+}
+
+// Row r's clamped window: the causal one when c.query_start is set (dsa_topk_causal), else [start[r], end[r]).
+TRACELM_HD inline KeyWindow row_window(const int64_t* start, const int64_t* end, const CausalRows& c, int64_t r,
+                                       int64_t keys) {
+    return c.query_start != nullptr ? clamp_window(0, causal_row(c, r).end, keys)
+                                    : clamp_window(start[r], end[r], keys);
+}
+
 // Bytes of rows x cols elements of `elem` bytes; std::invalid_argument when a count is negative or the
 // product overflows.
 size_t array_bytes(int64_t rows, int64_t cols, size_t elem);
@@ -75,6 +103,9 @@ void check_topk_args(int64_t rows, int64_t keys, int64_t topk, int64_t window_st
 // shape), indices [T, topk] i64 (topk = indices.cols).
 void check_topk_args(const Tensor& scores, const Tensor& window_start, const Tensor& window_end,
                      const Tensor& indices);
+// dsa_topk_causal's: scores [T, nk] f32, indices [T, topk] i64, meta as attention's (ops/attention) without a
+// sliding window.
+void check_topk_causal_args(const Tensor& scores, const AttentionMeta& meta, const Tensor& indices);
 // Throws std::invalid_argument unless `ws` holds at least `bytes` and was made for at least rows x keys.
 void check_topk_workspace(const DsaTopkWorkspace& ws, int64_t rows, int64_t keys, size_t bytes);
 
@@ -96,6 +127,10 @@ void check_case(const TopkCase& c);
 
 // The reference implementation: sorts each row's window by rank. Returns rows x topk indices.
 std::vector<int64_t> topk_reference(const TopkCase& c);
+// dsa_topk_causal's reference: topk_reference with each row's causal window worked out on the host from a step's
+// query_start_loc [num_seqs + 1] and seq_lens [num_seqs] (c's windows are ignored).
+std::vector<int64_t> topk_causal_reference(TopkCase c, const std::vector<int32_t>& query_start_loc,
+                                           const std::vector<int32_t>& seq_lens);
 
 // Runs Backend::dsa_topk on host cases: device buffers and the workspace for cases of up to the given sizes
 // are allocated once, so each run() only uploads, records or dispatches one op, and downloads.

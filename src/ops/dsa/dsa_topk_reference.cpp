@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <stdexcept>
+#include <string>
 
 #include "ops/dsa/dsa_topk.h"
 
@@ -18,6 +20,10 @@ bool ranks_before(const float* row, int64_t a, int64_t b) {
     if (nan_a != nan_b) return nan_b;
     if (!nan_a && row[a] != row[b]) return row[a] > row[b];
     return a < b;
+}
+
+[[noreturn]] void fail_reference(const char* what) {
+    throw std::invalid_argument(std::string("dsa_topk reference: ") + what);
 }
 
 }  // namespace
@@ -40,6 +46,19 @@ std::vector<int64_t> topk_reference(const TopkCase& c) {
         std::copy(keys.begin(), keys.end(), out.begin() + r * c.topk);
     }
     return out;
+}
+
+std::vector<int64_t> topk_causal_reference(TopkCase c, const std::vector<int32_t>& query_start_loc,
+                                           const std::vector<int32_t>& seq_lens) {
+    if (query_start_loc.size() != seq_lens.size() + 1) fail_reference("one query start per sequence and one more");
+    c.window_start.assign(static_cast<size_t>(c.rows), 0);
+    c.window_end.assign(static_cast<size_t>(c.rows), 0);  // rows of no sequence: empty windows
+    for (size_t s = 0; s < seq_lens.size(); ++s) {
+        const int64_t q_len = query_start_loc[s + 1] - query_start_loc[s];
+        for (int64_t i = 0; i < q_len; ++i)
+            c.window_end.at(static_cast<size_t>(query_start_loc[s] + i)) = seq_lens[s] - q_len + i + 1;
+    }
+    return topk_reference(c);
 }
 
 }  // namespace tracelm::dsa

@@ -35,6 +35,24 @@ void check_route_args(const Tensor& x, const Tensor& router, int64_t batch_rows,
                              " do not give 1 <= k <= experts for every row");
 }
 
+void check_route_grouped_args(const Tensor& x, const Tensor& router, const Tensor& bias, int n_group, int topk_group,
+                              const Tensor& logits, const Tensor& ids, const Tensor& weights) {
+    const char* op = "moe_route_grouped";
+    for (const Tensor* t : {&x, &router, &bias, &logits, &weights}) need(op, *t, DType::F32);
+    need(op, ids, DType::I32);
+    const int64_t E = router.rows;
+    if (router.cols != x.cols || logits.rows != x.rows || logits.cols != E || bias.numel() != E)
+        bad(op, "x " + shape(x) + ", router " + shape(router) + ", bias " + shape(bias) + " and logits " +
+                    shape(logits) + " disagree");
+    if (n_group < 1 || E % n_group != 0 || E / n_group < 2 || topk_group < 1 || topk_group > n_group)
+        bad(op, std::to_string(E) + " experts in " + std::to_string(n_group) + " groups keeping " +
+                    std::to_string(topk_group) + ": need groups of at least 2 experts and 1 <= topk_group <= n_group");
+    if (ids.rows != x.rows || weights.rows != x.rows || ids.cols != weights.cols || ids.cols < 1 ||
+        ids.cols > topk_group * (E / n_group))
+        bad(op, "ids " + shape(ids) + " and weights " + shape(weights) + " do not give 1 <= k <= the " +
+                    std::to_string(topk_group * (E / n_group)) + " experts of the kept groups for every row");
+}
+
 void check_ffn_args(const Tensor& x, const Tensor& ids, const Tensor& weights, const MoeExperts& e,
                     const Tensor& out, int64_t batch_rows) {
     need("moe_ffn", x, DType::F32);
@@ -69,6 +87,13 @@ void Backend::moe_route(const Tensor& x, const Tensor& router, int64_t batch_row
                         const Tensor& logits, const Tensor& ids, const Tensor& weights) {
     moe::check_route_args(x, router, batch_rows, logits, ids, weights);
     do_moe_route(x, router, batch_rows, normalize, logits, ids, weights);
+}
+
+void Backend::moe_route_grouped(const Tensor& x, const Tensor& router, const Tensor& bias, int n_group, int topk_group,
+                                bool normalize, float scaling, const Tensor& logits, const Tensor& ids,
+                                const Tensor& weights) {
+    moe::check_route_grouped_args(x, router, bias, n_group, topk_group, logits, ids, weights);
+    do_moe_route_grouped(x, router, bias, n_group, topk_group, normalize, scaling, logits, ids, weights);
 }
 
 void Backend::moe_ffn(const Tensor& x, const Tensor& ids, const Tensor& weights, const MoeExperts& experts,

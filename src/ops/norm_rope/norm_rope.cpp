@@ -33,6 +33,16 @@ void Backend::rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor
     do_rms_norm(x, w, eps, out);
 }
 
+void Backend::layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, const Tensor& out) {
+    require_dtype(x, DType::F32, "layer_norm");
+    require_dtype(out, DType::F32, "layer_norm");
+    checks::norm_weight(w, x.cols, "layer_norm");
+    checks::norm_weight(b, x.cols, "layer_norm");
+    require(b.dtype == w.dtype, "layer_norm", "weight and bias of different types");
+    require(out.rows == x.rows && out.cols == x.cols, "layer_norm", "shape mismatch");
+    do_layer_norm(x, w, b, eps, out);
+}
+
 void Backend::add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w, float eps, const Tensor& out) {
     checks::same_size_f32(x, delta, x, "add_rms_norm");
     require_dtype(out, DType::F32, "add_rms_norm");

@@ -1,5 +1,5 @@
-// The norm_rope family: rms_norm, add_rms_norm, rope_neox and the fused attention prologue qk_norm_rope_kv_write.
-// Their interface and contract are in runtime/backend.h; norm_rope.cpp checks their arguments (the entry points
+// The norm_rope family: rms_norm, layer_norm, add_rms_norm, rope_neox and the fused attention prologue
+// qk_norm_rope_kv_write. Their interface and contract are in runtime/backend.h; norm_rope.cpp checks their arguments (the entry points
 // every backend goes through), and this header declares the double-precision references the backends are tested
 // against (tests/ops/test_norm_rope.cpp), plain loops on host arrays.
 #pragma once
@@ -13,6 +13,10 @@ namespace tracelm::reference {
 // Each row of `cols` values divided by its root mean square (plus eps) and scaled by w (f32 values of a
 // f32/bf16/f16 weight).
 std::vector<double> rms_norm(std::span<const float> x, int64_t cols, std::span<const float> w, double eps);
+
+// LayerNorm of each row of `cols` values: (x - mean) / sqrt(variance + eps) * w + b, the biased variance.
+std::vector<double> layer_norm(std::span<const float> x, int64_t cols, std::span<const float> w,
+                               std::span<const float> b, double eps);
 
 // add_rms_norm: sum = x + delta (what x holds afterwards), out = rms_norm(sum).
 struct AddRmsNorm {

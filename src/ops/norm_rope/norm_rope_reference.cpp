@@ -48,6 +48,24 @@ std::vector<double> rms_norm(std::span<const float> x, int64_t cols, std::span<c
     return rms_norm_rows(x, cols, w, eps);
 }
 
+std::vector<double> layer_norm(std::span<const float> x, int64_t cols, std::span<const float> w,
+                               std::span<const float> b, double eps) {
+    if (cols <= 0 || x.size() % cols != 0 || static_cast<int64_t>(w.size()) != cols ||
+        static_cast<int64_t>(b.size()) != cols)
+        throw std::invalid_argument("reference::layer_norm: shape mismatch");
+    std::vector<double> out(x.size());
+    for (size_t r = 0; r < x.size() / cols; ++r) {
+        const float* row = x.data() + r * cols;
+        double mean = 0.0, var = 0.0;
+        for (int64_t c = 0; c < cols; ++c) mean += row[c];
+        mean /= double(cols);
+        for (int64_t c = 0; c < cols; ++c) var += (row[c] - mean) * (row[c] - mean);
+        const double inv = 1.0 / std::sqrt(var / double(cols) + eps);
+        for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = (row[c] - mean) * inv * double(w[c]) + double(b[c]);
+    }
+    return out;
+}
+
 AddRmsNorm add_rms_norm(std::span<const float> x, std::span<const float> delta, int64_t cols, std::span<const float> w,
                         double eps) {
     if (x.size() != delta.size()) throw std::invalid_argument("reference::add_rms_norm: sizes differ");

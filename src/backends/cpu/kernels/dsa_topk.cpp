@@ -73,7 +73,7 @@ Threshold select_threshold(const uint32_t* keys, int64_t n, int64_t topk, uint32
 }
 
 void topk_row(const TopkCpuArgs& a, int64_t r, uint32_t* scratch, const detail::TopkPrimitives& p) {
-    const KeyWindow w = clamp_window(a.window_start[r], a.window_end[r], a.keys);
+    const KeyWindow w = row_window(a.window_start, a.window_end, a.causal, r, a.keys);
     int64_t* out = a.indices + r * a.topk;
     if (w.size <= a.topk) {
         for (int64_t i = 0; i < w.size; ++i) out[i] = w.begin + i;

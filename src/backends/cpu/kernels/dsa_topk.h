@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "backends/cpu/kernels/cpu_features.h"
+#include "ops/dsa/dsa_topk.h"
 
 namespace tracelm::dsa {
 
@@ -22,6 +23,7 @@ struct TopkCpuArgs {
     int64_t slot_stride;  // elements between scratch slots
     int64_t slots;
     cpu::Isa isa;  // which primitives to use; one this CPU runs (the backend passes active_isa())
+    CausalRows causal;  // dsa_topk_causal: the rows' windows from these, not the window arrays (ops/dsa/dsa_topk.h)
 };
 
 // Scratch elements one slot needs for rows of up to `keys` keys.

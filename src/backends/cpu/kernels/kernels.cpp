@@ -27,6 +27,17 @@ void check_quant_row(DType dt, int64_t cols, const char* what) {
                                     std::string(dtype_name(dt)) + " blocks");
 }
 
+// Calls f with a reader of element i of a weight of type wt (f32, bf16 or f16) as f32.
+template <class F>
+void with_weight_reader(DType wt, F f) {
+    const auto half = [](const void* w) { return static_cast<const uint16_t*>(w); };
+    switch (wt) {
+        case DType::BF16: f([half](const void* w, int64_t i) { return bf16_to_f32(half(w)[i]); }); break;
+        case DType::F16: f([half](const void* w, int64_t i) { return f16_to_f32(half(w)[i]); }); break;
+        default: f([](const void* w, int64_t i) { return static_cast<const float*>(w)[i]; });
+    }
+}
+
 // rms_norm's rows with weights read by load(i) as f32.
 template <class Load>
 void rms_norm_rows(const float* x, Load load, float eps, float* out, int64_t cols, int64_t r0, int64_t r1) {
@@ -98,15 +109,29 @@ void matmul(const float* x, int64_t T, int64_t K, const void* w, DType wt, const
 
 void rms_norm(const float* x, const void* w, DType wt, float eps, float* out, int64_t cols, int64_t r0, int64_t r1) {
     check_float_dtype(wt, "rms_norm");
-    const auto* h = static_cast<const uint16_t*>(w);
-    switch (wt) {
-        case DType::BF16: rms_norm_rows(x, [h](int64_t i) { return bf16_to_f32(h[i]); }, eps, out, cols, r0, r1); break;
-        case DType::F16: rms_norm_rows(x, [h](int64_t i) { return f16_to_f32(h[i]); }, eps, out, cols, r0, r1); break;
-        default: {
-            const auto* f = static_cast<const float*>(w);
-            rms_norm_rows(x, [f](int64_t i) { return f[i]; }, eps, out, cols, r0, r1);
+    with_weight_reader(wt, [&](auto at) {
+        rms_norm_rows(x, [&](int64_t i) { return at(w, i); }, eps, out, cols, r0, r1);
+    });
+}
+
+void layer_norm(const float* x, const void* w, const void* b, DType wt, float eps, float* out, int64_t cols,
+                int64_t r0, int64_t r1) {
+    check_float_dtype(wt, "layer_norm");
+    with_weight_reader(wt, [&](auto at) {
+        for (int64_t r = r0; r < r1; ++r) {
+            const float* xr = x + r * cols;
+            float* o = out + r * cols;
+            // Serial sums in double, as rms_norm's: one fixed order.
+            double sum = 0.0;
+            for (int64_t i = 0; i < cols; ++i) sum += static_cast<double>(xr[i]);
+            const auto mean = static_cast<float>(sum / static_cast<double>(cols));
+            double ss = 0.0;
+            for (int64_t i = 0; i < cols; ++i) ss += static_cast<double>((xr[i] - mean) * (xr[i] - mean));
+            const float scale = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(cols)) + eps);
+            // out may alias x: element i is read before it is written.
+            for (int64_t i = 0; i < cols; ++i) o[i] = (xr[i] - mean) * scale * at(w, i) + at(b, i);
         }
-    }
+    });
 }
 
 void add(const float* a, const float* b, float* out, int64_t i0, int64_t i1) {

@@ -28,6 +28,9 @@ void reserve_thread_scratch();
 // ggml's RMS_NORM + MUL, with one implementation for every Isa: the squares x*x rounded to f32 are summed in
 // double in index order, mean = (float)(sum / cols), scale = 1.0f / sqrtf(mean + eps), out = (x * scale) * w.
 void rms_norm(const float* x, const void* w, DType wt, float eps, float* out, int64_t cols, int64_t r0, int64_t r1);
+// Rows [r0, r1) of layer_norm (runtime/backend.h): mean and variance as serial double sums; w and b of type wt.
+void layer_norm(const float* x, const void* w, const void* b, DType wt, float eps, float* out, int64_t cols,
+                int64_t r0, int64_t r1);
 // Elementwise over [i0, i1).
 void add(const float* a, const float* b, float* out, int64_t i0, int64_t i1);
 // out = silu(gate) * up over [i0, i1) of rows of `cols` elements, as ggml's SWIGLU (AVX2 build) computes it

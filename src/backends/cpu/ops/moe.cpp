@@ -1,11 +1,11 @@
-// CpuBackend::moe_route and moe_ffn (semantics in ops/moe/moe.h). moe_ffn runs as recorded ops over one backend
-// scratch buffer: a counting sort of the (row, slot) pairs by expert (so each active expert's weights are read once
-// for all the rows that chose it) and the gather of their input rows (one op for a few rows, two otherwise), the
-// gate and up products of every active expert with the activation (each thread a share of every expert's weight
-// rows), the down products, and the weighted sum of each row's slots in slot order. Which experts are active is
-// read from `ids` when the ops run, so a recorded decode step routes on the device like an eager one. matmul's
-// kernels give each output element the same bits whatever rows share the product (kernels.h), so grouping changes
-// no row's result beyond the order llama.cpp takes by an expert's rows (ops/moe/moe.h).
+// CpuBackend::moe_route, moe_route_grouped and moe_ffn (semantics in ops/moe/moe.h). moe_ffn runs as recorded ops
+// over one backend scratch buffer: a counting sort of the (row, slot) pairs by expert (so each active expert's
+// weights are read once for all the rows that chose it) and the gather of their input rows (one op for a few rows,
+// two otherwise), the gate and up products of every active expert with the activation (each thread a share of every
+// expert's weight rows), the down products, and the weighted sum of each row's slots in slot order. Which experts
+// are active is read from `ids` when the ops run, so a recorded decode step routes on the device like an eager one.
+// matmul's kernels give each output element the same bits whatever rows share the product (kernels.h), so grouping
+// changes no row's result beyond the order llama.cpp takes by an expert's rows (ops/moe/moe.h).
 #include <algorithm>
 #include <cmath>
 #include <utility>
@@ -48,26 +48,40 @@ void run_route(const RouteArgs& a, int64_t b, int64_t e) {
             ggml::soft_max_row(p, p, a.E);
         else
             std::fill(p, p + a.E, 0.0f);
-        // The k best by insertion: a later expert displaces an earlier one only when strictly more probable, so
-        // ties keep the lower id first.
         int64_t n = 0;
-        for (int64_t i = 0; i < a.E; ++i) {
-            const float pi = p[i];
-            if (n == a.k && !(pi > w[n - 1])) continue;
-            int64_t at = n < a.k ? n++ : a.k - 1;
-            while (at > 0 && pi > w[at - 1]) {
-                w[at] = w[at - 1];
-                ids[at] = ids[at - 1];
-                --at;
-            }
-            w[at] = pi;
-            ids[at] = static_cast<int32_t>(i);
-        }
+        for (int64_t i = 0; i < a.E; ++i) moe::keep_best(p[i], static_cast<int32_t>(i), w, ids, n, a.k);
         if (!a.normalize) continue;
         double total = 0.0;
         for (int64_t j = 0; j < a.k; ++j) total += static_cast<double>(w[j]);
         const float t = std::max(static_cast<float>(total), 0x1p-14f);  // ggml's CLAMP before the DIV
         for (int64_t j = 0; j < a.k; ++j) w[j] /= t;
+    }
+}
+
+// ---- moe_route_grouped ----
+
+struct GroupedRouteArgs {
+    const float* x;
+    const float* router;
+    const float* bias;
+    float* logits;
+    float* best;      // scratch [T, topk_group + k]
+    int32_t* groups;  // scratch [T, topk_group]
+    int32_t* ids;
+    float* weights;
+    int64_t E, H, k, n_group, topk_group;
+    bool normalize;
+    float scaling;
+};
+
+void run_route_grouped(const GroupedRouteArgs& a, int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+        float* l = a.logits + r * a.E;
+        // A row alone, in vec_dot's order: its bits do not depend on the other rows (batch invariance).
+        matmul_f32_ggml(a.x + r * a.H, 1, a.H, a.router, l, a.E, 0, a.E, GgmlDot::VecDot);
+        moe::route_grouped_row({l, a.bias, a.E, a.k, a.n_group, a.topk_group, a.normalize, a.scaling,
+                                a.best + r * (a.topk_group + a.k), a.groups + r * a.topk_group},
+                               a.ids + r * a.k, a.weights + r * a.k);
     }
 }
 
@@ -193,7 +207,8 @@ void run_combine(const FfnArgs& a, int64_t b, int64_t e) {
 }
 
 constexpr const char* kMoeScratchName = "cpu:moe_scratch";
-constexpr const char* kMoeProbsName = "cpu:moe_route_probs";
+// moe_route's probabilities, moe_route_grouped's selection.
+constexpr const char* kMoeRouteScratchName = "cpu:moe_route_scratch";
 // Up to this many (row, slot) pairs the sort and the gather are one op.
 constexpr int64_t kGatherAlone = 128;
 
@@ -204,7 +219,7 @@ size_t align64(size_t n) { return (n + 63) / 64 * 64; }
 void CpuBackend::do_moe_route(const Tensor& x, const Tensor& router, int64_t batch_rows, bool normalize,
                               const Tensor& logits, const Tensor& ids, const Tensor& weights) {
     const int64_t T = x.rows, E = router.rows, H = x.cols;
-    Buffer* probs = scratch_buffer(kMoeProbsName, static_cast<size_t>(T * E) * sizeof(float));
+    Buffer* probs = scratch_buffer(kMoeRouteScratchName, static_cast<size_t>(T * E) * sizeof(float));
     const auto b = reinterpret_cast<uintptr_t>(probs->data);
     // llamafile's tinyBLAS takes ggml's f32 products of 2 or more rows where K is a multiple of 8.
     const GgmlDot order = batch_rows >= 2 && H % 8 == 0 ? GgmlDot::Tinyblas : GgmlDot::VecDot;
@@ -212,6 +227,23 @@ void CpuBackend::do_moe_route(const Tensor& x, const Tensor& router, int64_t bat
            RouteArgs{x.ptr<float>(), router.ptr<float>(), logits.ptr<float>(), static_cast<float*>(probs->data),
                      ids.ptr<int32_t>(), weights.ptr<float>(), E, H, ids.cols, normalize, order},
            Footprint().read(x).read(router).write(logits).write(ByteRange{b, b + static_cast<size_t>(T * E) * 4})
+               .write(ids).write(weights),
+           T, 4);
+}
+
+void CpuBackend::do_moe_route_grouped(const Tensor& x, const Tensor& router, const Tensor& bias, int n_group,
+                                      int topk_group, bool normalize, float scaling, const Tensor& logits,
+                                      const Tensor& ids, const Tensor& weights) {
+    const int64_t T = x.rows, k = ids.cols;
+    const size_t floats = static_cast<size_t>(T * (topk_group + k)), ints = static_cast<size_t>(T * topk_group);
+    Buffer* scratch = scratch_buffer(kMoeRouteScratchName, (floats + ints) * 4);
+    const auto b = reinterpret_cast<uintptr_t>(scratch->data);
+    auto* best = static_cast<float*>(scratch->data);
+    submit(run_route_grouped,
+           GroupedRouteArgs{x.ptr<float>(), router.ptr<float>(), bias.ptr<float>(), logits.ptr<float>(), best,
+                            reinterpret_cast<int32_t*>(best + floats), ids.ptr<int32_t>(), weights.ptr<float>(),
+                            router.rows, x.cols, k, n_group, topk_group, normalize, scaling},
+           Footprint().read(x).read(router).read(bias).write(logits).write(ByteRange{b, b + (floats + ints) * 4})
                .write(ids).write(weights),
            T, 4);
 }

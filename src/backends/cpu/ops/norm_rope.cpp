@@ -16,6 +16,19 @@ struct RmsNormArgs {
 };
 void run_rms_norm(const RmsNormArgs& a, int64_t b, int64_t e) { rms_norm(a.x, a.w, a.wt, a.eps, a.out, a.cols, b, e); }
 
+struct LayerNormArgs {
+    const float* x;
+    const void* w;
+    const void* b;
+    float* out;
+    int64_t cols;
+    float eps;
+    DType wt;
+};
+void run_layer_norm(const LayerNormArgs& a, int64_t b, int64_t e) {
+    layer_norm(a.x, a.w, a.b, a.wt, a.eps, a.out, a.cols, b, e);
+}
+
 struct RopeArgs {
     float* x;
     const int32_t* positions;
@@ -102,6 +115,11 @@ void run_qkv_prologue(const QkvPrologueArgs& a, int64_t b, int64_t e) {
 void CpuBackend::do_rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) {
     submit(run_rms_norm, RmsNormArgs{x.ptr<float>(), w.raw(), out.ptr<float>(), x.cols, eps, w.dtype},
            Footprint().read(x).read(w).write(out), x.rows);
+}
+
+void CpuBackend::do_layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, const Tensor& out) {
+    submit(run_layer_norm, LayerNormArgs{x.ptr<float>(), w.raw(), b.raw(), out.ptr<float>(), x.cols, eps, w.dtype},
+           Footprint().read(x).read(w).read(b).write(out), x.rows);
 }
 
 const CpuBackend::RopeTable& CpuBackend::rope_table(int head_dim, const RopeSpec& rope) {

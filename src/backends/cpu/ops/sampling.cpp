@@ -67,7 +67,7 @@ class Row {
                 }
             }
             const int64_t end_n = n;
-            dsa::topk_cpu_range(dsa::TopkCpuArgs{vals_, &start, &end_n, sel_, keys_, 1, n, k, 0, 1, a_.isa}, 0, 1);
+            dsa::topk_cpu_range(dsa::TopkCpuArgs{vals_, &start, &end_n, sel_, keys_, 1, n, k, 0, 1, a_.isa, {}}, 0, 1);
             for (int64_t i = 0; i < k; ++i) sel_[i] = cand_[sel_[i]];
         }
         double z = 0.0;
