@@ -37,12 +37,23 @@ std::string tokenizer_dir(const MakeCheckpointOptions& opts) {
 }
 
 
+// DeepSeek-V3.2 (DeepseekV32ForCausalLM; docs/deepseek-v32-plan.md): latent attention, the lightning indexer and
+// DeepSeek's MoE (layers from first_dense on; Geometry's experts), with its own vocabulary when vocab > 0 (no
+// tokenizer then) and the Qwen3 tokenizer's otherwise.
+struct DeepseekGeometry {
+    int q_lora, kv_lora, nope, rope, v, index_heads, index_dim, index_topk, n_group, topk_group, shared, first_dense;
+    int vocab = 0;
+};
+
 struct Geometry {
     int hidden, intermediate, layers, heads, kv_heads, head_dim, max_positions;
     // Qwen3-MoE: every layer's MLP is `experts` experts of moe_intermediate, experts_per_tok chosen per token.
     int experts = 0, experts_per_tok = 0, moe_intermediate = 0;
+    std::optional<DeepseekGeometry> deepseek = std::nullopt;
+    int vocab() const;
 };
 constexpr int kQwen3Vocab = 151936;
+int Geometry::vocab() const { return deepseek && deepseek->vocab > 0 ? deepseek->vocab : kQwen3Vocab; }
 
 Geometry geometry_by_name(const std::string& name) {
     if (name == "tiny") return {64, 192, 2, 4, 2, 32, 4096};
@@ -53,8 +64,19 @@ Geometry geometry_by_name(const std::string& name) {
     // Qwen3-30B-A3B's layers (its config.json: hidden 2048, 32 query and 4 KV heads of 128, 128 experts of 768, 8
     // per token, context 40960), 8 of its 48 by default, with a tied head.
     if (name == "qwen3-30b-a3b-slice") return {2048, 6144, 8, 32, 4, 128, 40960, 128, 8, 768};
+    // The shapes of testdata/models/tiny-deepseek-v32 (scripts/make_deepseek_checkpoint.py) with Qwen3's
+    // vocabulary, so that its tokenizer serves it.
+    if (name == "deepseek-tiny")
+        return {64, 128, 3, 4, 4, 8, 163840, 8, 2, 32, DeepseekGeometry{32, 32, 16, 8, 16, 4, 32, 8, 4, 2, 1, 1}};
+    // DeepSeek-V3.2's attention and indexer exactly (config.json: hidden 7168, 128 heads, q_lora_rank 1536,
+    // kv_lora_rank 512, qk_nope 128, qk_rope 64, v_head 128, 64 indexer heads of 128, index_topk 2048); 2 layers (the
+    // first dense, intermediate 2048), 8 routed experts of 256 in 4 groups, 2 per token, a vocabulary of 4096.
+    if (name == "deepseek-v32-slice")
+        return {7168, 2048, 2, 128, 128, 64, 163840, 8, 2, 256,
+                DeepseekGeometry{1536, 512, 128, 64, 128, 64, 128, 2048, 4, 2, 1, 1, 4096}};
     throw std::runtime_error("unknown checkpoint geometry '" + name +
-                             "' (supported: tiny, qwen3-0.6b, moe-tiny, moe-small, qwen3-30b-a3b-slice)");
+                             "' (supported: tiny, qwen3-0.6b, moe-tiny, moe-small, qwen3-30b-a3b-slice, deepseek-tiny, "
+                             "deepseek-v32-slice)");
 }
 
 // How a tensor's values are drawn: fan_in > 0: uniform in +-sqrt(3 / fan_in) (unit-variance
@@ -102,6 +124,57 @@ std::vector<RandomTensor> qwen3_tensors(const Geometry& g, DType dt) {
     return out;
 }
 
+// In the order of scripts/make_deepseek_checkpoint.py's listing. Biases are drawn as weights of fan-in 300
+// (uniform +-0.1).
+std::vector<RandomTensor> deepseek_tensors(const Geometry& g, DType dt) {
+    const DeepseekGeometry& d = *g.deepseek;
+    const int64_t H = g.hidden, heads = g.heads, V = g.vocab();
+    std::vector<RandomTensor> out;
+    auto add = [&](std::string name, std::vector<int64_t> shape, int64_t fan_in) {
+        out.push_back({{std::move(name), dt, std::move(shape)}, fan_in});
+    };
+    constexpr int64_t kBias = 300;
+    add("model.embed_tokens.weight", {V, H}, 3);
+    for (int l = 0; l < g.layers; ++l) {
+        const std::string p = "model.layers." + std::to_string(l) + ".", a = p + "self_attn.";
+        add(p + "input_layernorm.weight", {H}, 0);
+        add(a + "q_a_proj.weight", {d.q_lora, H}, H);
+        add(a + "q_a_layernorm.weight", {d.q_lora}, 0);
+        add(a + "q_b_proj.weight", {heads * (d.nope + d.rope), d.q_lora}, d.q_lora);
+        add(a + "kv_a_proj_with_mqa.weight", {d.kv_lora + d.rope, H}, H);
+        add(a + "kv_a_layernorm.weight", {d.kv_lora}, 0);
+        add(a + "kv_b_proj.weight", {heads * (d.nope + d.v), d.kv_lora}, d.kv_lora);
+        add(a + "o_proj.weight", {H, heads * d.v}, heads * d.v);
+        add(a + "indexer.wq_b.weight", {int64_t{d.index_heads} * d.index_dim, d.q_lora}, d.q_lora);
+        add(a + "indexer.wk.weight", {d.index_dim, H}, H);
+        add(a + "indexer.k_norm.weight", {d.index_dim}, 0);
+        add(a + "indexer.k_norm.bias", {d.index_dim}, kBias);
+        add(a + "indexer.weights_proj.weight", {d.index_heads, H}, H);
+        add(p + "post_attention_layernorm.weight", {H}, 0);
+        if (l < d.first_dense) {
+            add(p + "mlp.gate_proj.weight", {g.intermediate, H}, H);
+            add(p + "mlp.up_proj.weight", {g.intermediate, H}, H);
+            add(p + "mlp.down_proj.weight", {H, g.intermediate}, g.intermediate);
+            continue;
+        }
+        const int64_t MI = g.moe_intermediate, SI = MI * d.shared;
+        add(p + "mlp.gate.weight", {g.experts, H}, H);
+        add(p + "mlp.gate.e_score_correction_bias", {g.experts}, kBias);
+        for (int e = 0; e < g.experts; ++e) {
+            const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
+            add(x + "gate_proj.weight", {MI, H}, H);
+            add(x + "up_proj.weight", {MI, H}, H);
+            add(x + "down_proj.weight", {H, MI}, MI);
+        }
+        add(p + "mlp.shared_experts.gate_proj.weight", {SI, H}, H);
+        add(p + "mlp.shared_experts.up_proj.weight", {SI, H}, H);
+        add(p + "mlp.shared_experts.down_proj.weight", {H, SI}, SI);
+    }
+    add("model.norm.weight", {H}, 0);
+    add("lm_head.weight", {V, H}, H);
+    return out;
+}
+
 // Hands the tensor's values to `sink` in order, in chunks of a whole number of 32-element blocks.
 void random_values(const RandomTensor& t, uint64_t seed, const std::function<void(const float*, size_t)>& sink) {
     Xoshiro256 rng(SplitMix64(seed).next() ^ fnv1a64(t.spec.name));
@@ -145,6 +218,53 @@ void write_random_tensor(const RandomTensor& t, uint64_t seed, DType dtype, bool
         quantize_row(dtype, v, static_cast<int64_t>(n), buf.data());
         out(buf.data(), buf.size());
     });
+}
+
+json deepseek_config_json(const Geometry& g, DType dt) {
+    const DeepseekGeometry& d = *g.deepseek;
+    return json{
+        {"architectures", {"DeepseekV32ForCausalLM"}},
+        {"model_type", "deepseek_v32"},
+        {"attention_bias", false},
+        {"bos_token_id", d.vocab > 0 ? 0 : 151643},
+        {"eos_token_id", d.vocab > 0 ? 1 : 151645},
+        {"first_k_dense_replace", d.first_dense},
+        {"hidden_act", "silu"},
+        {"hidden_size", g.hidden},
+        {"index_head_dim", d.index_dim},
+        {"index_n_heads", d.index_heads},
+        {"index_topk", d.index_topk},
+        {"intermediate_size", g.intermediate},
+        {"kv_lora_rank", d.kv_lora},
+        {"max_position_embeddings", g.max_positions},
+        {"moe_intermediate_size", g.moe_intermediate},
+        {"moe_layer_freq", 1},
+        {"n_group", d.n_group},
+        {"n_routed_experts", g.experts},
+        {"n_shared_experts", d.shared},
+        {"norm_topk_prob", true},
+        {"num_attention_heads", g.heads},
+        {"num_experts_per_tok", g.experts_per_tok},
+        {"num_hidden_layers", g.layers},
+        {"num_key_value_heads", g.heads},
+        {"num_nextn_predict_layers", 0},
+        {"q_lora_rank", d.q_lora},
+        {"qk_nope_head_dim", d.nope},
+        {"qk_rope_head_dim", d.rope},
+        {"rms_norm_eps", 1e-6},
+        {"rope_scaling",
+         {{"beta_fast", 32}, {"beta_slow", 1}, {"factor", 40}, {"mscale", 1.0}, {"mscale_all_dim", 1.0},
+          {"original_max_position_embeddings", 4096}, {"type", "yarn"}}},
+        {"rope_theta", 10000},
+        {"routed_scaling_factor", 2.5},
+        {"scoring_func", "sigmoid"},
+        {"tie_word_embeddings", false},
+        {"topk_group", d.topk_group},
+        {"topk_method", "noaux_tc"},
+        {"torch_dtype", dt == DType::BF16 ? "bfloat16" : "float32"},
+        {"v_head_dim", d.v},
+        {"vocab_size", g.vocab()},
+    };
 }
 
 json qwen3_config_json(const Geometry& g, DType dt) {
@@ -298,6 +418,7 @@ void make_random_checkpoint(const MakeCheckpointOptions& opts) {
     if (opts.layers > 0) g.layers = opts.layers;
     if (opts.out.empty()) throw std::runtime_error("random checkpoint: no output path given");
     if (opts.format == CheckpointFormat::Gguf) {
+        if (g.deepseek) throw std::runtime_error("random checkpoint: DeepSeek geometries are written as safetensors only");
         write_random_gguf(g, opts);
         return;
     }
@@ -306,14 +427,16 @@ void make_random_checkpoint(const MakeCheckpointOptions& opts) {
                                  std::string(dtype_name(opts.dtype)));
     const fs::path dir(opts.out);
     const fs::path tok(tokenizer_dir(opts));
+    // A vocabulary of its own has no tokenizer.
+    const bool with_tokenizer = g.vocab() == kQwen3Vocab;
     for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
-        if (!fs::is_regular_file(tok / f))
+        if (with_tokenizer && !fs::is_regular_file(tok / f))
             throw std::runtime_error((tok / f).string() + ": missing (the random checkpoint copies it)");
 
     fs::create_directories(dir);
     remove_old_weights(dir);
 
-    const std::vector<RandomTensor> tensors = qwen3_tensors(g, opts.dtype);
+    const std::vector<RandomTensor> tensors = g.deepseek ? deepseek_tensors(g, opts.dtype) : qwen3_tensors(g, opts.dtype);
     const auto shards = plan_shards(tensors, opts.max_shard_bytes);
     const std::map<std::string, std::string> metadata{{"format", "pt"}};
     json weight_map = json::object();
@@ -335,9 +458,10 @@ void make_random_checkpoint(const MakeCheckpointOptions& opts) {
         const json index{{"metadata", {{"total_size", total_bytes}}}, {"weight_map", weight_map}};
         write_text(dir / "model.safetensors.index.json", index.dump(2) + "\n");
     }
-    write_text(dir / "config.json", qwen3_config_json(g, opts.dtype).dump(2) + "\n");
+    write_text(dir / "config.json", (g.deepseek ? deepseek_config_json(g, opts.dtype) : qwen3_config_json(g, opts.dtype))
+                                        .dump(2) + "\n");
     for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
-        fs::copy_file(tok / f, dir / f, fs::copy_options::overwrite_existing);
+        if (with_tokenizer) fs::copy_file(tok / f, dir / f, fs::copy_options::overwrite_existing);
 }
 
 uint64_t fnv1a64_file(const std::string& path) {

@@ -1,4 +1,4 @@
-// Deterministic random Qwen3 checkpoints (safetensors folders or GGUF files) for tests and benchmarks.
+// Deterministic random Qwen3 (and DeepSeek-V3.2) checkpoints (safetensors folders or GGUF files) for tests and benchmarks.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +14,9 @@ enum class CheckpointFormat { Safetensors, Gguf };
 struct MakeCheckpointOptions {
     // "tiny", "qwen3-0.6b", "moe-tiny" (Qwen3-MoE: 8 experts, 2 per token), "moe-small" (the same with widths of 256,
     // which the K types' blocks need) or "qwen3-30b-a3b-slice" (Qwen3-30B-A3B's layer shapes: 128 experts, 8 per
-    // token; 8 layers).
+    // token; 8 layers), "deepseek-tiny" (DeepSeek-V3.2: latent attention, lightning indexer, DeepSeek MoE; Qwen3's
+    // vocabulary) or "deepseek-v32-slice" (V3.2's attention and indexer shapes, 2 layers, its own 4096-token
+    // vocabulary and no tokenizer).
     std::string geometry = "tiny";
     int layers = 0;  // > 0: this many layers instead of the geometry's
     uint64_t seed = 0;

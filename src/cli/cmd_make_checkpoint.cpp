@@ -31,7 +31,7 @@ uint64_t parse_u64(const std::string& flag, const std::string& text) {
 
 Action add_make_checkpoint(CLI::App& app) {
     auto a = std::make_shared<MakeArgs>();
-    app.add_option("--geometry", a->opt.geometry, "model geometry")->required()->check(CLI::IsMember({"tiny", "qwen3-0.6b", "moe-tiny", "moe-small", "qwen3-30b-a3b-slice"}));
+    app.add_option("--geometry", a->opt.geometry, "model geometry")->required()->check(CLI::IsMember({"tiny", "qwen3-0.6b", "moe-tiny", "moe-small", "qwen3-30b-a3b-slice", "deepseek-tiny", "deepseek-v32-slice"}));
     app.add_option("--layers", a->opt.layers, "layers instead of the geometry's")->check(CLI::Range(1, 1024));
     app.add_option("--seed", a->seed, "random seed, in [0, 2^64)")->required();
     app.add_option("--out", a->opt.out, "output folder (safetensors) or file (gguf)")->required();

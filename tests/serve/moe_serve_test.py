@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """`tracelm serve` on a mixture-of-experts model (random Qwen3-MoE GGUFs that the test writes with `tracelm
 make-checkpoint`: moe-tiny with Q8_0 experts in both numerics, and moe-small with Q4_K experts in the ggml numerics,
-whose prompt forwards the server never cuts): 16 concurrent streamed completions, greedy and seeded, of different
+whose prompt forwards the server never cuts; and a random DeepSeek-V3.2 folder, deepseek-tiny, whose lightning
+indexer keeps 8 positions per query of these longer prompts): 16 concurrent streamed completions, greedy and seeded, of different
 prompt lengths, decoded together in the server's captured buckets, each equal to the same request sent alone
 afterwards (text, finish reason, token count). Bounded: every request has a timeout, the server is stopped at the
 end.
@@ -50,13 +51,15 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         # The least number of distinct answers among the 16 (answers that differ show no request got another's):
         # moe-small's random weights give sharply peaked logits, so its answers repeat more.
-        for geometry, dtype, numerics, least in (("moe-tiny", "q8_0", "ggml", REQUESTS // 2),
-                                                 ("moe-tiny", "q8_0", "fast", REQUESTS // 2),
-                                                 ("moe-small", "q4_k", "ggml", 4)):
-            model = os.path.join(tmp, f"{geometry}-{dtype}", "moe.gguf")  # served as "moe"
+        for geometry, fmt, dtype, numerics, least in (("moe-tiny", "gguf", "q8_0", "ggml", REQUESTS // 2),
+                                                      ("moe-tiny", "gguf", "q8_0", "fast", REQUESTS // 2),
+                                                      ("moe-small", "gguf", "q4_k", "ggml", 4),
+                                                      ("deepseek-tiny", "safetensors", "f32", "ggml", REQUESTS // 2)):
+            # Served as "moe".
+            model = os.path.join(tmp, f"{geometry}-{dtype}", "moe.gguf" if fmt == "gguf" else "moe")
             if not os.path.exists(model):
-                os.mkdir(os.path.dirname(model))
-                subprocess.run([binary, "make-checkpoint", "--geometry", geometry, "--seed", "7", "--format", "gguf",
+                os.makedirs(os.path.dirname(model), exist_ok=True)
+                subprocess.run([binary, "make-checkpoint", "--geometry", geometry, "--seed", "7", "--format", fmt,
                                 "--dtype", dtype, "--out", model], check=True, stdout=subprocess.DEVNULL)
             what = f"{geometry} {dtype} {numerics}"
             server = Server(binary, ["--max-seqs", str(REQUESTS), "--numerics", numerics], model=model)
@@ -92,7 +95,7 @@ def main():
                 server.stop()
     for f in failures:
         print("FAIL:", f, file=sys.stderr)
-    print(f"{'FAILED' if failures else 'passed'}: {REQUESTS} concurrent MoE completions, each as alone, three models")
+    print(f"{'FAILED' if failures else 'passed'}: {REQUESTS} concurrent MoE completions, each as alone, four models")
     return 1 if failures else 0
 
 
