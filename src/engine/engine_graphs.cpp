@@ -71,16 +71,13 @@ void Engine::touch_kv() {
         (sliding_cache_ && sliding_cache_->free_count() != sliding_cache_->num_blocks())) {
         throw std::logic_error("touch_kv() with KV blocks in use or cached");
     }
-    const ModelConfig& c = model_.config();
     std::vector<unsigned char> zeros;
-    for (int l = 0; l < c.num_hidden_layers; ++l) {
-        for (const Tensor* t : {&kv_->k(l), &kv_->v(l)}) {
-            const int64_t rows = std::max<int64_t>(1, static_cast<int64_t>((size_t{1} << 20) / t->row_bytes()));
-            zeros.resize(static_cast<size_t>(rows) * t->row_bytes());
-            for (int64_t r = 0; r < t->rows; r += rows) {
-                const Tensor part = t->slice_rows(r, std::min(rows, t->rows - r));
-                backend_.upload(part, zeros.data());
-            }
+    for (const Tensor& t : kv_->pools()) {
+        const int64_t rows = std::max<int64_t>(1, static_cast<int64_t>((size_t{1} << 20) / t.row_bytes()));
+        zeros.resize(static_cast<size_t>(rows) * t.row_bytes());
+        for (int64_t r = 0; r < t.rows; r += rows) {
+            const Tensor part = t.slice_rows(r, std::min(rows, t.rows - r));
+            backend_.upload(part, zeros.data());
         }
     }
 }

@@ -26,7 +26,8 @@ PagedKvCache::PagedKvCache(Backend& backend, int layers, KvLayout layout, int nu
             const std::string name = "kv_cache." + std::to_string(l) + "." + kind;
             Buffer* b = backend.alloc(static_cast<size_t>(slots) * dtype_row_bytes(dtype, dim), name);
             buffers_.push_back(b);
-            (kind[0] == 'k' ? k_ : kind[0] == 'v' ? v_ : aux_).push_back(whole(b, dtype, slots, dim));
+            pools_.push_back(whole(b, dtype, slots, dim));
+            (kind[0] == 'k' ? k_ : kind[0] == 'v' ? v_ : aux_).push_back(pools_.back());
             bytes_ += b->bytes;
         }
     }

@@ -45,6 +45,8 @@ class PagedKvCache {
     const Tensor& k(int layer) const { return k_[static_cast<size_t>(layer)]; }
     const Tensor& v(int layer) const { return v_.at(static_cast<size_t>(layer)); }
     const Tensor& aux(int layer) const { return aux_.at(static_cast<size_t>(layer)); }
+    // Every pool of every layer.
+    const std::vector<Tensor>& pools() const { return pools_; }
     size_t bytes() const { return bytes_; }
 
     // Blocks needed to hold `tokens` tokens.
@@ -58,7 +60,7 @@ class PagedKvCache {
     DType dtype_;
     size_t bytes_ = 0;
     std::vector<Buffer*> buffers_;
-    std::vector<Tensor> k_, v_, aux_;
+    std::vector<Tensor> k_, v_, aux_, pools_;
 };
 
 }  // namespace tracelm

@@ -197,7 +197,7 @@ TEST(ModelConfig, LinearRopeScalingDividesFrequenciesAndOtherTypesAreRefused) {
     j["rope_scaling"] = {{"type", "default"}};
     EXPECT_TRUE(parse(j).rope_factors().empty());
     j["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}};
-    expect_error(j, "'rope_scaling.rope_type': rope type 'yarn' is not supported (supported: default, linear, llama3)");
+    expect_error(j, "'rope_scaling.rope_type': YaRN is supported for DeepSeek models only");
     for (const char* type : {"dynamic", "longrope", "su"}) {
         j["rope_scaling"] = {{"rope_type", type}, {"factor", 4.0}};
         expect_error(j, std::string("rope type '") + type + "' is not supported");
@@ -282,7 +282,7 @@ TEST(ModelConfig, RopeParametersOfTransformersV5AreReadAndChecked) {
     j["rope_parameters"] = {{"rope_theta", 0}, {"rope_type", "default"}};
     expect_error(j, "field 'rope_parameters.rope_theta'");
     j["rope_parameters"] = {{"rope_theta", 1e6}, {"rope_type", "yarn"}, {"factor", 4.0}};
-    expect_error(j, "'rope_parameters.rope_type': rope type 'yarn' is not supported");
+    expect_error(j, "'rope_parameters.rope_type': YaRN is supported for DeepSeek models only");
     j["rope_parameters"] = {{"full_attention", {{"rope_theta", 1e6}, {"rope_type", "default"}}},
                             {"other_attention", {{"rope_theta", 1e4}}}};
     expect_error(j, "'rope_parameters': per-layer-type RoPE parameters must be objects under full_attention and "
@@ -499,6 +499,68 @@ TEST(ModelConfig, MalformedExpertFieldsAreRefusedByName) {
     json missing = qwen3_moe();
     missing.erase("num_experts_per_tok");
     expect_error(missing, "num_experts_per_tok");
+}
+
+// DeepSeek-V3.2's config.json (deepseek-ai/DeepSeek-V3.2 on Hugging Face, as published; the fields tracelm reads).
+json deepseek_v32() {
+    return json::parse(R"({
+      "architectures": ["DeepseekV32ForCausalLM"], "model_type": "deepseek_v32", "attention_bias": false,
+      "bos_token_id": 0, "eos_token_id": 1, "first_k_dense_replace": 3, "hidden_act": "silu", "hidden_size": 7168,
+      "index_head_dim": 128, "index_n_heads": 64, "index_topk": 2048, "intermediate_size": 18432,
+      "kv_lora_rank": 512, "max_position_embeddings": 163840, "moe_intermediate_size": 2048, "moe_layer_freq": 1,
+      "n_group": 8, "n_routed_experts": 256, "n_shared_experts": 1, "norm_topk_prob": true,
+      "num_attention_heads": 128, "num_experts_per_tok": 8, "num_hidden_layers": 61, "num_key_value_heads": 128,
+      "num_nextn_predict_layers": 1, "q_lora_rank": 1536, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
+      "rms_norm_eps": 1e-06, "rope_scaling": {"beta_fast": 32, "beta_slow": 1, "factor": 40, "mscale": 1.0,
+      "mscale_all_dim": 1.0, "original_max_position_embeddings": 4096, "type": "yarn"}, "rope_theta": 10000,
+      "routed_scaling_factor": 2.5, "scoring_func": "sigmoid", "tie_word_embeddings": false, "topk_group": 4,
+      "topk_method": "noaux_tc", "torch_dtype": "bfloat16", "v_head_dim": 128, "vocab_size": 129280})");
+}
+
+TEST(ModelConfig, ParsesDeepseekV32) {
+    const ModelConfig c = parse(deepseek_v32());
+    ASSERT_TRUE(c.mla);
+    EXPECT_EQ(c.arch, Arch::Deepseek);
+    EXPECT_EQ(c.head_dim, 64);  // the rope part, what RoPE rotates
+    EXPECT_EQ(c.mla->latent_width(), 576);
+    EXPECT_EQ(c.mla->index_n_heads, 64);
+    EXPECT_EQ(c.mla->index_topk, 2048);
+    EXPECT_EQ(c.num_experts, 256);
+    EXPECT_EQ(c.mla->n_group, 8);
+    EXPECT_EQ(c.mla->topk_group, 4);
+    EXPECT_FLOAT_EQ(c.mla->routed_scaling_factor, 2.5f);
+    for (int l = 0; l < 61; ++l) EXPECT_EQ(c.is_moe(l), l >= 3) << l;
+    // 192^-0.5 * (0.1 ln 40 + 1)^2, docs/deepseek-v32-plan.md.
+    EXPECT_NEAR(c.attention_scale(), 0.13523378, 1e-7);
+    // YaRN: the fastest pairs keep their frequency, the slowest are divided by the factor.
+    const std::vector<float> f = c.rope_factors();
+    ASSERT_EQ(f.size(), 32u);
+    EXPECT_EQ(f.front(), 1.0f);
+    EXPECT_EQ(f.back(), 40.0f);
+
+    json v3 = deepseek_v32();
+    v3["architectures"] = {"DeepseekV3ForCausalLM"};
+    EXPECT_EQ(parse(v3).mla->index_n_heads, 0);  // no indexer: dense attention
+}
+
+TEST(ModelConfig, DeepseekFeaturesTracelmLacksAreRefusedByName) {
+    const std::pair<const char*, json> cases[] = {
+        {"scoring_func", "softmax"}, {"topk_method", "greedy"}, {"n_group", 3},        {"topk_group", 9},
+        {"attention_bias", true},    {"qk_rope_head_dim", 63},  {"q_lora_rank", 0},    {"index_topk", 0},
+        {"n_routed_experts", 0},     {"first_k_dense_replace", 62},
+    };
+    for (const auto& [field, value] : cases) {
+        SCOPED_TRACE(std::string(field) + " = " + value.dump());
+        json j = deepseek_v32();
+        j[field] = value;
+        expect_error(j, field);
+    }
+    json j = deepseek_v32();
+    j["rope_scaling"]["mscale"] = 0.707;  // an attention factor on cos/sin
+    expect_error(j, "mscale");
+    j = deepseek_v32();
+    j["rope_scaling"].erase("original_max_position_embeddings");
+    expect_error(j, "original_max_position_embeddings");
 }
 
 TEST(ModelConfig, ParsesGemma3_270M) {
