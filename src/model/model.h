@@ -89,7 +89,10 @@ class Model {
     const std::map<DType, int>& dtype_counts() const { return dtype_counts_; }
     // Bytes of weights one decode token reads (every matrix once; a tied head counted once).
     size_t decode_weight_bytes() const { return decode_weight_bytes_; }
-    DType weight_dtype() const { return weights_.layers.at(0).q_proj.dtype; }
+    DType weight_dtype() const {
+        const LayerWeights& l = weights_.layers.at(0);
+        return l.mla ? l.mla->q_a.dtype : l.q_proj.dtype;
+    }
     // The RoPE frequencies of a layer (theta and the scaling factors, computed once at load); Gemma's sliding-window
     // layers have their own base and no scaling.
     RopeSpec rope(int layer) const {
