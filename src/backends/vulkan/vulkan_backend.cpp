@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "backends/vulkan/vulkan_shaders.h"
+#include "ops/sampling/sampling.h"
 
 namespace tracelm::vulkan {
 
@@ -928,11 +929,41 @@ void VulkanBackend::do_kv_slots(const Tensor& positions, const Tensor& block_tab
                     groups(slots.numel(), 64).first);
 }
 
+void VulkanBackend::do_sample(const Tensor& logits, const SamplingIo& io, const Tensor& ids) {
+    Impl& m = *impl_;
+    // The draw is formed in f64, as on the CPU, so that seeded draws give the CPU's ids.
+    if (!m.f64) throw std::runtime_error("sample: needs shaderFloat64, which Vulkan device '" + m.name + "' lacks");
+    struct {
+        uint32_t logits, params, counts, step, ids, logprobs, top_ids, vocab, step_offset, param_words, max_logprobs,
+            count_mask;
+    } push{words(logits),     words(io.params),  words(io.counts),    words(io.step),
+           words(ids),        words(io.logprobs), words(io.top_ids),  u32(logits.cols),
+           static_cast<uint32_t>(io.step_offset), u32(io.params.cols), u32(io.top_ids.cols),
+           static_cast<uint32_t>(sampling::kCountMask)};
+    const auto [gx, gy] = groups(logits.rows, 1);
+    m.dispatch("sample", {},
+               {logits.buf, io.params.buf, io.counts.buf, io.step.buf, ids.buf, io.logprobs.buf, io.top_ids.buf,
+                io.ws.buffer},
+               0b11110101, push, gx, gy);
+}
+
+void VulkanBackend::do_adjust_logits(const Tensor& logits, const LogitAdjustIo& io) {
+    struct {
+        uint32_t logits, flags, mask, bias_ids, bias_values, vocab, words, max_bias;
+    } push{words(logits),  words(io.flags),       words(io.mask),    words(io.bias_ids), words(io.bias_values),
+           u32(logits.cols), u32(io.mask.cols), u32(io.bias_ids.cols)};
+    const auto [gx, gy] = groups(logits.rows, 1);
+    impl_->dispatch("adjust_logits", {}, {logits.buf, io.flags.buf, io.mask.buf, io.bias_ids.buf, io.bias_values.buf},
+                    0b1, push, gx, gy);
+}
+
+// sample.comp's per-row scratch: the selected ids, the same in rank order, the rank sort's buffer, their ranks.
+size_t VulkanBackend::sampling_workspace_bytes(int64_t max_rows, int64_t vocab) const {
+    return static_cast<size_t>(max_rows) * 4 * static_cast<size_t>(vocab) * sizeof(int32_t);
+}
+
 // Ops without a shader yet say so by name, before anything is recorded (tests/support/op_conformance.h skips them).
-// capabilities() declares no MoE, so the model loader refuses MoE models; a dense model loads, and the engine stops
-// with this error at its first sampling step.
-void VulkanBackend::do_sample(const Tensor&, const SamplingIo&, const Tensor&) { not_implemented("sample"); }
-void VulkanBackend::do_adjust_logits(const Tensor&, const LogitAdjustIo&) { not_implemented("adjust_logits"); }
+// capabilities() declares no MoE, so the model loader refuses MoE models.
 void VulkanBackend::do_dsa_topk(const Tensor&, const Tensor&, const Tensor&, const DsaTopkWorkspace&, const Tensor&) {
     not_implemented("dsa_topk");
 }
@@ -946,8 +977,7 @@ void VulkanBackend::do_moe_route(const Tensor&, const Tensor&, int64_t, bool, co
 void VulkanBackend::do_moe_ffn(const Tensor&, const Tensor&, const Tensor&, const MoeExperts&, const Tensor&, int64_t) {
     not_implemented("moe_ffn");
 }
-// sample and dsa_topk are not implemented, so their workspaces hold nothing.
-size_t VulkanBackend::sampling_workspace_bytes(int64_t, int64_t) const { return 0; }
+// dsa_topk is not implemented, so its workspace holds nothing.
 size_t VulkanBackend::dsa_topk_workspace_bytes(int64_t, int64_t) const { return 0; }
 
 }  // namespace tracelm::vulkan
