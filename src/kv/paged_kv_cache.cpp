@@ -17,7 +17,7 @@ PagedKvCache::PagedKvCache(Backend& backend, int layers, int64_t kv_dim, int num
         throw std::invalid_argument("kv cache: dtype must be f32 or f16, not " + std::string(dtype_name(dtype)));
     }
     for (int l = 0; l < layers; ++l) {
-        const int64_t slots = static_cast<int64_t>(in_sliding_pool(l) ? sliding_blocks : num_blocks) * block_size;
+        const int64_t slots = slots_of(sliding, sliding_blocks, num_blocks, block_size, l);
         for (const char* kind : {"k", "v"}) {
             const std::string name = "kv_cache." + std::to_string(l) + "." + kind;
             Buffer* b = backend.alloc(static_cast<size_t>(slots) * dtype_row_bytes(dtype, kv_dim), name);
@@ -26,6 +26,15 @@ PagedKvCache::PagedKvCache(Backend& backend, int layers, int64_t kv_dim, int num
             bytes_ += b->bytes;
         }
     }
+}
+
+size_t PagedKvCache::bytes_for(int layers, int64_t kv_dim, int num_blocks, int block_size, DType dtype,
+                               const std::vector<uint8_t>& sliding, int sliding_blocks) {
+    size_t bytes = 0;
+    for (int l = 0; l < layers; ++l)
+        bytes += 2 * static_cast<size_t>(slots_of(sliding, sliding_blocks, num_blocks, block_size, l)) *
+                 dtype_row_bytes(dtype, kv_dim);
+    return bytes;
 }
 
 PagedKvCache::~PagedKvCache() {

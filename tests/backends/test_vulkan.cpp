@@ -403,6 +403,28 @@ TEST(VulkanBackend, NamesAMissingDevice) {
     }
 }
 
+// The host waits for the device at most wait_timeout_s: work still running then (here a 16 x 2048 x 2048 matmul
+// against a limit of 0) is an error naming the device, where a hung device would otherwise hang the host. A lost
+// device's VK_ERROR_DEVICE_LOST takes the same path; lavapipe cannot lose one.
+TEST(VulkanBackend, WorkPastTheWaitTimeoutIsAnErrorNotAHang) {
+    require_device();
+    VulkanOptions options;
+    options.wait_timeout_s = 0.0;
+    VulkanBackend be(options);
+    // Allocated, not uploaded (an upload waits); the backend frees them when it goes.
+    const Tensor x = whole(be.alloc(16 * 2048 * 4, "x"), DType::F32, 16, 2048);
+    const Tensor w = whole(be.alloc(2048 * 2048 * 4, "w"), DType::F32, 2048, 2048);
+    const Tensor out = whole(be.alloc(16 * 2048 * 4, "out"), DType::F32, 16, 2048);
+    be.matmul(x, w, nullptr, out);
+    try {
+        be.synchronize();
+        ADD_FAILURE() << "synchronize returned before the matmul could have run";
+    } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find("did not finish its work within 0 ms (hung or lost)"), std::string::npos)
+            << e.what();
+    }
+}
+
 // Seeded sampling gives the CPU backend's ids: 16 rows of 5003 logits (ties, NaN, +inf, masked and biased rows) under
 // every setting, over 4 steps, eagerly and replayed from one recorded adjust_logits + sample. Ids, top ids, counts
 // and the penalised logits equal the CPU's exactly; logprobs within 2e-6 (exp and log are this shader's own, in f64).

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/cpu/kernels/cpu_features.h"
+#include "backends/registry.h"
 #include "support/test_support.h"
 
 namespace tracelm {
@@ -339,6 +340,64 @@ TEST_F(CliModel, ABadChatTemplateFileIsAClearError) {
     const Result no_chat = run("generate " + model() + " --prompt Hi --chat-template " + quote((dir / "x").string()));
     EXPECT_EQ(no_chat.code, 1);
     EXPECT_NE(no_chat.out.find("--chat-template needs --chat"), std::string::npos) << no_chat.out;
+}
+
+// --backend vulkan (skipped without a device): seeded generate gives the CPU backend's tokens (greedy and more
+// settings: tests/engine/test_vulkan_decode.cpp).
+TEST_F(CliModel, GenerateOnVulkanGivesTheCpusTokens) {
+    const std::string why = backend_info("vulkan").unavailable();
+    if (!why.empty()) GTEST_SKIP() << why;
+    std::vector<nlohmann::json> tokens;
+    for (const std::string backend : {"cpu", "vulkan"}) {
+        const Result r = run("generate " + model() + " --backend " + backend +
+                                 " --prompt 'Hello there' --max-tokens 6 --json --temperature 0.9 --top-k 40 "
+                                 "--top-p 0.9 --seed 7",
+                             false);
+        ASSERT_EQ(r.code, 0) << r.out;
+        tokens.push_back(nlohmann::json::parse(r.out)["tokens"]);
+    }
+    EXPECT_EQ(tokens[1], tokens[0]);
+}
+
+// `tracelm devices` lists every backend: its devices as --device numbers them, or why it is unavailable here.
+TEST(Cli, DevicesListsEachBackendsDevices) {
+    const Result r = run("devices");
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find("cpu:\n  0: host CPU ("), std::string::npos) << r.out;
+    for (const BackendInfo& b : backend_registry()) {
+        const std::string why = b.unavailable();
+        EXPECT_NE(r.out.find(why.empty() ? b.name + ":\n  0: " : b.name + ": unavailable: " + why), std::string::npos)
+            << r.out;
+    }
+    if (backend_info("vulkan").unavailable().empty()) {
+        EXPECT_NE(r.out.find(" device-local)"), std::string::npos) << r.out;
+    }
+}
+
+// A device number the backend does not have is refused by name, before the model is read.
+TEST_F(CliModel, AMissingDeviceIsAClearError) {
+    Result r = run("generate " + model() + " --backend cpu --device 1 --prompt hi --max-tokens 2");
+    EXPECT_NE(r.code, 0);
+    EXPECT_NE(r.out.find("backend 'cpu' has one device, 0 (asked for device 1)"), std::string::npos) << r.out;
+    if (!backend_info("vulkan").unavailable().empty()) return;
+    r = run("generate " + model() + " --backend vulkan --device 9 --prompt hi --max-tokens 2");
+    EXPECT_NE(r.code, 0);
+    EXPECT_NE(r.out.find("no Vulkan device 9"), std::string::npos) << r.out;
+}
+
+// A model whose weights and KV cache exceed the device's memory is refused before loading, both sizes named
+// (TRACELM_VULKAN_HEAP_LIMIT_BYTES makes lavapipe's heap 16 MiB; the tiny model's f32 weights alone are larger).
+TEST_F(CliModel, AModelLargerThanTheDeviceIsRefusedBeforeLoading) {
+    const std::string why = backend_info("vulkan").unavailable();
+    if (!why.empty()) GTEST_SKIP() << why;
+    const std::string args = "generate " + model() + " --backend vulkan --prompt hi --max-tokens 2 --context 512";
+    const Result r = testing::run_tracelm_env("TRACELM_VULKAN_HEAP_LIMIT_BYTES=16777216", args);
+    EXPECT_NE(r.code, 0);
+    EXPECT_NE(r.out.find("of device memory (weights "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("KV cache 0.5 MiB), more than the 16.0 MiB backend 'vulkan' has"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("model: "), std::string::npos) << r.out;  // the summary printed once the engine is made
+    // With room for both it runs.
+    EXPECT_EQ(testing::run_tracelm_env("TRACELM_VULKAN_HEAP_LIMIT_BYTES=4294967296", args).code, 0);
 }
 
 TEST(Cli, MissingModelFolderIsRefused) {

@@ -3,6 +3,7 @@
 #include <vulkan/vulkan.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -18,8 +19,19 @@ namespace tracelm::vulkan {
 
 namespace {
 
+// The errors a device reports at run time, by name.
+std::string result_name(VkResult r) {
+    switch (r) {
+        case VK_ERROR_DEVICE_LOST: return "VK_ERROR_DEVICE_LOST (the device was lost: a driver reset, hang or fault)";
+        case VK_ERROR_OUT_OF_DEVICE_MEMORY: return "VK_ERROR_OUT_OF_DEVICE_MEMORY";
+        case VK_ERROR_OUT_OF_HOST_MEMORY: return "VK_ERROR_OUT_OF_HOST_MEMORY";
+        case VK_ERROR_INITIALIZATION_FAILED: return "VK_ERROR_INITIALIZATION_FAILED";
+        default: return "VkResult " + std::to_string(r);
+    }
+}
+
 void check(VkResult r, const char* what) {
-    if (r != VK_SUCCESS) throw std::runtime_error(std::string("Vulkan ") + what + ": VkResult " + std::to_string(r));
+    if (r != VK_SUCCESS) throw std::runtime_error(std::string("Vulkan ") + what + ": " + result_name(r));
 }
 
 [[noreturn]] void not_implemented(const char* op) {
@@ -94,6 +106,19 @@ int compute_family(VkPhysicalDevice pd) {
     return -1;
 }
 
+// The largest device-local memory heap (buffers are allocated there), capped by TRACELM_VULKAN_HEAP_LIMIT_BYTES: a
+// testing knob that makes a device look smaller, so the check of a model against it can be exercised on lavapipe.
+uint64_t device_local_bytes(VkPhysicalDevice pd) {
+    VkPhysicalDeviceMemoryProperties mp{};
+    vkGetPhysicalDeviceMemoryProperties(pd, &mp);
+    uint64_t bytes = 0;
+    for (uint32_t i = 0; i < mp.memoryHeapCount; ++i)
+        if ((mp.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) != 0) bytes = std::max(bytes, mp.memoryHeaps[i].size);
+    if (const char* cap = std::getenv("TRACELM_VULKAN_HEAP_LIMIT_BYTES"); cap != nullptr && *cap != '\0')
+        bytes = std::min<uint64_t>(bytes, std::strtoull(cap, nullptr, 10));
+    return bytes;
+}
+
 std::string device_line(size_t i, VkPhysicalDevice pd) {
     VkPhysicalDeviceProperties p{};
     vkGetPhysicalDeviceProperties(pd, &p);
@@ -101,7 +126,9 @@ std::string device_line(size_t i, VkPhysicalDevice pd) {
                        : p.deviceType == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU ? "integrated GPU"
                        : p.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU            ? "cpu"
                                                                                  : "other";
-    return std::to_string(i) + ": " + p.deviceName + " (" + kind + ")";
+    char memory[32];
+    std::snprintf(memory, sizeof(memory), "%.1f GiB", static_cast<double>(device_local_bytes(pd)) / (1u << 30));
+    return std::to_string(i) + ": " + p.deviceName + " (" + kind + ", " + memory + " device-local)";
 }
 
 // The devices the loader reports, asked once per process (instance creation is not free on lavapipe).
@@ -168,6 +195,7 @@ struct VulkanBackend::Impl {
     VkPhysicalDeviceMemoryProperties memory_props{};
     uint64_t max_binding_bytes = 0;  // maxStorageBufferRange: a shader sees at most this much of one buffer
     bool f64 = false;                // shaderFloat64, which the quantized matmul needs
+    uint64_t heap_bytes = 0;         // device_local_bytes(): memory_capacity()
     PFN_vkCmdPushDescriptorSetKHR push_descriptors = nullptr;
 
     mutable std::mutex messages_mutex;  // the layer may call back from its own threads
@@ -181,6 +209,8 @@ struct VulkanBackend::Impl {
     std::map<std::string, VkShaderModule> modules;
 
     VkCommandPool pool = VK_NULL_HANDLE;
+    VkFence fence = VK_NULL_HANDLE;  // wait()'s
+    uint64_t wait_timeout_ns = 0;
     // The command buffer ops record into: the open eager batch, or the capture's.
     VkCommandBuffer recording = VK_NULL_HANDLE;
     size_t recorded_nodes = 0;
@@ -224,6 +254,7 @@ struct VulkanBackend::Impl {
             if (staging_map != nullptr) destroy_buffer(staging);
             staging_map = nullptr;
             if (pool != VK_NULL_HANDLE) vkDestroyCommandPool(device, pool, nullptr);  // frees its command buffers
+            if (fence != VK_NULL_HANDLE) vkDestroyFence(device, fence, nullptr);
             if (layout != VK_NULL_HANDLE) vkDestroyPipelineLayout(device, layout, nullptr);
             if (set_layout != VK_NULL_HANDLE) vkDestroyDescriptorSetLayout(device, set_layout, nullptr);
             vkDestroyDevice(device, nullptr);
@@ -359,10 +390,17 @@ struct VulkanBackend::Impl {
         submit(submitted.back());
     }
 
-    // Submits the open batch and waits for the queue to run everything submitted; a lost device is an error here.
+    // Submits the open batch and waits for the queue to run everything submitted: a fence after it all, waited at
+    // most wait_timeout_ns, so that a lost or hung device is an error here, never a hang.
     void wait() {
         flush();
-        check(vkQueueWaitIdle(queue), "wait for the queue");
+        check(vkResetFences(device, 1, &fence), "reset fence");
+        check(vkQueueSubmit(queue, 0, nullptr, fence), "queue submit");
+        const VkResult r = vkWaitForFences(device, 1, &fence, VK_TRUE, wait_timeout_ns);
+        if (r == VK_TIMEOUT)
+            throw std::runtime_error("Vulkan device '" + name + "' did not finish its work within " +
+                                     std::to_string(wait_timeout_ns / 1000000) + " ms (hung or lost)");
+        check(r, "wait for the queue");
         if (!submitted.empty())
             vkFreeCommandBuffers(device, pool, static_cast<uint32_t>(submitted.size()), submitted.data());
         submitted.clear();
@@ -525,8 +563,9 @@ VulkanBackend::VulkanBackend(const VulkanOptions& options) : impl_(std::make_uni
         if (devices.empty()) throw std::runtime_error("no Vulkan device: the loader found none");
         if (options.device < 0 || static_cast<size_t>(options.device) >= devices.size())
             throw std::runtime_error("no Vulkan device " + std::to_string(options.device) + " (there are " +
-                                     std::to_string(devices.size()) + ")");
+                                     std::to_string(devices.size()) + "; `tracelm devices` lists them)");
         m.physical = devices[static_cast<size_t>(options.device)];
+        m.heap_bytes = device_local_bytes(m.physical);
         VkPhysicalDeviceProperties props{};
         vkGetPhysicalDeviceProperties(m.physical, &props);
         m.name = props.deviceName;
@@ -585,6 +624,10 @@ VulkanBackend::VulkanBackend(const VulkanOptions& options) : impl_(std::make_uni
         ci.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO;
         ci.queueFamilyIndex = m.family;
         check(vkCreateCommandPool(m.device, &ci, nullptr, &m.pool), "create command pool");
+        VkFenceCreateInfo fi{};
+        fi.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
+        check(vkCreateFence(m.device, &fi, nullptr, &m.fence), "create fence");
+        m.wait_timeout_ns = static_cast<uint64_t>(options.wait_timeout_s * 1e9);
     }
 }
 
@@ -688,6 +731,8 @@ void VulkanBackend::do_destroy_graph(GraphId g) {
         m.held.clear();
     }
 }
+
+std::optional<size_t> VulkanBackend::memory_capacity() const { return static_cast<size_t>(impl_->heap_bytes); }
 
 size_t VulkanBackend::graph_nodes(GraphId g) const { return impl_->graphs.at(static_cast<size_t>(g)).nodes; }
 
