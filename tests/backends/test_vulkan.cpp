@@ -505,6 +505,27 @@ TEST(VulkanBackend, SeededSamplingGivesTheCpuBackendsIds) {
     }
 }
 
+// A top-p over a flat distribution widens its selection to every one of 70001 tokens: past what one invocation's
+// loop may run on lavapipe (65535 steps), which the walks' chunking keeps them under. The CPU's ids, 2 steps.
+TEST(VulkanBackend, TopPWidenedToTheWholeVocabularyGivesTheCpusIds) {
+    require_device();
+    using testing::params;
+    const int64_t R = 2, V = 70001;
+    VulkanBackend be;
+    cpu::CpuBackend cpu(2);
+    testing::SampleOp want(cpu, R, V), got(be, R, V);
+    std::mt19937 rng(5);
+    std::normal_distribution<float> nd(0.0f, 0.3f);
+    std::vector<float> logits(static_cast<size_t>(R * V));
+    for (float& x : logits) x = nd(rng);
+    const std::vector<sampling::RowParams> ps = {params(1.0f, 0, 0.9999f, 0.0f, 21), params(0.8f, 0, 0.999f, 0.2f, 22)};
+    for (testing::SampleOp* op : {&want, &got}) op->set(logits, ps, std::vector<int32_t>(static_cast<size_t>(R * V)), 0);
+    for (int32_t step = 0; step < 2; ++step) {
+        for (testing::SampleOp* op : {&want, &got}) op->set_logits(logits, step);
+        EXPECT_EQ(got.run(), want.run()) << "step " << step;
+    }
+}
+
 // An op without a shader yet says so by name, before anything is recorded.
 TEST(VulkanBackend, UnimplementedOpsSayNotImplemented) {
     require_device();

@@ -2,8 +2,9 @@
 // sample (ops/sampling/sampling.h), one workgroup per row, after the CUDA kernel (backends/cuda/sampling.cu):
 // penalties, the maximum and argmax, and the masses are workgroup-parallel; the k best tokens come from a radix
 // selection of the k-th best order key (dsa_topk's order_key), 8 bits a pass, emitted in id order from per-invocation
-// chunks and ranked by a radix sort. The short candidate walks (top-p prefix, draw) run on one invocation. The draw is
-// formed in f64 as on the CPU; GLSL has no f64 exp or log, so exp_d and log_d below give them within a few ulp.
+// chunks and ranked by a radix sort. Masses are summed in per-invocation chunks; the walks (top-p prefix, draw)
+// skip chunks by their sums and walk one on one invocation. The draw is formed in f64 as on the CPU; GLSL has no f64
+// exp or log, so exp_d and log_d below give them within a few ulp.
 #include "common.glsl"
 
 layout(local_size_x = 256) in;
@@ -35,7 +36,7 @@ shared int red_i[N];
 shared uint red_n[N];
 shared float sh_m;
 shared uint sh_valid, sh_argmax, sh_digit, sh_need;
-shared int sh_id, sh_keep;
+shared int sh_id;
 shared double sh_z;
 
 // sampling::RowParams, word by word.
@@ -251,6 +252,69 @@ void rank_selection(uint k) {
     sync();
 }
 
+// The lists the masses are summed and walked over: the vocabulary (the tokens at or above the floor `lo`); sel in
+// id order (those of rank below n at or above `lo`); cand in rank order (all).
+const int OVER_VOCAB = 0, OVER_KEPT = 1, OVER_RANKED = 2;
+
+// Element i of the list `over`: its token, or -1 where it does not count.
+int member(int over, uint i, uint n, double lo) {
+    if (over == OVER_VOCAB) {
+        const float xv = x[row_base + i];
+        return is_nan(xv) || double(xv) < lo ? -1 : int(i);
+    }
+    if (over == OVER_KEPT) {
+        const int v = ws[ws_sel + i];
+        return uint(ws[ws_rank + i]) < n && double(x[row_base + uint(v)]) >= lo ? v : -1;
+    }
+    return ws[ws_cand + i];
+}
+
+// The sum of weight(x, m, inv_t) over the first len elements of `over` that count: each invocation sums its
+// contiguous chunk in order, then the chunk sums (kept in sums, for walk) are added in order.
+double chunked_sum(int over, uint len, uint n, double lo, double inv_t) {
+    const uint b = len * l / N, e = len * (l + 1u) / N;
+    double s = 0.0LF;
+    for (uint i = b; i < e; ++i) {
+        const int v = member(over, i, n, lo);
+        if (v >= 0) s += weight(x[row_base + uint(v)], sh_m, inv_t);
+    }
+    sums[l] = s;
+    barrier();
+    if (l == 0u) {
+        double z = 0.0LF;
+        for (uint t = 0u; t < N; ++t) z += sums[t];
+        sh_z = z;
+    }
+    barrier();
+    return sh_z;
+}
+
+// After chunked_sum of the same list: the index of the first element where the running sum exceeds `target` (reaches
+// it, with `reach`), or -1 where rounding lets none. One invocation skips whole chunks by their sums, then walks one:
+// no loop is longer than N + len / N steps (lavapipe stops one that runs past 65535).
+int walk(int over, uint len, uint n, double lo, double inv_t, double target, bool reach) {
+    if (l == 0u) {
+        double cum = 0.0LF;
+        uint t = 0u;
+        while (t + 1u < N && (reach ? cum + sums[t] < target : cum + sums[t] <= target)) cum += sums[t++];
+        int found = -1;
+        for (uint i = len * t / N, e = len * (t + 1u) / N; i < e; ++i) {
+            const int v = member(over, i, n, lo);
+            if (v < 0) continue;
+            cum += weight(x[row_base + uint(v)], sh_m, inv_t);
+            if (reach ? cum >= target : cum > target) {
+                found = int(i);
+                break;
+            }
+        }
+        sh_id = found;
+    }
+    barrier();
+    const int found = sh_id;
+    barrier();
+    return found;
+}
+
 // sel: the k best non-NaN tokens (k <= valid) in ascending id order; cand: the same in rank order; rank[i]: the
 // rank of sel[i]. Returns their mass at temperature 1 summed in ascending id order.
 double best(uint k) {
@@ -303,33 +367,7 @@ double best(uint k) {
     }
     sync();
     rank_selection(k);
-    if (l == 0u) {
-        double z = 0.0LF;
-        for (uint i = 0u; i < k; ++i) z += weight(x[row_base + ws[ws_sel + i]], sh_m, 1.0LF);
-        sh_z = z;
-    }
-    barrier();
-    return sh_z;
-}
-
-// The mass over the non-NaN tokens at or above `lo` of weight(x, m, inv_t): each invocation sums its contiguous
-// chunk in id order, then the chunk sums (kept in sums) are added in order.
-double chunked_mass(double inv_t, double lo) {
-    const uint b = V * l / N, e = V * (l + 1u) / N;
-    double s = 0.0LF;
-    for (uint v = b; v < e; ++v) {
-        const float xv = x[row_base + v];
-        if (!is_nan(xv) && double(xv) >= lo) s += weight(xv, sh_m, inv_t);
-    }
-    sums[l] = s;
-    barrier();
-    if (l == 0u) {
-        double z = 0.0LF;
-        for (uint t = 0u; t < N; ++t) z += sums[t];
-        sh_z = z;
-    }
-    barrier();
-    return sh_z;
+    return chunked_sum(OVER_RANKED, k, k, NEG_INF, 1.0LF);
 }
 
 int draw_token(RowParams q, uint draw) {
@@ -339,49 +377,22 @@ int draw_token(RowParams q, uint draw) {
     const uint valid = sh_valid;
     const bool top_k = q.top_k > 0 && uint(q.top_k) < valid;
     if (!top_k && q.top_p >= 1.0) {
-        // Every valid token at or above the min_p floor: find the chunk where the running sum passes u * W, then walk it.
-        const double target = u * chunked_mass(inv_t, lo);
-        if (l == 0u) {
-            double cum = 0.0LF;
-            int id = int(sh_argmax);
-            uint t = 0u;
-            while (t + 1u < N && cum + sums[t] <= target) cum += sums[t++];
-            for (uint v = V * t / N, e = V * (t + 1u) / N; v < e; ++v) {
-                const float xv = x[row_base + v];
-                if (is_nan(xv) || double(xv) < lo) continue;
-                cum += weight(xv, sh_m, inv_t);
-                if (cum > target) {
-                    id = int(v);
-                    break;
-                }
-            }
-            sh_id = id;
-        }
-        barrier();
-        return sh_id;
+        // Every valid token at or above the min_p floor.
+        const int v = walk(OVER_VOCAB, V, 0u, lo, inv_t, u * chunked_sum(OVER_VOCAB, V, 0u, lo, inv_t), false);
+        return v >= 0 ? v : int(sh_argmax);
     }
     uint n = top_k ? uint(q.top_k) : min(64u, valid);
     uint selected = n;
     double z = best(n);
     if (q.top_p < 1.0) {
-        if (!top_k) z = chunked_mass(1.0LF, NEG_INF);
+        if (!top_k) z = chunked_sum(OVER_VOCAB, V, 0u, NEG_INF, 1.0LF);
         const double goal = double(q.top_p) * z;
         // The shortest rank prefix reaching the goal; without top_k, widen the selection until it holds one.
         for (;;) {
-            if (l == 0u) {
-                double cum = 0.0LF;
-                uint keep = 0u;
-                while (keep < n) {
-                    cum += weight(x[row_base + ws[ws_cand + keep++]], sh_m, 1.0LF);
-                    if (cum >= goal) break;
-                }
-                sh_keep = cum >= goal || top_k || n == valid ? int(keep) : -1;
-            }
-            barrier();
-            const int keep = sh_keep;
-            barrier();
-            if (keep >= 0) {
-                n = uint(keep);
+            const bool reached = chunked_sum(OVER_RANKED, n, n, NEG_INF, 1.0LF) >= goal;
+            if (reached || top_k || n == valid) {
+                const int last = reached ? walk(OVER_RANKED, n, n, NEG_INF, 1.0LF, goal, true) : -1;
+                n = last >= 0 ? uint(last) + 1u : n;
                 break;
             }
             n = min(n * 8u, valid);
@@ -390,28 +401,9 @@ int draw_token(RowParams q, uint draw) {
         }
     }
     // The kept ranks (the top-p prefix, then min_p's floor) walked in id order.
-    if (l == 0u) {
-        double w = 0.0LF;
-        for (uint i = 0u; i < selected; ++i) {
-            const float xv = x[row_base + ws[ws_sel + i]];
-            if (uint(ws[ws_rank + i]) < n && double(xv) >= lo) w += weight(xv, sh_m, inv_t);
-        }
-        const double target = u * w;
-        double cum = 0.0LF;
-        int id = int(sh_argmax);
-        for (uint i = 0u; i < selected; ++i) {
-            const float xv = x[row_base + ws[ws_sel + i]];
-            if (uint(ws[ws_rank + i]) >= n || double(xv) < lo) continue;
-            cum += weight(xv, sh_m, inv_t);
-            if (cum > target) {
-                id = ws[ws_sel + i];
-                break;
-            }
-        }
-        sh_id = id;
-    }
-    barrier();
-    return sh_id;
+    const double w = chunked_sum(OVER_KEPT, selected, n, lo, inv_t);
+    const int i = walk(OVER_KEPT, selected, n, lo, inv_t, u * w, false);
+    return i >= 0 ? ws[ws_sel + uint(i)] : int(sh_argmax);
 }
 
 void main() {
@@ -451,7 +443,7 @@ void main() {
         id = draw_token(q, uint(step[p.step]) + p.step_offset - uint(q.draw_base));
     }
     if (q.logprobs >= 0) {
-        const double log_z = live ? log_d(chunked_mass(1.0LF, NEG_INF)) : 0.0LF;
+        const double log_z = live ? log_d(chunked_sum(OVER_VOCAB, V, 0u, NEG_INF, 1.0LF)) : 0.0LF;
         const uint n = min(uint(q.logprobs), sh_valid);
         if (n > 0u) best(n);
         if (l == 0u) {
