@@ -2,15 +2,20 @@
 // and a non-zero exit, good ones the documented output.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "backends/cpu/kernels/cpu_features.h"
 #include "backends/registry.h"
+#include "support/http_client.h"
 #include "support/test_support.h"
 
 namespace tracelm {
@@ -357,6 +362,49 @@ TEST_F(CliModel, GenerateOnVulkanGivesTheCpusTokens) {
         tokens.push_back(nlohmann::json::parse(r.out)["tokens"]);
     }
     EXPECT_EQ(tokens[1], tokens[0]);
+}
+
+// One bounded request to `tracelm serve --backend vulkan` over loopback: its greedy completion is generate's text on
+// the CPU backend.
+TEST_F(CliModel, ServeOnVulkanAnswersAsGenerateOnTheCpuDoes) {
+    const std::string why = backend_info("vulkan").unavailable();
+    if (!why.empty()) GTEST_SKIP() << why;
+    const Result want = run("generate " + model() + " --backend cpu --prompt 'Hello there' --max-tokens 6 --json", false);
+    ASSERT_EQ(want.code, 0) << want.out;
+    const std::string log = (dir / "serve.log").string();
+    const Result started = testing::run_command(std::string(TRACELM_BINARY) + " serve " + model() +
+                                                " --backend vulkan --port 0 --context 64 --max-seqs 2 >" + quote(log) +
+                                                " 2>&1 & echo $!");
+    const pid_t pid = std::stoi(started.out);
+    // Stopped however the test ends, and waited for (its log's last line) so that no server outlives the test.
+    struct Stop {
+        pid_t pid;
+        std::string log;
+        ~Stop() {
+            ::kill(pid, SIGINT);
+            for (int i = 0; i < 100; ++i) {
+                std::ifstream f(log);
+                const std::string text((std::istreambuf_iterator<char>(f)), {});
+                if (text.find("\nstopped") != std::string::npos) break;
+                std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            }
+        }
+    } stop{pid, log};
+    const std::string listening = "listening on http://127.0.0.1:";
+    std::string text;
+    for (int i = 0; i < 600 && text.find("\nready: ") == std::string::npos; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        text = read("serve.log");
+    }
+    const size_t at = text.find(listening);
+    ASSERT_NE(at, std::string::npos) << text;
+    const int port = std::stoi(text.substr(at + listening.size()));
+    const auto got = testing::http_request(port, "POST", "/v1/completions",
+                                           R"({"prompt": "Hello there", "max_tokens": 6, "temperature": 0})",
+                                           {{"Content-Type", "application/json"}});
+    ASSERT_TRUE(got.has_value()) << text;
+    ASSERT_EQ(got->status, 200) << got->body;
+    EXPECT_EQ(nlohmann::json::parse(got->body)["choices"][0]["text"], nlohmann::json::parse(want.out)["text"]);
 }
 
 // `tracelm devices` lists every backend: its devices as --device numbers them, or why it is unavailable here.
