@@ -3,6 +3,7 @@
 #include <vulkan/vulkan.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -973,6 +974,9 @@ void VulkanBackend::do_kv_slots(const Tensor& positions, const Tensor& block_tab
     impl_->dispatch("decode_state", {0}, {s, s, positions.buf, s, s, block_tables.buf, s, s}, 0b1000, push,
                     groups(slots.numel(), 64).first);
 }
+
+// sample.comp reads sampling::RowParams word by word, in its field order.
+static_assert(sampling::kParamWords == 12 && offsetof(sampling::RowParams, forced) == 11 * 4);
 
 void VulkanBackend::do_sample(const Tensor& logits, const SamplingIo& io, const Tensor& ids) {
     Impl& m = *impl_;
