@@ -16,18 +16,34 @@ namespace tracelm {
 
 namespace {
 
+// The backends with one device refuse another index rather than ignore it.
+void require_device_zero(const char* backend, const BackendOptions& o) {
+    if (o.device != 0)
+        throw std::runtime_error(std::string("backend '") + backend + "' has one device, 0 (asked for device " +
+                                 std::to_string(o.device) + ")");
+}
+
 std::unique_ptr<Backend> make_cpu(const BackendOptions& o) {
+    require_device_zero("cpu", o);
     return std::make_unique<cpu::CpuBackend>(o.threads > 0 ? o.threads : cpu::ThreadPool::default_threads());
+}
+std::vector<std::string> cpu_devices() {
+    return {"0: host CPU (" + std::to_string(cpu::ThreadPool::default_threads()) + " threads)"};
 }
 
 #ifdef TRACELM_HAVE_CUDA
-std::unique_ptr<Backend> make_cuda(const BackendOptions&) { return std::make_unique<cuda::CudaBackend>(); }
+std::unique_ptr<Backend> make_cuda(const BackendOptions& o) {
+    require_device_zero("cuda", o);
+    return std::make_unique<cuda::CudaBackend>();
+}
 std::string cuda_unavailable() { return cuda::unavailable_reason(); }
+std::vector<std::string> cuda_devices() { return {"0: " + cuda::CudaBackend().device_name()}; }
 #else
 std::string cuda_unavailable() {
     return "this tracelm was built without CUDA (configure with -DTRACELM_CUDA=ON on a machine with nvcc)";
 }
 std::unique_ptr<Backend> make_cuda(const BackendOptions&) { throw std::runtime_error(cuda_unavailable()); }
+std::vector<std::string> cuda_devices() { return {}; }
 #endif
 
 #ifdef TRACELM_HAVE_VULKAN
@@ -37,20 +53,22 @@ std::unique_ptr<Backend> make_vulkan(const BackendOptions& o) {
     return std::make_unique<vulkan::VulkanBackend>(v);
 }
 std::string vulkan_unavailable() { return vulkan::unavailable_reason(); }
+std::vector<std::string> vulkan_devices() { return vulkan::device_names(); }
 #else
 std::string vulkan_unavailable() {
     return "this tracelm was built without Vulkan (install libvulkan-dev and glslc, configure with -DTRACELM_VULKAN=ON)";
 }
 std::unique_ptr<Backend> make_vulkan(const BackendOptions&) { throw std::runtime_error(vulkan_unavailable()); }
+std::vector<std::string> vulkan_devices() { return {}; }
 #endif
 
 }  // namespace
 
 const std::vector<BackendInfo>& backend_registry() {
     static const std::vector<BackendInfo> registry = {
-        {"cpu", [] { return std::string(); }, make_cpu, cpu::CpuBackend::static_capabilities},
-        {"cuda", cuda_unavailable, make_cuda, cuda::capabilities},
-        {"vulkan", vulkan_unavailable, make_vulkan, vulkan::capabilities},
+        {"cpu", [] { return std::string(); }, make_cpu, cpu::CpuBackend::static_capabilities, cpu_devices},
+        {"cuda", cuda_unavailable, make_cuda, cuda::capabilities, cuda_devices},
+        {"vulkan", vulkan_unavailable, make_vulkan, vulkan::capabilities, vulkan_devices},
     };
     return registry;
 }

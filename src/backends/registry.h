@@ -15,7 +15,7 @@ namespace tracelm {
 
 struct BackendOptions {
     int threads = 0;  // CPU worker threads; 0: all cores
-    int device = 0;   // index of the device among the backend's devices (Vulkan)
+    int device = 0;   // index of the device among the backend's devices (BackendInfo::devices; Vulkan has several)
 };
 
 struct BackendInfo {
@@ -25,6 +25,9 @@ struct BackendInfo {
     std::unique_ptr<Backend> (*make)(const BackendOptions&);
     // What it runs, known without making it (so without a device).
     const BackendCapabilities& (*capabilities)();
+    // Its devices, one line each as BackendOptions::device numbers them ("0: llvmpipe (cpu, 31.3 GiB device-local)");
+    // call only where available.
+    std::vector<std::string> (*devices)();
 };
 
 // Every backend, built or not; "cpu" first (the reference).

@@ -23,6 +23,7 @@
 #include "cli/model_flags.h"
 #include "cli/bench_prefix_cache.h"
 #include "cli/commands.h"
+#include "cli/model_loading.h"
 #include "checkpoint/data_dir.h"
 #ifdef TRACELM_HAVE_CUDA
 #include "backends/cuda/cuda_backend.h"
@@ -282,6 +283,11 @@ int run_bench(const BenchArgs& a) {
     if (a.gen_tokens < 8) throw std::runtime_error("--gen-tokens must be at least 8");
     const std::unique_ptr<Backend> device = make_backend(a.m.backend, a.m.backend_options());
     Backend& backend = *device;
+    // The weights and one decode run's KV cache (a round holds three engines' at once).
+    EngineOptions fit = a.m.engine_options();
+    fit.context = static_cast<int64_t>(a.prompt_tokens) + a.gen_tokens;
+    fit.max_seqs = a.batch;
+    require_fits(a.m.model, backend, fit);
     const auto model = Model::load(a.m.model, backend, {}, a.m.numerics);
     const ModelConfig& c = model->config();
     if (a.shared_prefix > 0) {

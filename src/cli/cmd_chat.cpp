@@ -30,7 +30,7 @@ int run_chat(const ChatArgs& a) {
     const sampling::RowParams params = sampling::row_params(a.sampling, seed);
     const std::string template_source = read_chat_template_flag(a.chat_template);
     const std::unique_ptr<Backend> device = make_backend(a.m.backend, a.m.backend_options());
-    const LoadedModel lm = load_model(a.m.model, *device, a.m.numerics);
+    const LoadedModel lm = load_model(a.m.model, *device, a.m.numerics, a.m.engine_options());
     const Tokenizer& tok = lm.tokenizer;
     if (tok.chat_template().empty() && template_source.empty())
         throw std::runtime_error("chat needs a model with a chat template, and this one has none (give one with "

@@ -34,7 +34,9 @@ int run_generate(const GenerateArgs& a) {
     const std::string template_source = read_chat_template_flag(a.chat_template);
     const std::unique_ptr<Backend> device = make_backend(a.m.backend, a.m.backend_options());
     Backend& backend = *device;
-    const LoadedModel lm = load_model(a.m.model, backend, a.m.numerics);
+    EngineOptions opt = a.m.engine_options();
+    opt.capture = a.capture == "on";
+    const LoadedModel lm = load_model(a.m.model, backend, a.m.numerics, opt);
     const Tokenizer& tok = lm.tokenizer;
     if (a.chat && tok.chat_template().empty() && template_source.empty())
         throw std::runtime_error("the model has no chat template; use a plain prompt without --chat, or give one with "
@@ -53,8 +55,6 @@ int run_generate(const GenerateArgs& a) {
     const std::vector<int32_t> prompt = encode_prompt(tok, text);
     if (prompt.empty()) throw std::runtime_error("the prompt encodes to no tokens");
 
-    EngineOptions opt = a.m.engine_options();
-    opt.capture = a.capture == "on";
     Engine engine(*lm.model, backend, opt);
     if (!a.json) std::fprintf(stderr, "model: %s\n", model_summary(*lm.model, engine).c_str());
 

@@ -156,7 +156,6 @@ int run_serve(const ServeArgs& a) {
         const Numerics numerics = a.m.numerics_given->count() > 0              ? a.m.numerics
                                   : device->capabilities().repacked_faster ? Numerics::Fast
                                                                            : Numerics::Ggml;
-        lm = load_model(a.m.model, *device, numerics);
         serve::SchedulerOptions so;
         so.max_seqs = a.max_seqs;
         so.max_batched_tokens = a.max_batched_tokens;
@@ -169,6 +168,7 @@ int run_serve(const ServeArgs& a) {
         so.kv_blocks = a.kv_blocks;
         so.kv_sliding_blocks = a.kv_sliding_blocks;
         so.prefix_cache = eo.prefix_cache;
+        lm = load_model(a.m.model, *device, numerics, serve::engine_options(so));
         scheduler = std::make_unique<serve::Scheduler>(*lm->model, *device, so);
         running_scheduler = scheduler.get();
 

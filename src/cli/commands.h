@@ -18,5 +18,6 @@ Action add_make_checkpoint(CLI::App& app);
 Action add_bench(CLI::App& app);
 Action add_dsa_topk(CLI::App& app);
 Action add_serve(CLI::App& app);
+Action add_devices(CLI::App& app);
 
 }  // namespace tracelm::cli

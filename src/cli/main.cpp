@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
     reg("tokenize", "print the token ids of a text", tracelm::cli::add_tokenize);
     reg("make-checkpoint", "write a random-weight Qwen3 model folder", tracelm::cli::add_make_checkpoint);
     reg("bench", "measure prefill and decode speed, eager and replayed", tracelm::cli::add_bench);
+    reg("devices", "list each backend's devices (the numbers --device takes)", tracelm::cli::add_devices);
     reg("dsa-topk", "run DSA top-k selection on a JSON case", tracelm::cli::add_dsa_topk);
     CLI11_PARSE(app, argc, argv);
     try {

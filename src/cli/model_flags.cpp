@@ -25,6 +25,8 @@ void add_model_flags(CLI::App& app, ModelFlags& f, const ModelFlagsUse& use) {
     for (const BackendInfo& b : backend_registry()) names.push_back(b.name);
     app.add_option("--backend", f.backend, "device backend: " + backend_names() + " (default cpu)")
         ->check(CLI::IsMember(names));
+    app.add_option("--device", f.device, "device of the backend, by number (default 0; `tracelm devices` lists them)")
+        ->check(CLI::NonNegativeNumber);
     app.add_option("--threads", f.threads, "worker threads (default: all cores)")->check(CLI::Range(1, 1024));
     if (use.context) {
         app.add_option("--context", f.context, "tokens per sequence, prompt and generated (default 4096; capped by "

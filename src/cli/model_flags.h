@@ -1,5 +1,5 @@
 // The flags of every command that loads a model and runs it, defined once: which model (--model), and how it runs
-// (--backend, --threads, --context, --kv-type, --numerics, --no-prefix-cache).
+// (--backend, --device, --threads, --context, --kv-type, --numerics, --no-prefix-cache).
 #pragma once
 
 #include <cstdint>
@@ -17,6 +17,7 @@ namespace tracelm::cli {
 struct ModelFlags {
     std::string model;  // empty: the default model, where the command has one
     std::string backend = "cpu";
+    int device = 0;   // BackendOptions::device
     int threads = 0;  // 0: every core
     int64_t context = 4096;
     std::string kv_type;  // empty: the model's default (EngineOptions::kv_dtype)
@@ -25,7 +26,7 @@ struct ModelFlags {
     Numerics numerics = Numerics::Ggml;
     const CLI::Option* numerics_given = nullptr;  // its count() says whether --numerics was given
 
-    BackendOptions backend_options() const { return {threads}; }
+    BackendOptions backend_options() const { return {threads, device}; }
     // The engine options these flags decide: context, KV dtype, prefix caching.
     EngineOptions engine_options() const;
 };

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
+#include <stdexcept>
 
 #include "checkpoint/model_cache.h"
 
@@ -24,10 +26,27 @@ void progress_bar(size_t done, size_t total) {
 
 }  // namespace
 
-LoadedModel load_model(const std::string& path, Backend& backend, Numerics numerics) {
+void require_fits(const std::string& path, const Backend& backend, const EngineOptions& engine) {
+    const std::optional<size_t> capacity = backend.memory_capacity();
+    if (!capacity) return;
+    const auto opened = Model::open(path);
+    const size_t weights = opened->stored_weight_bytes(), kv = Engine::kv_bytes_for(*opened, engine);
+    if (weights + kv <= *capacity) return;
+    const auto mib = [](size_t b) {
+        char s[32];
+        std::snprintf(s, sizeof(s), "%.1f MiB", static_cast<double>(b) / (1 << 20));
+        return std::string(s);
+    };
+    throw std::runtime_error(path + " needs " + mib(weights + kv) + " of device memory (weights " + mib(weights) +
+                             ", KV cache " + mib(kv) + "), more than the " + mib(*capacity) + " backend '" +
+                             backend.name() + "' has; a smaller --context or fewer sequences shrink the KV cache");
+}
+
+LoadedModel load_model(const std::string& path, Backend& backend, Numerics numerics, const EngineOptions& engine) {
     const std::string resolved =
         path.empty() ? ensure_default_model([](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); })
                      : path;
+    require_fits(resolved, backend, engine);
     auto model = Model::load(resolved, backend, progress_bar, numerics);
     Tokenizer tok = model->gguf()
                         ? Tokenizer::from_gguf(*model->gguf())

@@ -20,8 +20,11 @@ struct LoadedModel {
 };
 
 // `path` empty: the default model (fetched into the cache when absent). Progress goes to stderr,
-// as a bar on a terminal.
-LoadedModel load_model(const std::string& path, Backend& backend, Numerics numerics = Numerics::Ggml);
+// as a bar on a terminal. Before any weight is read, require_fits with `engine`.
+LoadedModel load_model(const std::string& path, Backend& backend, Numerics numerics, const EngineOptions& engine);
+// Throws std::runtime_error naming both sizes when the model's weights and the KV cache of an engine of `engine`
+// exceed the backend's memory_capacity() (a GPU's device-local heap); nothing on backends without one.
+void require_fits(const std::string& path, const Backend& backend, const EngineOptions& engine);
 // "llama, 134.5M parameters (q4_1 x210, f32 x61, q8_0 x1), context 8192 (using 4096), KV cache 90.0 MiB f16".
 std::string model_summary(const Model& model, const Engine& engine);
 // The weight tensors per type as loaded ("q4_0_r16 x7, f32 x9": repacked types name what the fast numerics made).

@@ -57,6 +57,79 @@ uint64_t prefix_seed(const Model& model, DType kv_dtype, int block_size) {
 
 }  // namespace
 
+namespace {
+
+// The KV pools an engine makes: blocks of the full-context pool and of the sliding-window one (0: none), and what
+// decides them.
+struct KvPools {
+    int64_t context = 0;
+    int max_blocks = 0;  // blocks of one full context
+    int pool = 0, sliding_pool = 0;
+    int window = 0, sliding_reserve = 0;
+};
+
+// The KV pools an engine of these options makes for this model (its constructor's checks included).
+KvPools plan_kv_pools(const ModelConfig& c, const EngineOptions& o) {
+    if (o.block_size <= 0 || o.max_seqs <= 0 || o.prefill_chunk <= 0 || o.context <= 0 ||
+        o.kv_blocks < 0 || o.kv_sliding_blocks < 0) {
+        throw std::invalid_argument("engine: block size, sequences, prefill chunk and context must be positive");
+    }
+    KvPools k;
+    k.context = std::min<int64_t>(o.context, c.max_position_embeddings);
+    k.max_blocks = static_cast<int>((k.context + o.block_size - 1) / o.block_size);
+    const int64_t pool = o.kv_blocks > 0 ? o.kv_blocks : static_cast<int64_t>(k.max_blocks) * o.max_seqs;
+    if (pool < k.max_blocks) {
+        // Then one sequence alone always fits, so a scheduler can always make progress by preempting the others.
+        throw std::invalid_argument("engine: a KV pool of " + std::to_string(pool) + " blocks cannot hold one " +
+                                    std::to_string(k.context) + "-token context (" + std::to_string(k.max_blocks) +
+                                    " blocks of " + std::to_string(o.block_size) + ")");
+    }
+    if (pool > std::numeric_limits<int32_t>::max() / o.block_size) {
+        throw std::invalid_argument("engine: KV pool of " + std::to_string(pool) + " blocks is too large");
+    }
+    // Sliding-window layers get a pool of their own when a row's window and one prefill forward take fewer blocks
+    // than its context: every admitted row holds that many there (a query at c0 sees back to c0 - window + 1).
+    int64_t sliding_pool = 0;
+    if (c.sliding_window > 0) {
+        const int64_t bs = o.block_size, span = c.sliding_window - 1 + o.prefill_chunk;
+        const int64_t reserve = (span + bs - 1) / bs + 1;
+        if (reserve < k.max_blocks) {
+            k.window = c.sliding_window;
+            k.sliding_reserve = static_cast<int>(reserve);
+            const int64_t least = reserve * o.max_seqs;
+            // Cached windows of earlier prompts: a query's window spans at most this many blocks.
+            const int64_t window_blocks = (c.sliding_window - 1 + bs - 1) / bs + 1;
+            const int64_t room = o.prefix_cache ? 4 * window_blocks * o.max_seqs : 0;
+            sliding_pool = o.kv_sliding_blocks > 0 ? o.kv_sliding_blocks : least + room;
+            if (sliding_pool < least || sliding_pool > std::numeric_limits<int32_t>::max() / o.block_size) {
+                throw std::invalid_argument("engine: a sliding-window KV pool of " + std::to_string(sliding_pool) +
+                                            " blocks cannot hold the windows of " + std::to_string(o.max_seqs) +
+                                            " sequences (" + std::to_string(reserve) + " blocks each) or is too large");
+            }
+        }
+    }
+    k.pool = static_cast<int>(pool);
+    k.sliding_pool = static_cast<int>(sliding_pool);
+    return k;
+}
+
+// The values a token keeps per layer: K and V of every KV head, or DeepSeek's latent row (latent and rope key)
+// and, for V3.2, its indexer key.
+KvLayout kv_layout(const ModelConfig& c) {
+    if (c.mla) return {c.mla->latent_width(), 0, c.mla->index_n_heads > 0 ? c.mla->index_head_dim : 0};
+    const int64_t kv_dim = static_cast<int64_t>(c.num_key_value_heads) * c.head_dim;
+    return {kv_dim, kv_dim, 0};
+}
+
+}  // namespace
+
+size_t Engine::kv_bytes_for(const Model& model, const EngineOptions& options) {
+    const ModelConfig& c = model.config();
+    const KvPools k = plan_kv_pools(c, options);
+    return PagedKvCache::bytes_for(c.num_hidden_layers, kv_layout(c), k.pool, options.block_size,
+                                   kv_dtype_for(model, options), c.layer_sliding, k.sliding_pool);
+}
+
 Engine::Engine(const Model& model, Backend& backend, EngineOptions options)
     : model_(model),
       backend_(backend),
@@ -65,51 +138,16 @@ Engine::Engine(const Model& model, Backend& backend, EngineOptions options)
       rows_(static_cast<size_t>(std::max(options.max_seqs, 0))),
       inert_pending_(rows_.size(), 0) {
     const ModelConfig& c = model.config();
-    if (opt_.block_size <= 0 || opt_.max_seqs <= 0 || opt_.prefill_chunk <= 0 || opt_.context <= 0 ||
-        opt_.kv_blocks < 0 || opt_.kv_sliding_blocks < 0) {
-        throw std::invalid_argument("engine: block size, sequences, prefill chunk and context must be positive");
-    }
-    context_ = std::min<int64_t>(opt_.context, c.max_position_embeddings);
+    const KvPools k = plan_kv_pools(c, opt_);
+    context_ = k.context;
+    max_blocks_ = k.max_blocks;
+    window_ = k.window;
+    sliding_reserve_ = k.sliding_reserve;
+    const int pool = k.pool, sliding_pool = k.sliding_pool;
     for (const LayerWeights& l : model.weights().layers)
         whole_forwards_ = whole_forwards_ || (l.experts && ggml_has_tiled_order(l.experts->gate.dtype));
     for (const auto& [dt, count] : model.dtype_counts()) tiled_weights_ = tiled_weights_ || ggml_has_tiled_order(dt);
-    max_blocks_ = static_cast<int>((context_ + opt_.block_size - 1) / opt_.block_size);
-    const int64_t pool = opt_.kv_blocks > 0 ? opt_.kv_blocks : static_cast<int64_t>(max_blocks_) * opt_.max_seqs;
-    if (pool < max_blocks_) {
-        // Then one sequence alone always fits, so a scheduler can always make progress by preempting the others.
-        throw std::invalid_argument("engine: a KV pool of " + std::to_string(pool) + " blocks cannot hold one " +
-                                    std::to_string(context_) + "-token context (" + std::to_string(max_blocks_) +
-                                    " blocks of " + std::to_string(opt_.block_size) + ")");
-    }
-    if (pool > std::numeric_limits<int32_t>::max() / opt_.block_size) {
-        throw std::invalid_argument("engine: KV pool of " + std::to_string(pool) + " blocks is too large");
-    }
-    const int64_t kv_dim = static_cast<int64_t>(c.num_key_value_heads) * c.head_dim;
-    // Sliding-window layers get a pool of their own when a row's window and one prefill forward take fewer blocks
-    // than its context: every admitted row holds that many there (a query at c0 sees back to c0 - window + 1).
-    int64_t sliding_pool = 0;
-    if (c.sliding_window > 0) {
-        const int64_t bs = opt_.block_size, span = c.sliding_window - 1 + opt_.prefill_chunk;
-        const int64_t reserve = (span + bs - 1) / bs + 1;
-        if (reserve < max_blocks_) {
-            window_ = c.sliding_window;
-            sliding_reserve_ = static_cast<int>(reserve);
-            const int64_t least = reserve * opt_.max_seqs;
-            // Cached windows of earlier prompts: a query's window spans at most this many blocks.
-            const int64_t window_blocks = (c.sliding_window - 1 + bs - 1) / bs + 1;
-            const int64_t room = opt_.prefix_cache ? 4 * window_blocks * opt_.max_seqs : 0;
-            sliding_pool = opt_.kv_sliding_blocks > 0 ? opt_.kv_sliding_blocks : least + room;
-            if (sliding_pool < least || sliding_pool > std::numeric_limits<int32_t>::max() / opt_.block_size) {
-                throw std::invalid_argument("engine: a sliding-window KV pool of " + std::to_string(sliding_pool) +
-                                            " blocks cannot hold the windows of " + std::to_string(opt_.max_seqs) +
-                                            " sequences (" + std::to_string(reserve) + " blocks each) or is too large");
-            }
-        }
-    }
-    // DeepSeek caches one latent row (latent and rope key) per token and layer, and V3.2 its indexer key beside it.
-    const KvLayout layout = c.mla ? KvLayout{c.mla->latent_width(), 0, c.mla->index_n_heads > 0 ? c.mla->index_head_dim : 0}
-                                  : KvLayout{kv_dim, kv_dim, 0};
-    kv_ = std::make_unique<PagedKvCache>(backend, c.num_hidden_layers, layout, static_cast<int>(pool),
+    kv_ = std::make_unique<PagedKvCache>(backend, c.num_hidden_layers, kv_layout(c), static_cast<int>(pool),
                                          opt_.block_size, kv_dtype_for(model, opt_), c.layer_sliding,
                                          static_cast<int>(sliding_pool));
     cache_ = std::make_unique<PrefixCache>(static_cast<int>(pool), opt_.block_size,

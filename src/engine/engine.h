@@ -216,6 +216,8 @@ class Engine {
     // ---- Sizes and counters (a server's metrics, a CLI's summary) ----
     int64_t context() const { return context_; }
     size_t kv_bytes() const { return kv_->bytes(); }
+    // kv_bytes() of an engine of these options, known before the model's weights are bound (Model::open).
+    static size_t kv_bytes_for(const Model& model, const EngineOptions& options);
     DType kv_dtype() const { return kv_->dtype(); }
     int kv_blocks_total() const { return cache_->num_blocks(); }
     int kv_blocks_used() const { return cache_->num_blocks() - cache_->free_count() - cache_->lru_count(); }

@@ -19,7 +19,7 @@ PagedKvCache::PagedKvCache(Backend& backend, int layers, KvLayout layout, int nu
         throw std::invalid_argument("kv cache: dtype must be f32 or f16, not " + std::string(dtype_name(dtype)));
     }
     for (int l = 0; l < layers; ++l) {
-        const int64_t slots = static_cast<int64_t>(in_sliding_pool(l) ? sliding_blocks : num_blocks) * block_size;
+        const int64_t slots = slots_of(sliding, sliding_blocks, num_blocks, block_size, l);
         const std::pair<const char*, int64_t> pools[] = {{"k", layout.k_dim}, {"v", layout.v_dim}, {"aux", layout.aux_dim}};
         for (const auto& [kind, dim] : pools) {
             if (dim == 0) continue;
@@ -31,6 +31,16 @@ PagedKvCache::PagedKvCache(Backend& backend, int layers, KvLayout layout, int nu
             bytes_ += b->bytes;
         }
     }
+}
+
+size_t PagedKvCache::bytes_for(int layers, KvLayout layout, int num_blocks, int block_size, DType dtype,
+                               const std::vector<uint8_t>& sliding, int sliding_blocks) {
+    const size_t row = dtype_row_bytes(dtype, layout.k_dim) + dtype_row_bytes(dtype, layout.v_dim) +
+                       dtype_row_bytes(dtype, layout.aux_dim);
+    size_t bytes = 0;
+    for (int l = 0; l < layers; ++l)
+        bytes += static_cast<size_t>(slots_of(sliding, sliding_blocks, num_blocks, block_size, l)) * row;
+    return bytes;
 }
 
 PagedKvCache::~PagedKvCache() {

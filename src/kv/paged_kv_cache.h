@@ -38,9 +38,10 @@ class PagedKvCache {
     int num_blocks() const { return num_blocks_; }
     int sliding_blocks() const { return sliding_blocks_; }
     // Whether the layer's K/V are in the sliding pool.
-    bool in_sliding_pool(int layer) const {
-        return sliding_blocks_ > 0 && static_cast<size_t>(layer) < sliding_.size() && sliding_[static_cast<size_t>(layer)];
-    }
+    bool in_sliding_pool(int layer) const { return in_sliding_pool(sliding_, sliding_blocks_, layer); }
+    // The bytes a cache of these arguments allocates (bytes()), known before it is made: what a device must hold.
+    static size_t bytes_for(int layers, KvLayout layout, int num_blocks, int block_size, DType dtype,
+                            const std::vector<uint8_t>& sliding = {}, int sliding_blocks = 0);
     DType dtype() const { return dtype_; }
     const Tensor& k(int layer) const { return k_[static_cast<size_t>(layer)]; }
     const Tensor& v(int layer) const { return v_.at(static_cast<size_t>(layer)); }
@@ -53,6 +54,16 @@ class PagedKvCache {
     int blocks_for(int64_t tokens) const { return static_cast<int>((tokens + block_size_ - 1) / block_size_); }
 
    private:
+    static bool in_sliding_pool(const std::vector<uint8_t>& sliding, int sliding_blocks, int layer) {
+        return sliding_blocks > 0 && static_cast<size_t>(layer) < sliding.size() && sliding[static_cast<size_t>(layer)];
+    }
+    // Slots of each of one layer's pools.
+    static int64_t slots_of(const std::vector<uint8_t>& sliding, int sliding_blocks, int num_blocks, int block_size,
+                            int layer) {
+        return static_cast<int64_t>(in_sliding_pool(sliding, sliding_blocks, layer) ? sliding_blocks : num_blocks) *
+               block_size;
+    }
+
     Backend& backend_;
     int num_blocks_, block_size_;
     std::vector<uint8_t> sliding_;

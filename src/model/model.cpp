@@ -218,6 +218,16 @@ void Model::require_supported(const BackendCapabilities& caps, const std::string
     }
 }
 
+size_t Model::stored_weight_bytes() const {
+    size_t bytes = 0;
+    if (checkpoint_) {
+        for (const std::string& name : checkpoint_->names()) bytes += checkpoint_->get(name).bytes;
+    } else {
+        for (const GgufTensor& t : gguf_->tensors()) bytes += t.bytes;
+    }
+    return bytes;
+}
+
 std::unique_ptr<Model> Model::open(const std::string& path) {
     namespace fs = std::filesystem;
     std::unique_ptr<Model> m(new Model(path));

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -168,6 +169,10 @@ class Backend {
     virtual ~Backend() = default;
     virtual std::string name() const = 0;
     virtual const BackendCapabilities& capabilities() const = 0;
+
+    // Bytes of device memory buffers can take (a GPU's device-local heap); nullopt where they live in host memory.
+    // Commands check a model and its KV cache against it before loading.
+    virtual std::optional<size_t> memory_capacity() const { return std::nullopt; }
 
     // ---- memory (all forbidden inside capture) ----
     Buffer* alloc(size_t bytes, const std::string& name);  // a new buffer reads as zeros on every backend

@@ -136,6 +136,8 @@ class Sequence final : public Stream {
     std::function<void()> notify_;
 };
 
+}  // namespace
+
 EngineOptions engine_options(const SchedulerOptions& o) {
     EngineOptions e;
     e.capture = o.capture;
@@ -148,8 +150,6 @@ EngineOptions engine_options(const SchedulerOptions& o) {
     e.kv_dtype = o.kv_dtype;
     return e;
 }
-
-}  // namespace
 
 struct Scheduler::Impl {
     Impl(const Model& model, Backend& backend, const SchedulerOptions& o)

@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/engine.h"
 #include "grammar/grammar.h"
 #include "model/model.h"
 #include "ops/sampling/sampling.h"
@@ -51,6 +52,9 @@ struct SchedulerOptions {
     // of a forward of its own.
     bool mixed_steps = true;
 };
+
+// The engine a scheduler of these options runs (what the CLI checks against the device's memory before loading).
+EngineOptions engine_options(const SchedulerOptions& options);
 
 // A request that can never be served as given (e.g. prompt + 1 > context); what() names the lengths (HTTP 400).
 struct RequestError : std::invalid_argument {

@@ -3,15 +3,19 @@
 // contract's errors name the op and buffer. Without a Vulkan device (or a build without Vulkan) the tests skip.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <stdexcept>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "backends/cpu/cpu_backend.h"
 #include "formats/quantize.h"
+#include "support/sampling_support.h"
 #ifdef TRACELM_HAVE_VULKAN
 #include "backends/vulkan/vulkan_backend.h"
 #endif
@@ -171,8 +175,8 @@ TEST(VulkanBackend, ReplayedCommandBufferEqualsEagerBitForBit) {
 }
 
 // The ops Step leaves out, eagerly and captured: copy, kv_write into f16 and f32 caches, attention and
-// sparse_attention, gather_last,
-// kv_slots and advance_decode (its results are the op conformance suite's business; here only what the layer says).
+// sparse_attention, gather_last, kv_slots, adjust_logits, sample and advance_decode (their results are the op
+// conformance suite's business; here only what the layer says).
 void state_ops(Backend& be) {
     std::vector<Buffer*> bufs;
     const auto t = [&](const std::string& name, DType dt, int64_t rows, int64_t cols) {
@@ -191,6 +195,23 @@ void state_ops(Backend& be) {
     be.upload(tables, std::vector<int32_t>{0, 1, 2, 3}.data());
     be.upload(lens, std::vector<int32_t>{3, 5}.data());
     be.upload(picks, std::vector<int64_t>{0, 2, -1, 1, 4, 9}.data());
+    // Sampling over `last` as logits: rows 0 greedy with logprobs, 1 drawn with top-k, top-p and penalties; biased
+    // and masked first.
+    sampling::RowParams drawn = testing::params(1.0f, 5, 0.9f, 0.0f, 3);
+    drawn.repetition_penalty = 1.2f;
+    sampling::RowParams greedy;
+    greedy.logprobs = 3;
+    const std::vector<sampling::RowParams> row_params = {greedy, drawn};
+    SamplingIo sio{t("params", DType::I32, 2, sampling::kParamWords), t("counts", DType::I32, 2, 64), step, 0,
+                   t("logprobs", DType::F32, 2, 1 + sampling::kMaxLogprobs),
+                   t("top_ids", DType::I32, 2, sampling::kMaxLogprobs), sampling::make_workspace(be, 2, 64)};
+    bufs.push_back(sio.ws.buffer);
+    const LogitAdjustIo aio{t("flags", DType::I32, 2, 2), t("mask", DType::I32, 2, 2),
+                            t("bias_ids", DType::I32, 2, sampling::kMaxLogitBias),
+                            t("bias_values", DType::F32, 2, sampling::kMaxLogitBias)};
+    be.upload(sio.params, row_params.data());
+    be.upload(aio.flags, std::vector<int32_t>{1, 2, 0, 1}.data());
+    be.upload(aio.mask, std::vector<uint32_t>{0xf0f0f0f0u, 0x0f0f0f0fu, ~0u, ~0u}.data());
     DecodeState st;
     st.token_ids = ids;
     st.positions = pos;
@@ -209,6 +230,8 @@ void state_ops(Backend& be) {
         be.sparse_attention(aq, kc32, vc32, AttentionMeta{tables, lens, qsl, 2, 4}, picks, 2, 1, 64, 0.125f, att);
         be.gather_last(k, qsl, last);
         be.kv_slots(pos, tables, 4, slots);
+        be.adjust_logits(last, aio);
+        be.sample(last, sio, ids);
         be.advance_decode(ids, st);
     };
     ops();
@@ -377,6 +400,129 @@ TEST(VulkanBackend, NamesAMissingDevice) {
         ADD_FAILURE() << "made a backend on device 99";
     } catch (const std::runtime_error& e) {
         EXPECT_NE(std::string(e.what()).find("no Vulkan device 99"), std::string::npos) << e.what();
+    }
+}
+
+// The host waits for the device at most wait_timeout_s: work still running then (here a 16 x 2048 x 2048 matmul
+// against a limit of 0) is an error naming the device, where a hung device would otherwise hang the host. A lost
+// device's VK_ERROR_DEVICE_LOST takes the same path; lavapipe cannot lose one.
+TEST(VulkanBackend, WorkPastTheWaitTimeoutIsAnErrorNotAHang) {
+    require_device();
+    VulkanOptions options;
+    options.wait_timeout_s = 0.0;
+    VulkanBackend be(options);
+    // Allocated, not uploaded (an upload waits); the backend frees them when it goes.
+    const Tensor x = whole(be.alloc(16 * 2048 * 4, "x"), DType::F32, 16, 2048);
+    const Tensor w = whole(be.alloc(2048 * 2048 * 4, "w"), DType::F32, 2048, 2048);
+    const Tensor out = whole(be.alloc(16 * 2048 * 4, "out"), DType::F32, 16, 2048);
+    be.matmul(x, w, nullptr, out);
+    try {
+        be.synchronize();
+        ADD_FAILURE() << "synchronize returned before the matmul could have run";
+    } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find("did not finish its work within 0 ms (hung or lost)"), std::string::npos)
+            << e.what();
+    }
+}
+
+// Seeded sampling gives the CPU backend's ids: 16 rows of 5003 logits (ties, NaN, +inf, masked and biased rows) under
+// every setting, over 4 steps, eagerly and replayed from one recorded adjust_logits + sample. Ids, top ids, counts
+// and the penalised logits equal the CPU's exactly; logprobs within 2e-6 (exp and log are this shader's own, in f64).
+TEST(VulkanBackend, SeededSamplingGivesTheCpuBackendsIds) {
+    require_device();
+    using testing::params;
+    using sampling::RowParams;
+    const int64_t R = 16, V = 5003, W = sampling::mask_words(V), B = sampling::kMaxLogitBias;
+    VulkanBackend be;
+    cpu::CpuBackend cpu(2);
+    testing::SampleOp want(cpu, R, V), eager(be, R, V), replayed(be, R, V);
+    std::mt19937 rng(11);
+    std::normal_distribution<float> nd(0.0f, 2.0f);
+    std::vector<float> logits(static_cast<size_t>(R * V));
+    for (size_t i = 0; i < logits.size(); ++i) logits[i] = i % 3 == 0 ? std::round(nd(rng)) : nd(rng);
+    const float inf = std::numeric_limits<float>::infinity();
+    logits[5] = std::numeric_limits<float>::quiet_NaN();
+    logits[static_cast<size_t>(14 * V + 7)] = logits[static_cast<size_t>(14 * V + 4000)] = inf;
+    std::vector<RowParams> ps;
+    for (int64_t r = 0; r < R; ++r) {
+        const float t = r % 4 == 0 ? 0.0f : 0.5f + 0.25f * static_cast<float>(r % 5);
+        const int k = r % 3 == 1 ? static_cast<int>(1 + r * 7) : 0;
+        const float top_p = r % 5 == 2 ? 0.6f + 0.05f * static_cast<float>(r % 7) : 1.0f;
+        const float min_p = r % 6 == 3 ? 0.02f * static_cast<float>(r) : 0.0f;
+        ps.push_back(params(t, k, top_p, min_p, 1000 + static_cast<uint64_t>(r) * 77777777ull));
+        ps.back().logprobs = r % 2 == 0 ? static_cast<int32_t>(r % 21) : -1;
+        ps.back().draw_base = static_cast<int32_t>(r) - 5;
+    }
+    ps[1].repetition_penalty = 1.3f;
+    ps[5].presence_penalty = 0.7f;
+    ps[5].frequency_penalty = 0.3f;
+    ps[9].repetition_penalty = 0.9f;
+    ps[9].frequency_penalty = -0.2f;
+    ps[11].forced = 1 + 4321;
+    ps[13].top_k = 0;
+    ps[13].top_p = 0.999f;  // widens its selection to (nearly) every token
+    std::vector<int32_t> counts(static_cast<size_t>(R * V), 0);
+    for (int i = 0; i < 4000; ++i) counts[rng() % counts.size()] = (rng() % 2 ? sampling::kPromptBit : 0) | (rng() % 4);
+    // Rows 3 and 6 masked to about a quarter of the vocabulary, rows 6 and 7 biased.
+    std::vector<int32_t> flags(static_cast<size_t>(2 * R), 0);
+    flags[6] = flags[12] = 1;
+    flags[13] = 5;
+    flags[15] = static_cast<int32_t>(B);
+    std::vector<uint32_t> masks(static_cast<size_t>(R * W));
+    for (uint32_t& m : masks) m = rng() & rng();
+    std::vector<int32_t> bias_ids(static_cast<size_t>(R * B));
+    std::vector<float> bias_values(bias_ids.size());
+    for (size_t i = 0; i < bias_ids.size(); ++i) {
+        bias_ids[i] = static_cast<int32_t>(rng() % V);
+        bias_values[i] = static_cast<float>(static_cast<int>(rng() % 21) - 10);
+    }
+    for (testing::SampleOp* op : {&want, &eager, &replayed}) {
+        op->set(logits, ps, counts, 0);
+        op->set_adjust(flags, masks, bias_ids, bias_values);
+    }
+    replayed.capture();
+    for (int32_t step = 0; step < 4; ++step) {
+        SCOPED_TRACE(::testing::Message() << "step " << step);
+        for (testing::SampleOp* op : {&want, &eager, &replayed}) op->set_logits(logits, step);
+        const std::vector<int32_t> ids = want.run();
+        eager.run();
+        replayed.replay();
+        for (testing::SampleOp* op : {&eager, &replayed}) {
+            EXPECT_EQ(op->ids(), ids);
+            EXPECT_EQ(op->top_ids(), want.top_ids());
+            EXPECT_EQ(op->counts(), want.counts());
+            const std::vector<float> got = op->logits(), ref = want.logits();
+            EXPECT_EQ(std::memcmp(got.data(), ref.data(), got.size() * 4), 0);
+            const std::vector<float> lp = op->logprobs(), ref_lp = want.logprobs();
+            for (size_t i = 0; i < lp.size(); ++i) {
+                if (std::isinf(ref_lp[i])) {
+                    EXPECT_EQ(lp[i], ref_lp[i]) << i;
+                } else {
+                    EXPECT_NEAR(lp[i], ref_lp[i], 2e-6) << i;
+                }
+            }
+        }
+    }
+}
+
+// A top-p over a flat distribution widens its selection to every one of 70001 tokens: past what one invocation's
+// loop may run on lavapipe (65535 steps), which the walks' chunking keeps them under. The CPU's ids, 2 steps.
+TEST(VulkanBackend, TopPWidenedToTheWholeVocabularyGivesTheCpusIds) {
+    require_device();
+    using testing::params;
+    const int64_t R = 2, V = 70001;
+    VulkanBackend be;
+    cpu::CpuBackend cpu(2);
+    testing::SampleOp want(cpu, R, V), got(be, R, V);
+    std::mt19937 rng(5);
+    std::normal_distribution<float> nd(0.0f, 0.3f);
+    std::vector<float> logits(static_cast<size_t>(R * V));
+    for (float& x : logits) x = nd(rng);
+    const std::vector<sampling::RowParams> ps = {params(1.0f, 0, 0.9999f, 0.0f, 21), params(0.8f, 0, 0.999f, 0.2f, 22)};
+    for (testing::SampleOp* op : {&want, &got}) op->set(logits, ps, std::vector<int32_t>(static_cast<size_t>(R * V)), 0);
+    for (int32_t step = 0; step < 2; ++step) {
+        for (testing::SampleOp* op : {&want, &got}) op->set_logits(logits, step);
+        EXPECT_EQ(got.run(), want.run()) << "step " << step;
     }
 }
 

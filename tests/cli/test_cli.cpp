@@ -2,14 +2,20 @@
 // and a non-zero exit, good ones the documented output.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "backends/cpu/kernels/cpu_features.h"
+#include "backends/registry.h"
+#include "support/http_client.h"
 #include "support/test_support.h"
 
 namespace tracelm {
@@ -339,6 +345,107 @@ TEST_F(CliModel, ABadChatTemplateFileIsAClearError) {
     const Result no_chat = run("generate " + model() + " --prompt Hi --chat-template " + quote((dir / "x").string()));
     EXPECT_EQ(no_chat.code, 1);
     EXPECT_NE(no_chat.out.find("--chat-template needs --chat"), std::string::npos) << no_chat.out;
+}
+
+// --backend vulkan (skipped without a device): seeded generate gives the CPU backend's tokens (greedy and more
+// settings: tests/engine/test_vulkan_decode.cpp).
+TEST_F(CliModel, GenerateOnVulkanGivesTheCpusTokens) {
+    const std::string why = backend_info("vulkan").unavailable();
+    if (!why.empty()) GTEST_SKIP() << why;
+    std::vector<nlohmann::json> tokens;
+    for (const std::string backend : {"cpu", "vulkan"}) {
+        const Result r = run("generate " + model() + " --backend " + backend +
+                                 " --prompt 'Hello there' --max-tokens 6 --json --temperature 0.9 --top-k 40 "
+                                 "--top-p 0.9 --seed 7",
+                             false);
+        ASSERT_EQ(r.code, 0) << r.out;
+        tokens.push_back(nlohmann::json::parse(r.out)["tokens"]);
+    }
+    EXPECT_EQ(tokens[1], tokens[0]);
+}
+
+// One bounded request to `tracelm serve --backend vulkan` over loopback: its greedy completion is generate's text on
+// the CPU backend.
+TEST_F(CliModel, ServeOnVulkanAnswersAsGenerateOnTheCpuDoes) {
+    const std::string why = backend_info("vulkan").unavailable();
+    if (!why.empty()) GTEST_SKIP() << why;
+    const Result want = run("generate " + model() + " --backend cpu --prompt 'Hello there' --max-tokens 6 --json", false);
+    ASSERT_EQ(want.code, 0) << want.out;
+    const std::string log = (dir / "serve.log").string();
+    const Result started = testing::run_command(std::string(TRACELM_BINARY) + " serve " + model() +
+                                                " --backend vulkan --port 0 --context 64 --max-seqs 2 >" + quote(log) +
+                                                " 2>&1 & echo $!");
+    const pid_t pid = std::stoi(started.out);
+    // Stopped however the test ends, and waited for (its log's last line) so that no server outlives the test.
+    struct Stop {
+        pid_t pid;
+        std::string log;
+        ~Stop() {
+            ::kill(pid, SIGINT);
+            for (int i = 0; i < 100; ++i) {
+                std::ifstream f(log);
+                const std::string text((std::istreambuf_iterator<char>(f)), {});
+                if (text.find("\nstopped") != std::string::npos) break;
+                std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            }
+        }
+    } stop{pid, log};
+    const std::string listening = "listening on http://127.0.0.1:";
+    std::string text;
+    for (int i = 0; i < 600 && text.find("\nready: ") == std::string::npos; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        text = read("serve.log");
+    }
+    const size_t at = text.find(listening);
+    ASSERT_NE(at, std::string::npos) << text;
+    const int port = std::stoi(text.substr(at + listening.size()));
+    const auto got = testing::http_request(port, "POST", "/v1/completions",
+                                           R"({"prompt": "Hello there", "max_tokens": 6, "temperature": 0})",
+                                           {{"Content-Type", "application/json"}});
+    ASSERT_TRUE(got.has_value()) << text;
+    ASSERT_EQ(got->status, 200) << got->body;
+    EXPECT_EQ(nlohmann::json::parse(got->body)["choices"][0]["text"], nlohmann::json::parse(want.out)["text"]);
+}
+
+// `tracelm devices` lists every backend: its devices as --device numbers them, or why it is unavailable here.
+TEST(Cli, DevicesListsEachBackendsDevices) {
+    const Result r = run("devices");
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find("cpu:\n  0: host CPU ("), std::string::npos) << r.out;
+    for (const BackendInfo& b : backend_registry()) {
+        const std::string why = b.unavailable();
+        EXPECT_NE(r.out.find(why.empty() ? b.name + ":\n  0: " : b.name + ": unavailable: " + why), std::string::npos)
+            << r.out;
+    }
+    if (backend_info("vulkan").unavailable().empty()) {
+        EXPECT_NE(r.out.find(" device-local)"), std::string::npos) << r.out;
+    }
+}
+
+// A device number the backend does not have is refused by name, before the model is read.
+TEST_F(CliModel, AMissingDeviceIsAClearError) {
+    Result r = run("generate " + model() + " --backend cpu --device 1 --prompt hi --max-tokens 2");
+    EXPECT_NE(r.code, 0);
+    EXPECT_NE(r.out.find("backend 'cpu' has one device, 0 (asked for device 1)"), std::string::npos) << r.out;
+    if (!backend_info("vulkan").unavailable().empty()) return;
+    r = run("generate " + model() + " --backend vulkan --device 9 --prompt hi --max-tokens 2");
+    EXPECT_NE(r.code, 0);
+    EXPECT_NE(r.out.find("no Vulkan device 9"), std::string::npos) << r.out;
+}
+
+// A model whose weights and KV cache exceed the device's memory is refused before loading, both sizes named
+// (TRACELM_VULKAN_HEAP_LIMIT_BYTES makes lavapipe's heap 16 MiB; the tiny model's f32 weights alone are larger).
+TEST_F(CliModel, AModelLargerThanTheDeviceIsRefusedBeforeLoading) {
+    const std::string why = backend_info("vulkan").unavailable();
+    if (!why.empty()) GTEST_SKIP() << why;
+    const std::string args = "generate " + model() + " --backend vulkan --prompt hi --max-tokens 2 --context 512";
+    const Result r = testing::run_tracelm_env("TRACELM_VULKAN_HEAP_LIMIT_BYTES=16777216", args);
+    EXPECT_NE(r.code, 0);
+    EXPECT_NE(r.out.find("of device memory (weights "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("KV cache 0.5 MiB), more than the 16.0 MiB backend 'vulkan' has"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("model: "), std::string::npos) << r.out;  // the summary printed once the engine is made
+    // With room for both it runs.
+    EXPECT_EQ(testing::run_tracelm_env("TRACELM_VULKAN_HEAP_LIMIT_BYTES=4294967296", args).code, 0);
 }
 
 TEST(Cli, MissingModelFolderIsRefused) {

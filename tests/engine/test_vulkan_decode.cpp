@@ -1,7 +1,7 @@
 // The tiny Qwen3 geometry's decoder on the Vulkan backend (skipped without a device): a prompt forward, then decode
 // steps that stay on the device (argmax, advance_decode), eagerly and as one recorded command buffer submitted for
-// every step, against the same steps on the CPU backend. The engine's sampler is not on Vulkan yet, so this drives
-// the Decoder directly, greedily.
+// every step, against the same steps on the CPU backend, driving the Decoder directly; then the Engine (sampling on
+// the device) against the CPU's engine.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backends/registry.h"
+#include "engine/engine.h"
 #include "kv/paged_kv_cache.h"
 #include "model/decoder.h"
 #include "model/model.h"
@@ -132,6 +133,64 @@ TEST(VulkanDecode, TinyGreedyFollowsTheCpuAndReplayEqualsEager) {
     EXPECT_EQ(replayed.ids, eager.ids);
     EXPECT_EQ(replayed.logits, eager.logits);
     EXPECT_EQ(replayed.uploads_per_step, 0u);
+}
+
+// The engine's tokens over `steps` decode steps of three sequences, and the host writes of the steady-state steps
+// (after the eager warm-up and the capture).
+struct EngineRun {
+    std::vector<std::vector<int32_t>> tokens;
+    uint64_t steady_uploads = 0;
+    int replays = 0;
+};
+
+EngineRun run_engine(Backend& be, const std::string& dir, const std::vector<sampling::RowParams>& params, int steps) {
+    const auto model = Model::load(dir, be);
+    EngineOptions opt;
+    opt.max_seqs = 3;
+    opt.context = 128;
+    Engine engine(*model, be, opt);
+    EngineRun r;
+    r.tokens.push_back(engine.start({{785, 6722, 315, 9625, 374}, {9707, 11, 1879}, {42, 7, 7, 9}}, steps + 1, params));
+    uint64_t uploads = 0;
+    for (int i = 0; i < steps; ++i) {
+        if (i == 2) uploads = be.uploads();
+        engine.step();
+        r.tokens.push_back(engine.sampled());
+    }
+    r.steady_uploads = be.uploads() - uploads;
+    r.replays = engine.replays();
+    engine.finish();
+    return r;
+}
+
+// The engine on Vulkan (sampling on the device, decode replayed from one recorded command buffer) gives the CPU
+// engine's tokens, greedy and seeded (temperature, top-k, top-p, min-p, penalties), and its steady-state steps write
+// nothing from the host.
+TEST(VulkanDecode, EngineGreedyAndSeededTokensEqualTheCpusWithNoHostWrites) {
+    const std::unique_ptr<Backend> vk = vulkan_or_skip();
+    if (!vk) GTEST_SKIP() << backend_info("vulkan").unavailable();
+    const std::string& dir = testing::generated_checkpoint("tiny", 11, DType::F32);
+    const std::unique_ptr<Backend> cpu = make_backend("cpu");
+    const int steps = 6;
+    sampling::RowParams seeded;
+    seeded.temperature = 0.9f;
+    seeded.top_k = 50;
+    seeded.top_p = 0.95f;
+    seeded.min_p = 0.01f;
+    seeded.repetition_penalty = 1.1f;
+    seeded.presence_penalty = 0.3f;
+    seeded.seed_lo = 1234;
+    sampling::RowParams warm = seeded;
+    warm.top_k = 0;
+    warm.temperature = 1.3f;
+    warm.seed_lo = 99;
+    // Rows: greedy, seeded, and seeded without top-k (batch bucket 4: one inert row).
+    const std::vector<sampling::RowParams> params = {sampling::RowParams{}, seeded, warm};
+    const EngineRun want = run_engine(*cpu, dir, params, steps);
+    const EngineRun got = run_engine(*vk, dir, params, steps);
+    EXPECT_EQ(got.tokens, want.tokens);
+    EXPECT_EQ(got.replays, steps - 1);
+    EXPECT_EQ(got.steady_uploads, 0u);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "ops/sampling/sampling.h"
+#include "support/op_conformance.h"
 #include "support/sampling_support.h"
 
 namespace tracelm {
@@ -18,6 +19,7 @@ namespace {
 using sampling::RowParams;
 using testing::params;
 using testing::SampleOp;
+using conformance::OpConformance;
 
 std::vector<int32_t> no_counts(int64_t n) { return std::vector<int32_t>(static_cast<size_t>(n), 0); }
 
@@ -69,6 +71,26 @@ TEST(AdjustLogits, MatchesReference) {
     }
     // The untouched row is bit for bit the input.
     for (int64_t v = 0; v < V; ++v) ASSERT_EQ(got[static_cast<size_t>(v)], logits[static_cast<size_t>(v)]);
+}
+
+// Every backend against the CPU backend (support/op_conformance.h), bit for bit: the four kinds of row of
+// MatchesReference.
+TEST_P(OpConformance, AdjustLogitsMatchesTheCpuReference) {
+    using namespace conformance;
+    const int64_t R = 4, V = 1003, W = sampling::mask_words(V), B = sampling::kMaxLogitBias;
+    const std::vector<uint32_t> masks = random_masks(R, W, 8);
+    std::vector<int32_t> bias_ids(static_cast<size_t>(R * B));
+    std::vector<float> bias_values(bias_ids.size());
+    for (size_t i = 0; i < bias_ids.size(); ++i) {
+        bias_ids[i] = static_cast<int32_t>(rng_() % (V + 20)) - 10;
+        bias_values[i] = static_cast<float>(static_cast<int>(rng_() % 2001) - 1000) / 10.0f;
+    }
+    check({{"adjust_logits",
+            {f32("logits", R, V, random_logits(R * V, 7)), i32("flags", R, 2, {0, 0, 1, 0, 0, static_cast<int32_t>(B), 1, 7}),
+             host("mask", DType::I32, R, W, masks), i32("bias_ids", R, B, bias_ids), f32("bias_values", R, B, bias_values)},
+            {0},
+            0.0,
+            [](Backend& be, const Bound& b) { be.adjust_logits(b.t[0], LogitAdjustIo{b.t[1], b.t[2], b.t[3], b.t[4]}); }}});
 }
 
 TEST(AdjustLogits, MaskedTokensAreNeverSampledUnderAnySetting) {

@@ -15,6 +15,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "ops/sampling/sampling.h"
+#include "support/op_conformance.h"
 #include "support/sampling_support.h"
 #include "support/test_support.h"
 
@@ -44,6 +45,51 @@ TEST(Philox, MatchesRandom123sKnownAnswers) {
         for (int i = 0; i < 4; ++i) EXPECT_EQ(r.v[i], k.out[i]) << i;
     }
 }
+
+// Every backend against the CPU backend (support/op_conformance.h): eight rows of 3001 logits (ties, a NaN, a row
+// with +inf twice) under greedy, temperature, top_k, top_p (widened past its first selection), min_p, penalties, a forced token
+// and draw bases, with logprobs (padded with -inf past the valid tokens) or none.
+std::vector<conformance::OpCase> sample_cases(std::mt19937& rng) {
+    using namespace conformance;
+    const int64_t R = 8, V = 3001;
+    std::vector<float> l = randn(rng, static_cast<size_t>(R * V), 2.0f);
+    for (size_t i = 0; i < l.size(); i += 2) l[i] = std::round(l[i] * 2) / 2;  // ties
+    l[17] = kNan;
+    l[7 * V + 99] = l[7 * V + 2000] = kInf;
+    std::vector<RowParams> ps = {params(0.0f),
+                                 params(1.0f, 0, 1.0f, 0.0f, 11),
+                                 params(0.7f, 40, 0.95f, 0.0f, 12),
+                                 params(1.2f, 0, 0.97f, 0.05f, 13),
+                                 params(0.9f, 0, 1.0f, 0.2f, 14),
+                                 params(1.0f, 2999, 0.5f, 0.0f, 15),
+                                 params(0.8f, 7, 1.0f, 0.0f, 16),
+                                 params(1.0f, 0, 1.0f, 0.0f, 17)};
+    ps[1].logprobs = ps[2].logprobs = 20;
+    ps[6].logprobs = ps[7].logprobs = 3;
+    ps[2].repetition_penalty = 1.3f;
+    ps[2].frequency_penalty = 0.2f;
+    ps[3].presence_penalty = 0.5f;
+    ps[4].repetition_penalty = 0.8f;
+    ps[6].forced = 1 + 1234;
+    for (size_t r = 0; r < ps.size(); ++r) ps[r].draw_base = static_cast<int32_t>(r * 3) - 4;
+    std::vector<int32_t> counts(static_cast<size_t>(R * V), 0);
+    for (int i = 0; i < 3000; ++i) counts[rng() % counts.size()] = (rng() % 2 ? sampling::kPromptBit : 0) | (rng() % 4);
+    std::vector<int32_t> words(static_cast<size_t>(R * sampling::kParamWords));
+    std::memcpy(words.data(), ps.data(), words.size() * 4);
+    return {{"sample",
+             {f32("logits", R, V, l), i32("params", R, sampling::kParamWords, words), i32("counts", R, V, counts),
+              i32("step", 1, 1, {5}), i32("ids", 1, R, std::vector<int32_t>(R, -1)),
+              f32("logprobs", R, 1 + sampling::kMaxLogprobs, std::vector<float>(R * (1 + sampling::kMaxLogprobs))),
+              i32("top_ids", R, sampling::kMaxLogprobs, std::vector<int32_t>(R * sampling::kMaxLogprobs))},
+             {0, 2, 4, 5, 6},
+             kElementwise,
+             [](Backend& be, const Bound& b) {
+                 be.sample(b.t[0], SamplingIo{b.t[1], b.t[2], b.t[3], 2, b.t[5], b.t[6], b.sample_ws}, b.t[4]);
+             }}};
+}
+
+using conformance::OpConformance;
+TEST_P(OpConformance, SampleMatchesTheCpuReference) { check(sample_cases(rng_)); }
 
 // The filtered, renormalised distribution, written from the definitions in double precision.
 std::vector<double> expected(const std::vector<float>& logits, const RowParams& p) {

@@ -2,9 +2,9 @@
 // every op of the Backend interface, on every backend of the registry, against the CPU backend (the reference,
 // itself checked against the references of src/ops/<family>/ in the same files). Random inputs go
 // through the reference eagerly, then through the backend under test eagerly and once more captured into a graph
-// and replayed. Float outputs must agree within a relative bound (summation order may differ between backends);
-// integer outputs (ids, indices, decode state) exactly. Fused ops are held to the reference running the ops they
-// fuse, one after the other.
+// and replayed. Float outputs must agree within a relative bound (summation order may differ between backends),
+// infinities exactly; integer outputs (ids, indices, decode state) exactly. Fused ops are held to the reference
+// running the ops they fuse, one after the other.
 //
 // The backend list comes from backends/registry.h, so a new backend is covered once it registers. A backend
 // this process cannot use (not built, no device) skips with the reason, and so does an op it does not run yet
@@ -28,6 +28,7 @@
 #include "backends/registry.h"
 #include "formats/quantize.h"
 #include "ops/dsa/dsa_topk.h"
+#include "ops/sampling/sampling.h"
 
 namespace tracelm::conformance {
 
@@ -82,10 +83,11 @@ inline HostTensor block_weight(const std::string& n, DType dt, int64_t r, int64_
     return host(n, dt, r, c, b);
 }
 
-// What an op sees on one backend: its tensors (in the case's order) and a dsa_topk workspace.
+// What an op sees on one backend: its tensors (in the case's order), a dsa_topk and a sample workspace.
 struct Bound {
     std::vector<Tensor> t;
     DsaTopkWorkspace ws;
+    SamplingWorkspace sample_ws;
 };
 
 struct OpCase {
@@ -99,7 +101,7 @@ struct OpCase {
     std::function<void(Backend&, const Bound&)> reference = {};
 };
 
-constexpr int64_t kWsRows = 8, kWsKeys = 1024;
+constexpr int64_t kWsRows = 8, kWsKeys = 1024, kWsVocab = 4096;
 
 // A case's tensors on one backend, uploaded with their initial contents.
 class Placed {
@@ -112,6 +114,8 @@ class Placed {
         }
         bound_.ws = dsa::make_topk_workspace(be, kWsRows, kWsKeys);
         buffers_.push_back(bound_.ws.buffer);
+        bound_.sample_ws = sampling::make_workspace(be, kWsRows, kWsVocab);
+        buffers_.push_back(bound_.sample_ws.buffer);
         reset();
     }
     ~Placed() {
@@ -162,6 +166,11 @@ inline void expect_close(const OpCase& c, const std::vector<std::vector<unsigned
         for (size_t i = 0; i < w.size(); ++i) {
             ASSERT_EQ(std::isnan(w[i]), std::isnan(g[i])) << where << " element " << i;
             if (std::isnan(w[i])) continue;
+            // Infinities (masked logits, logprobs padding) must be equal, and stay out of the bound's scale.
+            if (std::isinf(w[i]) || std::isinf(g[i])) {
+                EXPECT_EQ(g[i], w[i]) << where << " element " << i;
+                continue;
+            }
             scale = std::max(scale, std::abs(static_cast<double>(w[i])));
             const double e = std::abs(static_cast<double>(g[i]) - w[i]);
             if (e > err) err = e, worst = i;

@@ -3,6 +3,8 @@
 #include <vulkan/vulkan.h>
 
 #include <algorithm>
+#include <cstddef>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -12,13 +14,25 @@
 #include <utility>
 
 #include "backends/vulkan/vulkan_shaders.h"
+#include "ops/sampling/sampling.h"
 
 namespace tracelm::vulkan {
 
 namespace {
 
+// The errors a device reports at run time, by name.
+std::string result_name(VkResult r) {
+    switch (r) {
+        case VK_ERROR_DEVICE_LOST: return "VK_ERROR_DEVICE_LOST (the device was lost: a driver reset, hang or fault)";
+        case VK_ERROR_OUT_OF_DEVICE_MEMORY: return "VK_ERROR_OUT_OF_DEVICE_MEMORY";
+        case VK_ERROR_OUT_OF_HOST_MEMORY: return "VK_ERROR_OUT_OF_HOST_MEMORY";
+        case VK_ERROR_INITIALIZATION_FAILED: return "VK_ERROR_INITIALIZATION_FAILED";
+        default: return "VkResult " + std::to_string(r);
+    }
+}
+
 void check(VkResult r, const char* what) {
-    if (r != VK_SUCCESS) throw std::runtime_error(std::string("Vulkan ") + what + ": VkResult " + std::to_string(r));
+    if (r != VK_SUCCESS) throw std::runtime_error(std::string("Vulkan ") + what + ": " + result_name(r));
 }
 
 [[noreturn]] void not_implemented(const char* op) {
@@ -93,6 +107,19 @@ int compute_family(VkPhysicalDevice pd) {
     return -1;
 }
 
+// The largest device-local memory heap (buffers are allocated there), capped by TRACELM_VULKAN_HEAP_LIMIT_BYTES: a
+// testing knob that makes a device look smaller, so the check of a model against it can be exercised on lavapipe.
+uint64_t device_local_bytes(VkPhysicalDevice pd) {
+    VkPhysicalDeviceMemoryProperties mp{};
+    vkGetPhysicalDeviceMemoryProperties(pd, &mp);
+    uint64_t bytes = 0;
+    for (uint32_t i = 0; i < mp.memoryHeapCount; ++i)
+        if ((mp.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) != 0) bytes = std::max(bytes, mp.memoryHeaps[i].size);
+    if (const char* cap = std::getenv("TRACELM_VULKAN_HEAP_LIMIT_BYTES"); cap != nullptr && *cap != '\0')
+        bytes = std::min<uint64_t>(bytes, std::strtoull(cap, nullptr, 10));
+    return bytes;
+}
+
 std::string device_line(size_t i, VkPhysicalDevice pd) {
     VkPhysicalDeviceProperties p{};
     vkGetPhysicalDeviceProperties(pd, &p);
@@ -100,7 +127,9 @@ std::string device_line(size_t i, VkPhysicalDevice pd) {
                        : p.deviceType == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU ? "integrated GPU"
                        : p.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU            ? "cpu"
                                                                                  : "other";
-    return std::to_string(i) + ": " + p.deviceName + " (" + kind + ")";
+    char memory[32];
+    std::snprintf(memory, sizeof(memory), "%.1f GiB", static_cast<double>(device_local_bytes(pd)) / (1u << 30));
+    return std::to_string(i) + ": " + p.deviceName + " (" + kind + ", " + memory + " device-local)";
 }
 
 // The devices the loader reports, asked once per process (instance creation is not free on lavapipe).
@@ -167,6 +196,7 @@ struct VulkanBackend::Impl {
     VkPhysicalDeviceMemoryProperties memory_props{};
     uint64_t max_binding_bytes = 0;  // maxStorageBufferRange: a shader sees at most this much of one buffer
     bool f64 = false;                // shaderFloat64, which the quantized matmul needs
+    uint64_t heap_bytes = 0;         // device_local_bytes(): memory_capacity()
     PFN_vkCmdPushDescriptorSetKHR push_descriptors = nullptr;
 
     mutable std::mutex messages_mutex;  // the layer may call back from its own threads
@@ -180,6 +210,8 @@ struct VulkanBackend::Impl {
     std::map<std::string, VkShaderModule> modules;
 
     VkCommandPool pool = VK_NULL_HANDLE;
+    VkFence fence = VK_NULL_HANDLE;  // wait()'s
+    uint64_t wait_timeout_ns = 0;
     // The command buffer ops record into: the open eager batch, or the capture's.
     VkCommandBuffer recording = VK_NULL_HANDLE;
     size_t recorded_nodes = 0;
@@ -223,6 +255,7 @@ struct VulkanBackend::Impl {
             if (staging_map != nullptr) destroy_buffer(staging);
             staging_map = nullptr;
             if (pool != VK_NULL_HANDLE) vkDestroyCommandPool(device, pool, nullptr);  // frees its command buffers
+            if (fence != VK_NULL_HANDLE) vkDestroyFence(device, fence, nullptr);
             if (layout != VK_NULL_HANDLE) vkDestroyPipelineLayout(device, layout, nullptr);
             if (set_layout != VK_NULL_HANDLE) vkDestroyDescriptorSetLayout(device, set_layout, nullptr);
             vkDestroyDevice(device, nullptr);
@@ -358,10 +391,17 @@ struct VulkanBackend::Impl {
         submit(submitted.back());
     }
 
-    // Submits the open batch and waits for the queue to run everything submitted; a lost device is an error here.
+    // Submits the open batch and waits for the queue to run everything submitted: a fence after it all, waited at
+    // most wait_timeout_ns, so that a lost or hung device is an error here, never a hang.
     void wait() {
         flush();
-        check(vkQueueWaitIdle(queue), "wait for the queue");
+        check(vkResetFences(device, 1, &fence), "reset fence");
+        check(vkQueueSubmit(queue, 0, nullptr, fence), "queue submit");
+        const VkResult r = vkWaitForFences(device, 1, &fence, VK_TRUE, wait_timeout_ns);
+        if (r == VK_TIMEOUT)
+            throw std::runtime_error("Vulkan device '" + name + "' did not finish its work within " +
+                                     std::to_string(wait_timeout_ns / 1000000) + " ms (hung or lost)");
+        check(r, "wait for the queue");
         if (!submitted.empty())
             vkFreeCommandBuffers(device, pool, static_cast<uint32_t>(submitted.size()), submitted.data());
         submitted.clear();
@@ -524,8 +564,9 @@ VulkanBackend::VulkanBackend(const VulkanOptions& options) : impl_(std::make_uni
         if (devices.empty()) throw std::runtime_error("no Vulkan device: the loader found none");
         if (options.device < 0 || static_cast<size_t>(options.device) >= devices.size())
             throw std::runtime_error("no Vulkan device " + std::to_string(options.device) + " (there are " +
-                                     std::to_string(devices.size()) + ")");
+                                     std::to_string(devices.size()) + "; `tracelm devices` lists them)");
         m.physical = devices[static_cast<size_t>(options.device)];
+        m.heap_bytes = device_local_bytes(m.physical);
         VkPhysicalDeviceProperties props{};
         vkGetPhysicalDeviceProperties(m.physical, &props);
         m.name = props.deviceName;
@@ -584,6 +625,10 @@ VulkanBackend::VulkanBackend(const VulkanOptions& options) : impl_(std::make_uni
         ci.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO;
         ci.queueFamilyIndex = m.family;
         check(vkCreateCommandPool(m.device, &ci, nullptr, &m.pool), "create command pool");
+        VkFenceCreateInfo fi{};
+        fi.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
+        check(vkCreateFence(m.device, &fi, nullptr, &m.fence), "create fence");
+        m.wait_timeout_ns = static_cast<uint64_t>(options.wait_timeout_s * 1e9);
     }
 }
 
@@ -687,6 +732,8 @@ void VulkanBackend::do_destroy_graph(GraphId g) {
         m.held.clear();
     }
 }
+
+std::optional<size_t> VulkanBackend::memory_capacity() const { return static_cast<size_t>(impl_->heap_bytes); }
 
 size_t VulkanBackend::graph_nodes(GraphId g) const { return impl_->graphs.at(static_cast<size_t>(g)).nodes; }
 
@@ -939,11 +986,44 @@ void VulkanBackend::do_kv_slots(const Tensor& positions, const Tensor& block_tab
                     groups(slots.numel(), 64).first);
 }
 
+// sample.comp reads sampling::RowParams word by word, in its field order.
+static_assert(sampling::kParamWords == 12 && offsetof(sampling::RowParams, forced) == 11 * 4);
+
+void VulkanBackend::do_sample(const Tensor& logits, const SamplingIo& io, const Tensor& ids) {
+    Impl& m = *impl_;
+    // The draw is formed in f64, as on the CPU, so that seeded draws give the CPU's ids.
+    if (!m.f64) throw std::runtime_error("sample: needs shaderFloat64, which Vulkan device '" + m.name + "' lacks");
+    struct {
+        uint32_t logits, params, counts, step, ids, logprobs, top_ids, vocab, step_offset, param_words, max_logprobs,
+            count_mask;
+    } push{words(logits),     words(io.params),  words(io.counts),    words(io.step),
+           words(ids),        words(io.logprobs), words(io.top_ids),  u32(logits.cols),
+           static_cast<uint32_t>(io.step_offset), u32(io.params.cols), u32(io.top_ids.cols),
+           static_cast<uint32_t>(sampling::kCountMask)};
+    const auto [gx, gy] = groups(logits.rows, 1);
+    m.dispatch("sample", {},
+               {logits.buf, io.params.buf, io.counts.buf, io.step.buf, ids.buf, io.logprobs.buf, io.top_ids.buf,
+                io.ws.buffer},
+               0b11110101, push, gx, gy);
+}
+
+void VulkanBackend::do_adjust_logits(const Tensor& logits, const LogitAdjustIo& io) {
+    struct {
+        uint32_t logits, flags, mask, bias_ids, bias_values, vocab, words, max_bias;
+    } push{words(logits),  words(io.flags),       words(io.mask),    words(io.bias_ids), words(io.bias_values),
+           u32(logits.cols), u32(io.mask.cols), u32(io.bias_ids.cols)};
+    const auto [gx, gy] = groups(logits.rows, 1);
+    impl_->dispatch("adjust_logits", {}, {logits.buf, io.flags.buf, io.mask.buf, io.bias_ids.buf, io.bias_values.buf},
+                    0b1, push, gx, gy);
+}
+
+// sample.comp's per-row scratch: the selected ids, the same in rank order, the rank sort's buffer, their ranks.
+size_t VulkanBackend::sampling_workspace_bytes(int64_t max_rows, int64_t vocab) const {
+    return static_cast<size_t>(max_rows) * 4 * static_cast<size_t>(vocab) * sizeof(int32_t);
+}
+
 // Ops without a shader yet say so by name, before anything is recorded (tests/support/op_conformance.h skips them).
-// capabilities() declares no MoE, so the model loader refuses MoE models; a dense model loads, and the engine stops
-// with this error at its first sampling step.
-void VulkanBackend::do_sample(const Tensor&, const SamplingIo&, const Tensor&) { not_implemented("sample"); }
-void VulkanBackend::do_adjust_logits(const Tensor&, const LogitAdjustIo&) { not_implemented("adjust_logits"); }
+// capabilities() declares no MoE, so the model loader refuses MoE models.
 void VulkanBackend::do_dsa_topk(const Tensor&, const Tensor&, const Tensor&, const DsaTopkWorkspace&, const Tensor&) {
     not_implemented("dsa_topk");
 }
@@ -971,8 +1051,7 @@ void VulkanBackend::do_moe_route_grouped(const Tensor&, const Tensor&, const Ten
                                          const Tensor&, const Tensor&, const Tensor&) {
     not_implemented("moe_route_grouped");
 }
-// sample and dsa_topk are not implemented, so their workspaces hold nothing.
-size_t VulkanBackend::sampling_workspace_bytes(int64_t, int64_t) const { return 0; }
+// dsa_topk is not implemented, so its workspace holds nothing.
 size_t VulkanBackend::dsa_topk_workspace_bytes(int64_t, int64_t) const { return 0; }
 
 }  // namespace tracelm::vulkan

@@ -12,6 +12,9 @@
 // replay; the host waits only in download and synchronize. Shaders are GLSL compiled to SPIR-V at build time
 // (shaders/*.comp); variants (weight type, activation) are specialisation constants.
 //
+// A lost device (VK_ERROR_DEVICE_LOST) or one that does not finish within options.wait_timeout_s is a
+// std::runtime_error from the call that waits, naming it.
+//
 // Validation: with options.validation (or TRACELM_VULKAN_VALIDATION=1 in the environment) the instance enables
 // VK_LAYER_KHRONOS_validation, and every warning or error it reports is kept in validation_messages().
 #pragma once
@@ -27,13 +30,16 @@ namespace tracelm::vulkan {
 
 // Empty when this process can use a Vulkan device; otherwise why not ("no Vulkan device: ...").
 std::string unavailable_reason();
-// "0: llvmpipe (LLVM 15.0.6, 256 bits) (cpu)", one line per device.
+// "0: llvmpipe (LLVM 15.0.6, 256 bits) (cpu, 31.3 GiB device-local)", one line per device. The device-local heap
+// (memory_capacity()) is capped by TRACELM_VULKAN_HEAP_LIMIT_BYTES where set, a testing knob.
 std::vector<std::string> device_names();
 
 struct VulkanOptions {
     int device = 0;
     // Enable the validation layer; also on when TRACELM_VULKAN_VALIDATION=1.
     bool validation = false;
+    // How long the host waits for the device's work (download, synchronize) before calling the device hung.
+    double wait_timeout_s = 60.0;
 };
 
 class VulkanBackend final : public Backend {
@@ -48,6 +54,8 @@ class VulkanBackend final : public Backend {
     std::string name() const override { return "vulkan"; }
     const BackendCapabilities& capabilities() const override { return vulkan::capabilities(); }
     bool supports_capture() const override { return true; }
+    // The device's largest device-local heap (see device_names()).
+    std::optional<size_t> memory_capacity() const override;
     // Dispatches and copies one replay of g runs.
     size_t graph_nodes(GraphId g) const override;
     std::string device_name() const;
