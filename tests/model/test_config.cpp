@@ -197,7 +197,7 @@ TEST(ModelConfig, LinearRopeScalingDividesFrequenciesAndOtherTypesAreRefused) {
     j["rope_scaling"] = {{"type", "default"}};
     EXPECT_TRUE(parse(j).rope_factors().empty());
     j["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}};
-    expect_error(j, "'rope_scaling.rope_type': rope type 'yarn' is not supported (supported: default, linear, llama3)");
+    expect_error(j, "'rope_scaling.rope_type': YaRN is supported for DeepSeek models only");
     for (const char* type : {"dynamic", "longrope", "su"}) {
         j["rope_scaling"] = {{"rope_type", type}, {"factor", 4.0}};
         expect_error(j, std::string("rope type '") + type + "' is not supported");
@@ -282,7 +282,7 @@ TEST(ModelConfig, RopeParametersOfTransformersV5AreReadAndChecked) {
     j["rope_parameters"] = {{"rope_theta", 0}, {"rope_type", "default"}};
     expect_error(j, "field 'rope_parameters.rope_theta'");
     j["rope_parameters"] = {{"rope_theta", 1e6}, {"rope_type", "yarn"}, {"factor", 4.0}};
-    expect_error(j, "'rope_parameters.rope_type': rope type 'yarn' is not supported");
+    expect_error(j, "'rope_parameters.rope_type': YaRN is supported for DeepSeek models only");
     j["rope_parameters"] = {{"full_attention", {{"rope_theta", 1e6}, {"rope_type", "default"}}},
                             {"other_attention", {{"rope_theta", 1e4}}}};
     expect_error(j, "'rope_parameters': per-layer-type RoPE parameters must be objects under full_attention and "
