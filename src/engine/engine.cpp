@@ -24,7 +24,10 @@ int Engine::batch_bucket(int S) {
 }
 
 DType kv_dtype_for(const Model& model, const EngineOptions& options) {
-    return options.kv_dtype.value_or(model.gguf() != nullptr ? DType::F16 : DType::F32);
+    // DeepSeek keeps F32 from a GGUF too: the indexer's key pool must be F32 (dsa_indexer_paged), and tracelm does
+    // not reproduce llama.cpp's DeepSeek numbers, which is what an F16 cache is for.
+    const bool llama_cpp_numbers = model.gguf() != nullptr && !model.config().mla;
+    return options.kv_dtype.value_or(llama_cpp_numbers ? DType::F16 : DType::F32);
 }
 
 namespace {

@@ -41,7 +41,7 @@ struct EngineOptions {
     // it (attention sums in a different order for a batch of one token than for more).
     int prefill_chunk = 512;
     // KV cache values: F32 or F16. Unset: F16 for GGUF models (llama.cpp's default, whose CPU attention numbers an
-    // f16 cache reproduces), F32 for safetensors checkpoints.
+    // f16 cache reproduces), F32 for safetensors checkpoints and DeepSeek GGUFs (its indexer keys must be F32).
     std::optional<DType> kv_dtype;
     // Share the KV blocks of prompt prefixes computed before (kv/prefix_cache.h, docs/prefix-cache.md).
     bool prefix_cache = true;

@@ -32,6 +32,23 @@ std::string gguf_tensor_name(const std::string& hf, bool sandwich_norms) {
         {"mlp.gate_proj.", "ffn_gate."},
         {"mlp.up_proj.", "ffn_up."},
         {"mlp.down_proj.", "ffn_down."},
+        // DeepSeek-V3 / V3.2 (llama.cpp's deepseek2 / deepseek32). k_b_proj and v_b_proj are the converter's halves
+        // of kv_b_proj (each head's key rows transposed, and its value rows), which the folder has as one tensor.
+        {"self_attn.q_a_proj.", "attn_q_a."},
+        {"self_attn.q_a_layernorm.", "attn_q_a_norm."},
+        {"self_attn.q_b_proj.", "attn_q_b."},
+        {"self_attn.kv_a_proj_with_mqa.", "attn_kv_a_mqa."},
+        {"self_attn.kv_a_layernorm.", "attn_kv_a_norm."},
+        {"self_attn.k_b_proj.", "attn_k_b."},
+        {"self_attn.v_b_proj.", "attn_v_b."},
+        {"self_attn.indexer.wq_b.", "indexer.attn_q_b."},
+        {"self_attn.indexer.wk.", "indexer.attn_k."},
+        {"self_attn.indexer.k_norm.", "indexer.k_norm."},
+        {"self_attn.indexer.weights_proj.", "indexer.proj."},
+        {"mlp.gate.e_score_correction_bias", "exp_probs_b.bias"},
+        {"mlp.shared_experts.gate_proj.", "ffn_gate_shexp."},
+        {"mlp.shared_experts.up_proj.", "ffn_up_shexp."},
+        {"mlp.shared_experts.down_proj.", "ffn_down_shexp."},
     };
     const std::string prefix = "model.layers.";
     if (hf.rfind(prefix, 0) == 0) {

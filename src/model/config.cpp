@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <numbers>
 #include <nlohmann/json.hpp>
@@ -166,34 +167,48 @@ std::vector<float> llama3_factors(const Fields& f, const Fields& r, const ModelC
     return factors;
 }
 
+// YaRN's magnitude correction mscale: log_mul * ln(factor) + 1, where log_mul is 0.1 * mscale (transformers) or
+// GGUF's rope.scaling.yarn_log_multiplier (llama.cpp's converter writes 0.1 * mscale_all_dim).
+double yarn_mscale(double factor, double log_mul) { return factor <= 1.0 ? 1.0 : log_mul * std::log(factor) + 1.0; }
+
+struct Yarn {
+    double factor, original_context, beta_fast, beta_slow;
+    double log_mul;  // of the softmax scale's mscale^2; 0: none
+};
+
 // YaRN (DeepSeek-V3's rope_scaling) as per-pair divisors of the inverse frequencies, as transformers'
 // _compute_yarn_parameters scales them: pair i keeps its frequency below the correction range of beta_fast, is
 // divided by factor above that of beta_slow, and blends linearly between. The attention's softmax scale takes
-// mscale(factor, mscale_all_dim)^2 (ModelConfig::Mla); cos/sin would take mscale / mscale_all_dim's ratio, refused
-// unless 1 (DeepSeek-V3 and V3.2 have mscale == mscale_all_dim).
+// mscale(factor, mscale_all_dim)^2 (ModelConfig::Mla). Needs head_dim, rope_theta and mla.
+std::vector<float> yarn_divisors(const Yarn& y, ModelConfig& c) {
+    if (y.log_mul != 0.0) c.mla->scale_mscale2 = yarn_mscale(y.factor, y.log_mul) * yarn_mscale(y.factor, y.log_mul);
+    const double d = c.head_dim, base = c.rope_theta;
+    const auto correction_dim = [&](double rotations) {
+        return d * std::log(y.original_context / (rotations * 2.0 * std::numbers::pi)) / (2.0 * std::log(base));
+    };
+    const double low = std::max(std::floor(correction_dim(y.beta_fast)), 0.0);
+    double high = std::min(std::ceil(correction_dim(y.beta_slow)), d - 1.0);
+    if (low == high) high += 0.001;  // transformers' guard against a zero-width ramp
+    std::vector<float> factors(static_cast<size_t>(c.head_dim / 2));
+    for (size_t i = 0; i < factors.size(); ++i) {
+        const double keep = 1.0 - std::clamp((static_cast<double>(i) - low) / (high - low), 0.0, 1.0);
+        factors[i] = static_cast<float>(1.0 / (keep + (1.0 - keep) / y.factor));
+    }
+    return factors;
+}
+
+// A config.json's YaRN. cos/sin would take mscale / mscale_all_dim's ratio, refused unless 1 (DeepSeek-V3 and V3.2
+// have mscale == mscale_all_dim).
 std::vector<float> yarn_factors(const Fields& r, ModelConfig& c) {
     if (!c.mla) r.fail("rope_type", "YaRN is supported for DeepSeek models only");
     const double factor = r.number("factor", kMinRopeFactor, kMaxRopeFactor);
     const double orig = static_cast<double>(r.integer("original_max_position_embeddings", 1, kMaxPositions));
     const double beta_fast = r.number("beta_fast", 0.0, kInf, 32.0), beta_slow = r.number("beta_slow", 0.0, kInf, 1.0);
     const double mscale = r.number("mscale", -kInf, kInf, 1.0), mscale_all = r.number("mscale_all_dim", -kInf, kInf, 0.0);
-    const auto yarn_mscale = [&](double m) { return factor <= 1.0 ? 1.0 : 0.1 * m * std::log(factor) + 1.0; };
-    if ((mscale_all != 0.0 && yarn_mscale(mscale) != yarn_mscale(mscale_all)) || r.has("attention_factor"))
+    if ((mscale_all != 0.0 && yarn_mscale(factor, 0.1 * mscale) != yarn_mscale(factor, 0.1 * mscale_all)) ||
+        r.has("attention_factor"))
         r.fail("mscale", "a YaRN attention factor other than 1 on cos/sin is not supported");
-    if (mscale_all != 0.0) c.mla->scale_mscale2 = yarn_mscale(mscale_all) * yarn_mscale(mscale_all);
-    const double d = c.head_dim, base = c.rope_theta;
-    const auto correction_dim = [&](double rotations) {
-        return d * std::log(orig / (rotations * 2.0 * std::numbers::pi)) / (2.0 * std::log(base));
-    };
-    const double low = std::max(std::floor(correction_dim(beta_fast)), 0.0);
-    double high = std::min(std::ceil(correction_dim(beta_slow)), d - 1.0);
-    if (low == high) high += 0.001;  // transformers' guard against a zero-width ramp
-    std::vector<float> factors(static_cast<size_t>(c.head_dim / 2));
-    for (size_t i = 0; i < factors.size(); ++i) {
-        const double keep = 1.0 - std::clamp((static_cast<double>(i) - low) / (high - low), 0.0, 1.0);
-        factors[i] = static_cast<float>(1.0 / (keep + (1.0 - keep) / factor));
-    }
-    return factors;
+    return yarn_divisors({factor, orig, beta_fast, beta_slow, 0.1 * mscale_all}, c);
 }
 
 void parse_rope_parameters(const Fields& f, const json& rope, const Fields& r, bool type_required, ModelConfig& c);
@@ -355,6 +370,24 @@ void parse_deepseek(const Fields& f, ModelConfig& c) {
     c.mla = m;
 }
 
+// DeepSeek's expert groups, whichever format gave them: fail(topk_group?, why) when n_group does not split the
+// experts into groups of at least 2, or when topk_group groups hold fewer than num_experts_per_tok experts.
+void check_deepseek_groups(const ModelConfig& c, const std::function<void(bool, const std::string&)>& fail) {
+    const ModelConfig::Mla& m = *c.mla;
+    if (c.num_experts % m.n_group != 0 || c.num_experts / m.n_group < 2)
+        fail(false, std::to_string(m.n_group) + " groups of at least 2 of " + std::to_string(c.num_experts) +
+                        " experts are not possible");
+    if (static_cast<int64_t>(m.topk_group) * (c.num_experts / m.n_group) < c.num_experts_per_tok)
+        fail(true, "its groups hold fewer experts than num_experts_per_tok");
+}
+
+// Routed experts on layers from `dense` on, every freq-th; the first ones keep the dense MLP.
+void set_deepseek_moe_layers(ModelConfig& c, int64_t dense, int64_t freq) {
+    c.layer_moe.assign(static_cast<size_t>(c.num_hidden_layers), 0);
+    for (size_t l = 0; l < c.layer_moe.size(); ++l)
+        c.layer_moe[l] = static_cast<int64_t>(l) >= dense && l % static_cast<size_t>(freq) == 0;
+}
+
 void parse_deepseek_moe(const Fields& f, ModelConfig& c) {
     ModelConfig::Mla& m = *c.mla;
     c.num_experts = static_cast<int>(f.integer("n_routed_experts", 1, kMaxExperts));
@@ -362,23 +395,16 @@ void parse_deepseek_moe(const Fields& f, ModelConfig& c) {
     c.moe_intermediate_size = static_cast<int>(f.integer("moe_intermediate_size", 1, kMaxIntermediate));
     c.norm_topk_prob = f.boolean("norm_topk_prob", false);
     m.n_group = static_cast<int>(f.integer("n_group", 1, c.num_experts, 1));
-    if (c.num_experts % m.n_group != 0 || c.num_experts / m.n_group < 2)
-        f.fail("n_group", std::to_string(m.n_group) + " groups of at least 2 of " + std::to_string(c.num_experts) +
-                              " experts are not possible");
     m.topk_group = static_cast<int>(f.integer("topk_group", 1, m.n_group, m.n_group));
-    if (static_cast<int64_t>(m.topk_group) * (c.num_experts / m.n_group) < c.num_experts_per_tok)
-        f.fail("topk_group", "its groups hold fewer experts than num_experts_per_tok");
+    check_deepseek_groups(c, [&](bool topk, const std::string& msg) { f.fail(topk ? "topk_group" : "n_group", msg); });
     m.routed_scaling_factor = static_cast<float>(f.number("routed_scaling_factor", 0.0, 1e6, 1.0));
     m.n_shared_experts = static_cast<int>(f.integer("n_shared_experts", 0, 64, 0));
     if (f.string("scoring_func").value_or("sigmoid") != "sigmoid")
         f.fail("scoring_func", "only sigmoid router scores are supported");
     if (f.string("topk_method").value_or("noaux_tc") != "noaux_tc")
         f.fail("topk_method", "only noaux_tc expert selection is supported");
-    const int64_t dense = f.integer("first_k_dense_replace", 0, c.num_hidden_layers, 0);
-    const int64_t freq = f.integer("moe_layer_freq", 1, kMaxLayers, 1);
-    c.layer_moe.assign(static_cast<size_t>(c.num_hidden_layers), 0);
-    for (size_t l = 0; l < c.layer_moe.size(); ++l)
-        c.layer_moe[l] = static_cast<int64_t>(l) >= dense && l % static_cast<size_t>(freq) == 0;
+    set_deepseek_moe_layers(c, f.integer("first_k_dense_replace", 0, c.num_hidden_layers, 0),
+                            f.integer("moe_layer_freq", 1, kMaxLayers, 1));
 }
 
 void check_unsupported_features(const Fields& f) {
@@ -486,14 +512,115 @@ double in_open_range(const GgufFile& g, const std::string& key, float v, double 
     return v;
 }
 
+// An integer key in [lo, hi], or dflt when absent (required without one); errors name the file and the key.
+int bounded(const GgufFile& g, const std::string& key, int64_t lo, int64_t hi, std::optional<int64_t> dflt = std::nullopt) {
+    const auto v = g.opt_int<int64_t>(key);
+    if (!v && !dflt) throw std::runtime_error(g.path() + ": missing metadata key '" + key + "'");
+    const int64_t x = v ? *v : *dflt;
+    if (x < lo || x > hi) {
+        std::ostringstream os;
+        os << g.path() << ": ";
+        if (v) {
+            os << "metadata '" << key << "' must be in [" << lo << ", " << hi << "], got " << x;
+        } else {
+            os << "metadata key '" << key << "' is missing, and its default from the other keys, " << x
+               << ", is outside [" << lo << ", " << hi << "]";
+        }
+        throw std::runtime_error(os.str());
+    }
+    return static_cast<int>(x);
+}
+
+// DeepSeek's YaRN as llama.cpp's converter writes it: rope.scaling.factor, .original_context_length, .yarn_beta_fast /
+// _slow (llama.cpp's defaults 32 and 1 when absent) and .yarn_log_multiplier = 0.1 * mscale_all_dim (0: no softmax
+// correction). mscale itself is not in the file: llama.cpp's deepseek graphs leave cos/sin unscaled, which is
+// transformers' YaRN when mscale == mscale_all_dim (DeepSeek-V3 and V3.2's configs have both 1), what yarn_factors
+// requires of a config.json. An explicit attention or extrapolation factor is refused.
+void read_gguf_yarn(const GgufFile& g, const std::string& p, ModelConfig& c) {
+    for (const char* key : {"rope.scaling.yarn_attn_factor", "rope.scaling.yarn_ext_factor"})
+        if (g.find(p + key)) throw std::runtime_error(g.path() + ": metadata '" + p + key + "' is not supported");
+    const auto f32 = [&](const char* key, double lo, double hi, std::optional<float> dflt) {
+        const auto v = g.opt_f32(p + key);
+        if (!v && !dflt) throw std::runtime_error(g.path() + ": missing metadata key '" + p + key + "'");
+        return in_open_range(g, p + key, v ? *v : *dflt, lo, hi);
+    };
+    c.rope_freq_factors = yarn_divisors({f32("rope.scaling.factor", kMinRopeFactor, kMaxRopeFactor, std::nullopt),
+                                         static_cast<double>(bounded(g, p + "rope.scaling.original_context_length", 1,
+                                                                     kMaxPositions)),
+                                         f32("rope.scaling.yarn_beta_fast", 0.0, kInf, 32.0f),
+                                         f32("rope.scaling.yarn_beta_slow", 0.0, kInf, 1.0f),
+                                         f32("rope.scaling.yarn_log_multiplier", -kInf, kInf, 0.0f)},
+                                        c);
+}
+
+// DeepSeek-V3 (deepseek2) and V3.2 (deepseek32) as llama.cpp's converter writes them (DeepseekV2Model and
+// DeepseekV32Model in its conversion/deepseek.py): the attention as MQA over the latent (head_count_kv 1,
+// key_length kv_lora_rank + rope, value_length kv_lora_rank), each head's sizes in key_length_mla (nope + rope) and
+// value_length_mla, the rope part in rope.dimension_count; V3.2's MTP layers counted in block_count
+// (nextn_predict_layers; not run, as with a folder); the router in expert_* (gating function 2 is sigmoid), the
+// dense layers in leading_dense_block_count; the indexer in attention.indexer.*. No moe_layer_freq or topk_method:
+// the converter drops them and llama.cpp takes every layer after the dense ones as MoE with noaux_tc selection.
+void read_gguf_deepseek(const GgufFile& g, const std::string& p, bool indexer, ModelConfig& c) {
+    c.num_hidden_layers -= bounded(g, p + "nextn_predict_layers", 0, c.num_hidden_layers - 1, 0);
+    bounded(g, p + "attention.head_count_kv", 1, 1, 1);
+    c.num_key_value_heads = c.num_attention_heads;
+    ModelConfig::Mla m;
+    m.q_lora_rank = bounded(g, p + "attention.q_lora_rank", 1, kMaxHidden);
+    m.kv_lora_rank = bounded(g, p + "attention.kv_lora_rank", 1, kMaxHidden);
+    m.qk_rope_head_dim = bounded(g, p + "rope.dimension_count", 2, kMaxHeadDim);
+    if (m.qk_rope_head_dim % 2 != 0)
+        throw std::runtime_error(g.path() + ": metadata '" + p + "rope.dimension_count' must be even (RoPE rotates pairs)");
+    m.qk_nope_head_dim = bounded(g, p + "attention.key_length_mla", m.qk_rope_head_dim + 1, kMaxHeadDim) - m.qk_rope_head_dim;
+    m.v_head_dim = bounded(g, p + "attention.value_length_mla", 1, kMaxHeadDim);
+    // The MQA view's sizes restate the latent's; a file where they disagree is not what the converter writes.
+    const auto restates = [&](const char* key, int want, const char* as) {
+        const int got = bounded(g, p + key, 1, kMaxHidden + kMaxHeadDim, want);
+        if (got != want)
+            throw std::runtime_error(g.path() + ": metadata '" + p + key + "' is " + std::to_string(got) + ", but '" + p +
+                                     "attention.kv_lora_rank' and '" + p + "rope.dimension_count' make it " + as +
+                                     " = " + std::to_string(want));
+    };
+    restates("attention.key_length", m.kv_lora_rank + m.qk_rope_head_dim, "kv_lora_rank + rope.dimension_count");
+    restates("attention.value_length", m.kv_lora_rank, "kv_lora_rank");
+    if (indexer) {
+        m.index_n_heads = bounded(g, p + "attention.indexer.head_count", 1, kMaxHeads);
+        m.index_head_dim = bounded(g, p + "attention.indexer.key_length", m.qk_rope_head_dim, kMaxHeadDim);
+        m.index_topk = bounded(g, p + "attention.indexer.top_k", 1, kMaxPositions);
+    }
+    c.head_dim = m.qk_rope_head_dim;
+    c.num_experts = bounded(g, p + "expert_count", 1, kMaxExperts);
+    c.num_experts_per_tok = bounded(g, p + "expert_used_count", 1, c.num_experts);
+    c.moe_intermediate_size = bounded(g, p + "expert_feed_forward_length", 1, kMaxIntermediate);
+    c.norm_topk_prob = g.opt_bool(p + "expert_weights_norm").value_or(false);
+    if (bounded(g, p + "expert_gating_func", 0, std::numeric_limits<int>::max()) != 2)
+        throw std::runtime_error(g.path() + ": metadata '" + p + "expert_gating_func' must be 2 (sigmoid): only sigmoid "
+                                 "router scores are supported");
+    m.n_group = bounded(g, p + "expert_group_count", 1, c.num_experts, 1);
+    m.topk_group = bounded(g, p + "expert_group_used_count", 1, m.n_group, m.n_group);
+    m.routed_scaling_factor = static_cast<float>(in_open_range(
+        g, p + "expert_weights_scale", g.opt_f32(p + "expert_weights_scale").value_or(1.0f), 0.0, 1e6));
+    m.n_shared_experts = bounded(g, p + "expert_shared_count", 0, 64, 0);
+    c.mla = m;
+    check_deepseek_groups(c, [&](bool topk, const std::string& msg) {
+        throw std::runtime_error(g.path() + ": metadata '" + p + (topk ? "expert_group_used_count" : "expert_group_count") +
+                                 "': " + msg);
+    });
+    set_deepseek_moe_layers(c, bounded(g, p + "leading_dense_block_count", 0, c.num_hidden_layers, 0), 1);
+}
+
 // As llama.cpp reads them: rope.scaling.type defaults to linear and "none" never scales; rope.scaling.factor
 // (rope.scale_linear in older files; 0 means none) divides every frequency; the tensor rope_freqs.weight holds
 // per-pair divisors (Llama 3.1+ "llama3" scaling). Needs head_dim.
 void read_gguf_rope_scaling(const GgufFile& g, const std::string& p, ModelConfig& c) {
     const auto type = g.opt_string(p + "rope.scaling.type");
+    if (type && *type == "yarn" && c.mla && g.find_tensor("rope_freqs.weight") == nullptr) {
+        read_gguf_yarn(g, p, c);
+        return;
+    }
     if (type && *type != "none" && *type != "linear")
         throw std::runtime_error(g.path() + ": rope scaling '" + untrusted::escape(*type) +
-                                 "' is not supported (supported: none, linear, and per-pair factors in rope_freqs.weight)");
+                                 "' is not supported (supported: none, linear, yarn for DeepSeek, and per-pair factors "
+                                 "in rope_freqs.weight)");
     if (!type || *type == "linear") {
         const std::string key = g.find(p + "rope.scaling.factor") ? p + "rope.scaling.factor" : p + "rope.scale_linear";
         if (const auto factor = g.opt_f32(key); factor && *factor != 0.0f) {
@@ -582,63 +709,53 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
         c.arch = Arch::Qwen3;
     } else if (arch == "gemma3") {
         c.arch = Arch::Gemma3;
+    } else if (arch == "deepseek2" || arch == "deepseek32") {
+        c.arch = Arch::Deepseek;
     } else {
         throw std::runtime_error(g.path() + ": general.architecture '" + untrusted::escape(arch) +
-                                 "' is not supported (supported: llama, qwen2, qwen3, qwen3moe, gemma3)");
+                                 "' is not supported (supported: llama, qwen2, qwen3, qwen3moe, gemma3, deepseek2, "
+                                 "deepseek32)");
     }
     c.architecture = arch;
     const std::string p = arch + ".";
-    auto bounded = [&](const std::string& key, int64_t lo, int64_t hi, std::optional<int64_t> dflt = std::nullopt) {
-        const auto v = g.opt_int<int64_t>(key);
-        if (!v && !dflt) throw std::runtime_error(g.path() + ": missing metadata key '" + key + "'");
-        const int64_t x = v ? *v : *dflt;
-        if (x < lo || x > hi) {
-            std::ostringstream os;
-            os << g.path() << ": ";
-            if (v) {
-                os << "metadata '" << key << "' must be in [" << lo << ", " << hi << "], got " << x;
-            } else {
-                os << "metadata key '" << key << "' is missing, and its default from the other keys, " << x
-                   << ", is outside [" << lo << ", " << hi << "]";
-            }
-            throw std::runtime_error(os.str());
-        }
-        return static_cast<int>(x);
-    };
-    c.hidden_size = bounded(p + "embedding_length", 1, kMaxHidden);
-    c.intermediate_size = bounded(p + "feed_forward_length", 1, kMaxIntermediate);
-    c.num_hidden_layers = bounded(p + "block_count", 1, kMaxLayers);
-    c.num_attention_heads = bounded(p + "attention.head_count", 1, kMaxHeads);
-    c.num_key_value_heads = bounded(p + "attention.head_count_kv", 1, c.num_attention_heads, c.num_attention_heads);
-    if (c.num_attention_heads % c.num_key_value_heads != 0)
-        throw std::runtime_error(g.path() + ": attention.head_count_kv does not divide attention.head_count");
-    const int64_t default_hd = c.hidden_size / c.num_attention_heads;
-    c.head_dim = bounded(p + "attention.key_length", 2, kMaxHeadDim, default_hd);
-    if (bounded(p + "attention.value_length", 2, kMaxHeadDim, c.head_dim) != c.head_dim)
-        throw std::runtime_error(g.path() + ": attention.value_length different from key_length is not supported");
-    if (c.head_dim % 2 != 0) throw std::runtime_error(g.path() + ": head dimension must be even");
-    if (bounded(p + "rope.dimension_count", 1, kMaxHeadDim, c.head_dim) != c.head_dim)
-        throw std::runtime_error(g.path() + ": partial rotary embeddings (rope.dimension_count < head dim) are not supported");
+    c.hidden_size = bounded(g, p + "embedding_length", 1, kMaxHidden);
+    c.intermediate_size = bounded(g, p + "feed_forward_length", 1, kMaxIntermediate);
+    c.num_hidden_layers = bounded(g, p + "block_count", 1, kMaxLayers);
+    c.num_attention_heads = bounded(g, p + "attention.head_count", 1, kMaxHeads);
+    c.rope_theta = in_open_range(g, p + "rope.freq_base", g.opt_f32(p + "rope.freq_base").value_or(10000.0f),
+                                 kMinRopeTheta, kMaxRopeTheta);
+    if (c.arch == Arch::Deepseek) {
+        read_gguf_deepseek(g, p, arch == "deepseek32", c);
+    } else {
+        c.num_key_value_heads = bounded(g, p + "attention.head_count_kv", 1, c.num_attention_heads, c.num_attention_heads);
+        if (c.num_attention_heads % c.num_key_value_heads != 0)
+            throw std::runtime_error(g.path() + ": attention.head_count_kv does not divide attention.head_count");
+        const int64_t default_hd = c.hidden_size / c.num_attention_heads;
+        c.head_dim = bounded(g, p + "attention.key_length", 2, kMaxHeadDim, default_hd);
+        if (bounded(g, p + "attention.value_length", 2, kMaxHeadDim, c.head_dim) != c.head_dim)
+            throw std::runtime_error(g.path() + ": attention.value_length different from key_length is not supported");
+        if (c.head_dim % 2 != 0) throw std::runtime_error(g.path() + ": head dimension must be even");
+        if (bounded(g, p + "rope.dimension_count", 1, kMaxHeadDim, c.head_dim) != c.head_dim)
+            throw std::runtime_error(g.path() + ": partial rotary embeddings (rope.dimension_count < head dim) are not supported");
+    }
     read_gguf_rope_scaling(g, p, c);
     const float eps = g.get_f32(p + "attention.layer_norm_rms_epsilon");
     if (!(eps > 0.0f && eps < 1.0f)) throw std::runtime_error(g.path() + ": layer_norm_rms_epsilon out of range");
     c.rms_norm_eps = eps;
-    c.rope_theta = in_open_range(g, p + "rope.freq_base", g.opt_f32(p + "rope.freq_base").value_or(10000.0f),
-                                 kMinRopeTheta, kMaxRopeTheta);
     const GgufTensor& embd = g.get_tensor("token_embd.weight");
     if (embd.dims.size() != 2 || embd.dims[0] != c.hidden_size)
         throw std::runtime_error(g.path() + ": token_embd.weight does not have embedding_length columns");
-    c.vocab_size = bounded(p + "vocab_size", 1, kMaxVocab, embd.dims[1]);
-    c.max_position_embeddings = bounded(p + "context_length", 1, kMaxPositions);
+    c.vocab_size = bounded(g, p + "vocab_size", 1, kMaxVocab, embd.dims[1]);
+    c.max_position_embeddings = bounded(g, p + "context_length", 1, kMaxPositions);
     c.tie_word_embeddings = g.find_tensor("output.weight") == nullptr;
     c.attention_bias = g.find_tensor("blk.0.attn_q.bias") != nullptr;
     c.qk_norm = c.arch == Arch::Qwen3;
     if (c.arch == Arch::Gemma3) read_gguf_gemma3(g, p, c);
     if (arch == "qwen3moe") {
         // llama.cpp builds every qwen3moe layer as MoE and always renormalises the chosen experts' weights.
-        c.num_experts = bounded(p + "expert_count", 1, kMaxExperts);
-        c.num_experts_per_tok = bounded(p + "expert_used_count", 1, c.num_experts);
-        c.moe_intermediate_size = bounded(p + "expert_feed_forward_length", 1, kMaxIntermediate);
+        c.num_experts = bounded(g, p + "expert_count", 1, kMaxExperts);
+        c.num_experts_per_tok = bounded(g, p + "expert_used_count", 1, c.num_experts);
+        c.moe_intermediate_size = bounded(g, p + "expert_feed_forward_length", 1, kMaxIntermediate);
         c.norm_topk_prob = true;
         c.layer_moe.assign(static_cast<size_t>(c.num_hidden_layers), 1);
     }

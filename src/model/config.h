@@ -99,8 +99,9 @@ struct ModelConfig {
     // Both throw std::runtime_error naming the source and the offending field.
     static ModelConfig from_file(const std::string& path);
     static ModelConfig from_json_text(const std::string& text, const std::string& source = "config.json");
-    // From the metadata of a GGUF file (general.architecture llama, qwen2, qwen3 or gemma3; the tensors tell
-    // whether the head is tied and whether q/k/v carry biases).
+    // From the metadata of a GGUF file (general.architecture llama, qwen2, qwen3, qwen3moe, gemma3, or deepseek2 /
+    // deepseek32 as llama.cpp's converter writes DeepSeek-V3 / V3.2; the tensors tell whether the head is tied and
+    // whether q/k/v carry biases).
     static ModelConfig from_gguf(const GgufFile& file);
 };
 

@@ -64,9 +64,10 @@ Tensor Model::bind(Backend& backend, const std::string& name, int64_t rows, int6
     const std::optional<Stored> info = find(name);
     if (!info) throw std::runtime_error("missing tensor '" + name + "' in " + path_);
     const bool vector = rows == 1;
-    // GGUF stacks a layer's experts in one [E, rows / E, cols] tensor, bound as the [rows, cols] matrix it is.
-    const bool stacked = matrix && info->shape.size() == 3 && name.find(".mlp.experts.") != std::string::npos &&
-                         info->shape[0] * info->shape[1] == rows && info->shape[2] == cols;
+    // GGUF stacks a layer's experts (and DeepSeek's per-head k_b / v_b) in one [n, rows / n, cols] tensor, bound as
+    // the [rows, cols] matrix it is.
+    const bool stacked = gguf_ && info->shape.size() == 3 && info->shape[0] * info->shape[1] == rows &&
+                         info->shape[2] == cols;
     const bool shape_ok = vector ? (info->shape.size() == 1 && info->shape[0] == cols)
                                  : stacked || (info->shape.size() == 2 && info->shape[0] == rows && info->shape[1] == cols);
     if (!shape_ok) {
@@ -270,22 +271,35 @@ LayerWeights::Mla Model::bind_mla(Backend& backend, const std::string& p) {
     w.kv_a = bind(backend, kv_a, L + rope, H, false, 0, true, 0.0f, all_latent);
     w.k_pe = bind(backend, kv_a, L + rope, H, false, 0, true, 0.0f, rows_of(1, 0, L, neox));
     w.kv_a_norm = bind_norm(backend, p + "self_attn.kv_a_layernorm.weight", L);
-    w.uv = bind(backend, kv_b, heads * (nope + V), L, false, 0, false, 0.0f, rows_of(heads, nope + V, nope, all_v));
-    // uk[h] = W_UK[h]^T: the nope rows of each head of kv_b_proj, transposed, in the file's float type.
-    const Tensor uk_rows = bind(backend, kv_b, heads * (nope + V), L, false, 0, false, 0.0f, rows_of(heads, nope + V, 0, all_nope));
-    if (!is_float(uk_rows.dtype))
-        throw std::runtime_error("tensor '" + kv_b + "' in " + path_ + " must be f32, bf16 or f16 (absorbed per head)");
-    const size_t es = dtype_size(uk_rows.dtype);
-    std::vector<unsigned char> rows(uk_rows.nbytes()), transposed(uk_rows.nbytes());
-    backend.download(uk_rows, rows.data());
-    backend.free(uk_rows.buf);
-    for (int64_t h = 0; h < heads; ++h)
-        for (int64_t i = 0; i < nope; ++i)
-            for (int64_t j = 0; j < L; ++j)
-                std::memcpy(transposed.data() + static_cast<size_t>((h * L + j) * nope + i) * es,
-                            rows.data() + static_cast<size_t>((h * nope + i) * L + j) * es, es);
-    w.uk = whole(backend.alloc(transposed.size(), p + "self_attn.uk"), uk_rows.dtype, heads * L, nope);
-    backend.upload(w.uk, transposed.data());
+    // mla_absorb multiplies by uk and uv per head: they must be floats.
+    const auto absorbed = [&](const Tensor& t, const std::string& name) {
+        if (!is_float(t.dtype))
+            throw std::runtime_error("tensor '" + name + "' in " + path_ + " must be f32, bf16 or f16 (absorbed per head)");
+        return t;
+    };
+    if (gguf_) {
+        // llama.cpp's converter already split kv_b_proj: k_b [heads, kv_lora, nope] (each head's key rows,
+        // transposed) is uk, v_b [heads, v, kv_lora] is uv.
+        const std::string k_b = p + "self_attn.k_b_proj.weight", v_b = p + "self_attn.v_b_proj.weight";
+        w.uk = absorbed(bind(backend, k_b, heads * L, nope, false), k_b);
+        w.uv = absorbed(bind(backend, v_b, heads * V, L, false), v_b);
+    } else {
+        w.uv = absorbed(bind(backend, kv_b, heads * (nope + V), L, false, 0, false, 0.0f, rows_of(heads, nope + V, nope, all_v)), kv_b);
+        // uk[h] = W_UK[h]^T: the nope rows of each head of kv_b_proj, transposed, in the file's float type.
+        const Tensor uk_rows = absorbed(
+            bind(backend, kv_b, heads * (nope + V), L, false, 0, false, 0.0f, rows_of(heads, nope + V, 0, all_nope)), kv_b);
+        const size_t es = dtype_size(uk_rows.dtype);
+        std::vector<unsigned char> rows(uk_rows.nbytes()), transposed(uk_rows.nbytes());
+        backend.download(uk_rows, rows.data());
+        backend.free(uk_rows.buf);
+        for (int64_t h = 0; h < heads; ++h)
+            for (int64_t i = 0; i < nope; ++i)
+                for (int64_t j = 0; j < L; ++j)
+                    std::memcpy(transposed.data() + static_cast<size_t>((h * L + j) * nope + i) * es,
+                                rows.data() + static_cast<size_t>((h * nope + i) * L + j) * es, es);
+        w.uk = whole(backend.alloc(transposed.size(), p + "self_attn.uk"), uk_rows.dtype, heads * L, nope);
+        backend.upload(w.uk, transposed.data());
+    }
     if (m.index_n_heads > 0) {
         const int64_t Hi = m.index_n_heads, Di = m.index_head_dim;
         const std::string ip = p + "self_attn.indexer.";

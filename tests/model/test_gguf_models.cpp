@@ -32,10 +32,6 @@
 namespace tracelm {
 namespace {
 
-std::string temp_file(const std::string& name) {
-    return (std::filesystem::temp_directory_path() / ("tracelm-" + std::to_string(getpid()) + "-" + name)).string();
-}
-
 // Greedy tokens of `steps` decode steps and the logits after the last (KV cache: the model's default unless given).
 std::pair<std::vector<int32_t>, std::vector<float>> decode(const Model& model, Backend& be, bool capture, int steps,
                                                            const std::vector<int32_t>& prompt,
@@ -57,7 +53,7 @@ std::pair<std::vector<int32_t>, std::vector<float>> decode(const Model& model, B
 
 TEST(GgufModels, SameQwen3WeightsFromSafetensorsAndGgufGiveSameLogits) {
     const std::string dir = testing::generated_checkpoint("tiny", 11, DType::F32);
-    const std::string path = temp_file("qwen3-tiny.gguf");
+    const std::string path = testing::temp_path("qwen3-tiny.gguf");
     convert_to_gguf(dir, path);
     cpu::CpuBackend be(2);
     const auto st = Model::load(dir, be);
@@ -77,7 +73,7 @@ class EveryType : public ::testing::TestWithParam<std::tuple<std::string, DType>
 
 TEST_P(EveryType, ReplayedDecodeEqualsEagerFor128Steps) {
     const auto& [arch, dtype] = GetParam();
-    const std::string path = temp_file(arch + "-" + std::string(dtype_name(dtype)) + ".gguf");
+    const std::string path = testing::temp_path(arch + "-" + std::string(dtype_name(dtype)) + ".gguf");
     const std::vector<int32_t> prompt = {3, 14, 15, 92, 65, 35, 89, 79};
     // Some random models fall into a one-token loop, which would make the comparison prove little: take
     // the first seed whose greedy sequence is varied.
@@ -294,7 +290,7 @@ TEST(RandomGgufModel, OnlyQwen2PreTokenizersAndGgufTypesAreWritten) {
 // llama.cpp's converter keeps Llama 3.1 scaling as per-pair divisors in the f32 vector rope_freqs.weight (no
 // rope.scaling.type), and linear scaling as rope.scaling.type "linear" plus rope.scaling.factor.
 TEST(GgufModels, ConvertedRopeScalingIsStoredAsLlamaCppStoresIt) {
-    const std::string path = temp_file("rope-scaling.gguf");
+    const std::string path = testing::temp_path("rope-scaling.gguf");
     const auto golden = [](const std::string& name) {
         std::ifstream f(testing::repo_path("testdata/models/" + name + "/goldens.json"));
         return nlohmann::json::parse(f);
@@ -346,7 +342,7 @@ ModelConfig config_from_gguf(const std::function<void(GgufWriter&)>& extra) {
     w.add_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
     w.add_tensor("token_embd.weight", DType::F32, {64, 10}, std::vector<uint8_t>(64 * 10 * sizeof(float)));
     extra(w);
-    const std::string path = temp_file("rope-config.gguf");
+    const std::string path = testing::temp_path("rope-config.gguf");
     w.write(path);
     const GgufFile g(path);
     std::filesystem::remove(path);  // mapped: stays readable

@@ -27,6 +27,11 @@ namespace tracelm::testing {
 
 inline std::string repo_path(const std::string& rel) { return std::string(TRACELM_SOURCE_DIR) + "/" + rel; }
 
+// A path in the temporary directory private to this process, for a file a test writes.
+inline std::string temp_path(const std::string& name) {
+    return (std::filesystem::temp_directory_path() / ("tracelm-" + std::to_string(getpid()) + "-" + name)).string();
+}
+
 // The bytes of a file of the repository ("" when it cannot be read).
 inline std::string read_text(const std::string& rel) {
     std::ifstream in(repo_path(rel), std::ios::binary);
