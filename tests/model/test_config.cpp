@@ -545,7 +545,7 @@ TEST(ModelConfig, ParsesDeepseekV32) {
 
 TEST(ModelConfig, DeepseekFeaturesTracelmLacksAreRefusedByName) {
     const std::pair<const char*, json> cases[] = {
-        {"scoring_func", "softmax"}, {"topk_method", "greedy"}, {"n_group", 3},        {"topk_group", 9},
+        {"scoring_func", "softmax"}, {"topk_method", "greedy"}, {"n_group", 5},        {"topk_group", 9},
         {"attention_bias", true},    {"qk_rope_head_dim", 63},  {"q_lora_rank", 0},    {"index_topk", 0},
         {"n_routed_experts", 0},     {"first_k_dense_replace", 62},
     };
