@@ -33,10 +33,18 @@ Tie rule: DeepSeek's code selects with torch.topk (indexer) and torch.topk (rout
 is unspecified; this reference and tracelm's dsa_topk (docs/dsa.md) rank equal scores by the lower index.
 
   python3 scripts/deepseek_reference.py MODEL_DIR --prompt 1,2,3 --prompt 5,6 --steps 8 [--dense]
-      [--probe 0,1,2] [--topk 5] [--full-logits] [--intermediates LAYER] [--out FILE.json]
+      [--probe 0,1,2] [--topk 5] [--full-logits] [--intermediates LAYER] [--out FILE.json] [--checkpoint JSON]
+
+testdata/goldens/deepseek_v32_slice_bf16.json (tests/model/test_deepseek.cpp) was made by
+  build/tracelm make-checkpoint --geometry deepseek-v32-slice --seed 1 --dtype bf16 --out /tmp/ds-slice
+  python3 scripts/deepseek_reference.py /tmp/ds-slice --prompt 1 --prompt 17,400,2333,9,871,64,3000 \
+      --prompt 5,4000,12,77,1024,2048,3071,300,45,600,7,3333,18,250,999,4095,1500,62,808,2 --steps 5 --topk 10 \
+      --probe 0,1,2,100,4095 --checkpoint '{"geometry": "deepseek-v32-slice", "seed": 1, "dtype": "bf16"}' \
+      --out testdata/goldens/deepseek_v32_slice_bf16.json
 """
 import argparse
 import glob
+import hashlib
 import json
 import math
 import os
@@ -395,6 +403,9 @@ def main():
     ap.add_argument("--routes", type=int, default=None, metavar="LAYER",
                     help="record this MoE layer's experts and weights per token for each prompt's prefill")
     ap.add_argument("--out", help="write JSON here instead of stdout")
+    ap.add_argument("--checkpoint", metavar="JSON",
+                    help='how MODEL was made, e.g. \'{"geometry": "deepseek-v32-slice", "seed": 1, "dtype": "bf16"}\': '
+                         "recorded with MODEL/model.safetensors' sha256, so a test can regenerate and check it")
     ap.add_argument("--self-check", action="store_true",
                     help="check identities on the first prompt and exit: absorbed == expanded MLA, the Hadamard "
                          "rotation leaves indexer scores unchanged, sparse == dense while the context <= index_topk")
@@ -410,6 +421,9 @@ def main():
               # unscaled / scaled frequency of each rotated pair: the per-pair divisors of tracelm's RopeSpec
               "rope_pair_divisors": (rope_inv_freq({**m.cfg, "rope_scaling": None})[0] / m.inv).tolist(),
               "prompts": []}
+    if args.checkpoint:
+        with open(os.path.join(args.model, "model.safetensors"), "rb") as f:
+            result["checkpoint"] = {**json.loads(args.checkpoint), "sha256": hashlib.file_digest(f, "sha256").hexdigest()}
     for ptxt in args.prompt:
         ids = [int(x) for x in ptxt.split(",") if x]
         seq, steps, inter = list(ids), [], None

@@ -21,6 +21,7 @@
 #include "backends/registry.h"
 #include "engine/engine.h"
 #include "cli/model_flags.h"
+#include "cli/bench_long_context.h"
 #include "cli/bench_prefix_cache.h"
 #include "cli/commands.h"
 #include "cli/model_loading.h"
@@ -42,6 +43,7 @@ struct BenchArgs {
     int shared_prefix = 0;  // > 0: the prefix-cache TTFT mode
     int turns = 8;
     int batch = 1;  // sequences decoded together (the decode graph's batch bucket)
+    std::vector<int64_t> synthetic_context;  // non-empty: the long-context mode (bench_long_context.h)
 };
 
 using Clock = std::chrono::steady_clock;
@@ -279,7 +281,45 @@ LlamaCppRun run_llamacpp(const std::string& python, const std::string& model, in
     return r;
 }
 
+int run_long_context_bench(const BenchArgs& a) {
+    if (a.shared_prefix > 0 || a.batch != 1)
+        throw std::runtime_error("--synthetic-context decodes one sequence; --shared-prefix and --batch do not apply");
+    LongContextOptions o;
+    o.contexts = a.synthetic_context;
+    o.steps = a.gen_tokens;
+    o.engine = a.m.engine_options();
+    EngineOptions fit = o.engine;
+    fit.context = *std::max_element(o.contexts.begin(), o.contexts.end()) + a.gen_tokens + 4;
+    StepProfileBackend* profiler = nullptr;
+    std::unique_ptr<Backend> device;
+    if (a.m.backend == "cpu") {
+        auto p = std::make_unique<StepProfileBackend>(a.m.threads > 0 ? a.m.threads : cpu::ThreadPool::default_threads());
+        profiler = p.get();
+        device = std::move(p);
+    } else {
+        device = make_backend(a.m.backend, a.m.backend_options());
+    }
+    require_fits(a.m.model, *device, fit);
+    const auto model = Model::load(a.m.model, *device, {}, a.m.numerics);
+    nlohmann::json j = bench_long_context(*model, *device, profiler, o);
+    j["model"] = a.m.model;
+    j["backend"] = device->name();
+    if (profiler != nullptr) {
+        j["isa"] = cpu::isa_name(cpu::active_isa());
+        j["threads"] = profiler->threads();
+    }
+    j["kv_dtype"] = std::string(dtype_name(kv_dtype_for(*model, o.engine)));
+    if (a.json) {
+        std::cout << j.dump(2) << "\n";
+    } else {
+        print_long_context_bench(j);
+        std::cout << "json: " << j.dump() << "\n";
+    }
+    return 0;
+}
+
 int run_bench(const BenchArgs& a) {
+    if (!a.synthetic_context.empty()) return run_long_context_bench(a);
     if (a.gen_tokens < 8) throw std::runtime_error("--gen-tokens must be at least 8");
     const std::unique_ptr<Backend> device = make_backend(a.m.backend, a.m.backend_options());
     Backend& backend = *device;
@@ -484,6 +524,12 @@ Action add_bench(CLI::App& app) {
                    "prefix-cache mode: time to first token of --turns requests of a shared N-token system prompt and "
                    "--prompt-tokens of their own, with and without the prefix cache")
         ->check(CLI::Range(1, 1 << 16));
+    app.add_option("--synthetic-context", a->synthetic_context,
+                   "long-context mode: decode one sequence at each of these contexts (comma-separated), filled with "
+                   "seeded random cache values instead of a prefill; --gen-tokens replayed steps each; with "
+                   "DeepSeek's indexer also with dense attention; on the CPU, where an eager step's time goes")
+        ->delimiter(',')
+        ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
     app.add_option("--turns", a->turns, "requests timed in --shared-prefix mode")->check(CLI::Range(1, 1000));
     app.add_option("--llamacpp-python", a->llamacpp_python,
                    "python with llama_cpp, to run llama.cpp on the same GGUF file for comparison (default: python3)");

@@ -132,6 +132,13 @@ class Engine {
     // Once a row admitted with prompt_logprobs has computed its prompt: the scores of prompt tokens 1..n-1, in
     // order (each TokenLogprobs' id is that token); empty before, and after a first call.
     std::vector<sampling::TokenLogprobs> take_prompt_logprobs(int row);
+    // For benchmarks of long contexts without their prefill: admits a sequence whose first `positions` positions
+    // hold seeded random values in every pool of every layer (uniform in [-1, 1]) instead of a prompt's, with KV
+    // blocks for max(reserve, positions + 1) tokens, and joins it to the decode batch with `input` (checked as a
+    // prompt token) as its next token, decoded greedily. A step's attention and indexer do the same work whatever
+    // the values. Needs prefix caching off and no sliding-window pool (else std::logic_error); the row publishes
+    // nothing (its tokens are unknown). Returns the row, or -1 as admit() does.
+    int admit_synthetic(int64_t positions, int32_t input, int64_t reserve, uint64_t seed);
     // Runs the next prefill forward of an admitted row (a chunk of the prompt, or one generated token), of
     // next_prefill_tokens(row, budget) tokens, which must be at least 1. Returns true once the row has joined the
     // decode batch; a sequence admitted without generated tokens has then sampled its first token, returned in *first.

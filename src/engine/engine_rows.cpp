@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -311,6 +312,45 @@ bool Engine::complete_prefill(int row, int32_t* first, const Tensor& logits) {
     backend_.download(sampled_.slice_rows(row, 1), first);
     join(row, *first, n);
     return true;
+}
+
+int Engine::admit_synthetic(int64_t positions, int32_t input, int64_t reserve, uint64_t seed) {
+    if (sharing() || slides())
+        throw std::logic_error("admit_synthetic needs prefix caching off and no sliding-window pool");
+    const std::vector<int32_t> filler(static_cast<size_t>(std::max<int64_t>(positions, 0)), input);
+    check_prompt(filler, 1);
+    const int row = admit(filler, {}, sampling::RowParams{}, reserve);
+    if (row < 0) return -1;
+    Row& r = rows_[static_cast<size_t>(row)];
+    r.tokens.clear();  // unknown: nothing is published
+    r.one_row.clear();
+    const int64_t bs = opt_.block_size;
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    std::vector<float> values;
+    std::vector<uint16_t> halves;
+    for (const Tensor& pool : kv_->pools()) {
+        for (int64_t b = 0; b * bs < positions; ++b) {
+            const int64_t n = std::min(bs, positions - b * bs);
+            values.resize(static_cast<size_t>(n * pool.cols));
+            for (float& v : values) v = uniform(rng);
+            const Tensor dst = pool.slice_rows(int64_t{r.blocks[static_cast<size_t>(b)]} * bs, n);
+            if (pool.dtype == DType::F16) {
+                halves.resize(values.size());
+                std::transform(values.begin(), values.end(), halves.begin(), f32_to_f16);
+                backend_.upload(dst, halves.data());
+            } else {
+                backend_.upload(dst, values.data());
+            }
+        }
+    }
+    r.computed = positions;
+    r.params.draw_base = global_step_;
+    backend_.upload(sampling_.params.slice_rows(row, 1), &r.params);
+    const std::vector<int32_t> counts(static_cast<size_t>(model_.config().vocab_size), 0);
+    backend_.upload(sampling_.counts.slice_rows(row, 1), counts.data());
+    join(row, input, positions);
+    return row;
 }
 
 void Engine::write_row_state(int row, int32_t input, int64_t pos, int32_t slot, int32_t len) {

@@ -101,6 +101,38 @@ TEST_F(CliModel, BenchReportsEveryRoundAndTheirMedians) {
     EXPECT_GT(jb["decode_bytes_per_step"].get<double>(), j["decode_bytes_per_step"].get<double>());
 }
 
+// --synthetic-context: one row per context (and, with DeepSeek's indexer, per attention mode), the parts of an
+// eager step within it; numbers are the bench's, only their shape is asserted.
+TEST_F(CliModel, BenchSyntheticContextReportsEachContextAndWhereTheStepGoes) {
+    const std::string deepseek = quote(testing::repo_path("testdata/models/tiny-deepseek-v32"));
+    const Result r = run("bench --model " + deepseek + " --synthetic-context 16,40 --gen-tokens 8 --threads 2 --json",
+                         false);
+    ASSERT_EQ(r.code, 0) << r.out;
+    const auto j = nlohmann::json::parse(r.out);
+    ASSERT_EQ(j["rows"].size(), 4u);
+    for (size_t i = 0; i < 4; ++i) {
+        const auto& row = j["rows"][i];
+        EXPECT_EQ(row["context"], i < 2 ? 16 : 40);
+        EXPECT_EQ(row["attention"], i % 2 == 0 ? "sparse" : "dense");
+        EXPECT_GT(row["decode_replay_tokens_per_s"].get<double>(), 0);
+        EXPECT_GT(row["eager_attention_ms"].get<double>(), 0);
+        EXPECT_GT(row["eager_indexer_ms"].get<double>(), 0);  // dense attention still caches the indexer's keys
+        EXPECT_LT(row["eager_attention_share"].get<double>() + row["eager_indexer_share"].get<double>(), 1.0);
+    }
+    EXPECT_EQ(j["sparse_vs_dense"].size(), 2u);
+
+    const Result dense = run("bench " + model() + " --synthetic-context 24 --gen-tokens 8 --threads 2 --json", false);
+    ASSERT_EQ(dense.code, 0) << dense.out;
+    const auto jd = nlohmann::json::parse(dense.out);
+    ASSERT_EQ(jd["rows"].size(), 1u);
+    EXPECT_GT(jd["rows"][0]["eager_attention_ms"].get<double>(), 0);
+    EXPECT_EQ(jd["rows"][0]["eager_indexer_ms"].get<double>(), 0);
+    EXPECT_FALSE(jd.contains("sparse_vs_dense"));
+
+    const Result beyond = run("bench " + model() + " --synthetic-context 5000000");
+    EXPECT_NE(beyond.code, 0);
+}
+
 TEST_F(CliModel, PromptLongerThanContextIsRefused) {
     const Result r = run("generate " + model() + " --prompt 'one two three four five six seven eight' --context 4");
     EXPECT_NE(r.code, 0);
