@@ -1,5 +1,5 @@
 // Multi-head latent attention on the CPU (ops/mla/mla.h): the absorbed per-head projections and attention over the
-// shared latent cache, one (query row, head) per work item.
+// shared latent cache, a group of one query row's heads per work item.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -10,8 +10,9 @@ namespace tracelm::cpu {
 
 namespace {
 
-// Widest latent cache row the work items' on-stack buffers hold (DeepSeek-V3: 512 + 64).
+// Widest latent cache row the work items' on-stack buffers hold (DeepSeek-V3: 512 + 64), and most heads per item.
 constexpr int64_t kMaxLatentRow = 1024;
+constexpr int64_t kMaxHeadGroup = 16;
 
 struct AbsorbArgs {
     const float* x;
@@ -40,11 +41,14 @@ struct MlaArgs {
     const int64_t* indices;  // null: dense
     float* out;
     int64_t num_slots, topk;
-    int num_seqs, max_blocks, block_size, heads, latent, rope;
+    int num_seqs, max_blocks, block_size, heads, latent, rope, group;
     float scale;
     bool f16;
 };
 
+// Item t * groups + g: heads [g * group, (g + 1) * group) of query row t. A group's heads read each cache row once
+// (converted once from f16), so the cache streams from memory once per group, not once per head; each head still
+// sums its positions alone in ascending order, so its bits do not depend on the group.
 void run_mla_attention(const MlaArgs& a, int64_t b, int64_t e) {
     PagedAttentionArgs pa{};
     pa.block_tables = a.block_tables;
@@ -54,15 +58,16 @@ void run_mla_attention(const MlaArgs& a, int64_t b, int64_t e) {
     pa.num_seqs = a.num_seqs;
     pa.max_blocks = a.max_blocks;
     pa.block_size = a.block_size;
-    const int64_t width = a.latent + a.rope;
-    float acc[kMaxLatentRow], converted[kMaxLatentRow];
+    const int64_t width = a.latent + a.rope, groups = (a.heads + a.group - 1) / a.group;
+    float acc[kMaxHeadGroup][kMaxLatentRow], converted[kMaxLatentRow], m[kMaxHeadGroup], l[kMaxHeadGroup];
     for (int64_t item = b; item < e; ++item) {
-        const int64_t t = item / a.heads;
-        const float* ql = a.q_lat + item * a.latent;
-        const float* qp = a.q_pe + item * a.rope;
+        const int64_t t = item / groups, h0 = item % groups * a.group, n = std::min<int64_t>(a.group, a.heads - h0);
         const QueryRow row = query_row(pa, t);
-        float m = -std::numeric_limits<float>::infinity(), l = 0.0f;
-        std::fill(acc, acc + a.latent, 0.0f);
+        for (int64_t h = 0; h < n; ++h) {
+            m[h] = -std::numeric_limits<float>::infinity();
+            l[h] = 0.0f;
+            std::fill(acc[h], acc[h] + a.latent, 0.0f);
+        }
         // Positions in ascending order, dense or selected: the same operations either way.
         const auto attend = [&](int64_t pos) {
             if (pos < row.start || pos >= row.visible) return;
@@ -74,25 +79,32 @@ void run_mla_attention(const MlaArgs& a, int64_t b, int64_t e) {
                 for (int64_t i = 0; i < width; ++i) converted[i] = f16_to_f32(r[i]);
                 c = converted;
             }
-            const float score = (dot_f32(ql, c, a.latent) + dot_f32(qp, c + a.latent, a.rope)) * a.scale;
-            if (score > m) {
-                const float correction = std::exp(m - score);
-                l *= correction;
-                for (int64_t d = 0; d < a.latent; ++d) acc[d] *= correction;
-                m = score;
+            for (int64_t h = 0; h < n; ++h) {
+                const int64_t head = t * a.heads + h0 + h;
+                const float score =
+                    (dot_f32(a.q_lat + head * a.latent, c, a.latent) + dot_f32(a.q_pe + head * a.rope, c + a.latent, a.rope)) *
+                    a.scale;
+                if (score > m[h]) {
+                    const float correction = std::exp(m[h] - score);
+                    l[h] *= correction;
+                    for (int64_t d = 0; d < a.latent; ++d) acc[h][d] *= correction;
+                    m[h] = score;
+                }
+                const float p = std::exp(score - m[h]);
+                l[h] += p;
+                axpy_f32(p, c, acc[h], a.latent);
             }
-            const float p = std::exp(score - m);
-            l += p;
-            axpy_f32(p, c, acc, a.latent);
         };
         if (a.indices) {
             for (int64_t j = 0; j < a.topk; ++j) attend(a.indices[t * a.topk + j]);
         } else {
             for (int64_t pos = row.start; pos < row.visible; ++pos) attend(pos);
         }
-        const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-        float* o = a.out + item * a.latent;
-        for (int64_t d = 0; d < a.latent; ++d) o[d] = acc[d] * inv;
+        for (int64_t h = 0; h < n; ++h) {
+            const float inv = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
+            float* o = a.out + (t * a.heads + h0 + h) * a.latent;
+            for (int64_t d = 0; d < a.latent; ++d) o[d] = acc[h][d] * inv;
+        }
     }
 }
 
@@ -115,14 +127,17 @@ void CpuBackend::do_mla_attention(const Tensor& q_lat, const Tensor& q_pe, const
     fp.read(q_lat).read(q_pe).read(cache).read(meta.block_tables).read(meta.seq_lens).read(meta.query_start_loc);
     if (indices) fp.read(*indices);
     fp.write(out);
+    // Heads per item: as many as leave every thread two items or more (a head's bits do not depend on it).
+    const int group = static_cast<int>(
+        std::clamp<int64_t>(q_lat.rows * heads / (2 * int64_t{threads()}), 1, std::min<int64_t>(heads, kMaxHeadGroup)));
     submit(run_mla_attention,
            MlaArgs{q_lat.ptr<float>(), q_pe.ptr<float>(), cache.raw(), meta.block_tables.ptr<int32_t>(),
                    meta.seq_lens.ptr<int32_t>(), meta.query_start_loc.ptr<int32_t>(),
                    indices ? indices->ptr<int64_t>() : nullptr, out.ptr<float>(), cache.rows,
                    indices ? indices->cols : 0, meta.num_seqs, static_cast<int>(meta.block_tables.cols),
                    meta.block_size, heads, static_cast<int>(q_lat.cols / heads), static_cast<int>(q_pe.cols / heads),
-                   scale, cache.dtype == DType::F16},
-           fp, q_lat.rows * heads);
+                   group, scale, cache.dtype == DType::F16},
+           fp, q_lat.rows * ((heads + group - 1) / group));
 }
 
 }  // namespace tracelm::cpu
