@@ -193,5 +193,27 @@ TEST(Deepseek, SparseEqualsDenseWhileTheContextFitsTheTopk) {
     EXPECT_TRUE(runs[0] == runs[1]);
 }
 
+// Steady-state replayed steps, the indexer's scores, top-k and sparse attention among them, allocate nothing and
+// write nothing from the host, alone and with four sequences whose contexts outgrow index_topk.
+TEST(Deepseek, ReplayedStepsAllocateAndUploadNothing) {
+    cpu::CpuBackend be(2);
+    const auto model = Model::load(tiny_dir(), be);
+    for (const int seqs : {1, 4}) {
+        Engine engine(*model, be, options(true, false, seqs));
+        std::vector<std::vector<int32_t>> prompts;
+        for (int i = 0; i < seqs; ++i) prompts.push_back({3 + i, 17, 250, 9, 41 + i, 7});
+        engine.start(prompts, 14);
+        engine.step();  // eager warm-up
+        engine.step();  // capture + first replay
+        ASSERT_TRUE(engine.captured());
+        const uint64_t allocations = testing::heap_allocations().load(), uploads = be.uploads();
+        for (int i = 0; i < 8; ++i) engine.step();  // positions 8 to 15: past index_topk 8
+        EXPECT_EQ(testing::heap_allocations().load() - allocations, 0u) << seqs << " sequences";
+        EXPECT_EQ(be.uploads() - uploads, 0u) << seqs << " sequences";
+        EXPECT_EQ(engine.replays(), 9);
+        engine.finish();
+    }
+}
+
 }  // namespace
 }  // namespace tracelm
