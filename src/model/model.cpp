@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <numeric>
 #include <stdexcept>
 
 #include "formats/gguf_names.h"
@@ -271,11 +272,22 @@ LayerWeights::Mla Model::bind_mla(Backend& backend, const std::string& p) {
     w.kv_a = bind(backend, kv_a, L + rope, H, false, 0, true, 0.0f, all_latent);
     w.k_pe = bind(backend, kv_a, L + rope, H, false, 0, true, 0.0f, rows_of(1, 0, L, neox));
     w.kv_a_norm = bind_norm(backend, p + "self_attn.kv_a_layernorm.weight", L);
-    // mla_absorb multiplies by uk and uv per head: they must be floats.
+    // mla_absorb multiplies by uk and uv per head in floats. Quantized GGUFs quantize attn_v_b, and attn_k_b where its
+    // rows allow (llama.cpp's converter and quantizer do): those are widened to f32 once, on the device, by looking
+    // up every row with the backend's embedding, which dequantizes as ggml does.
     const auto absorbed = [&](const Tensor& t, const std::string& name) {
-        if (!is_float(t.dtype))
-            throw std::runtime_error("tensor '" + name + "' in " + path_ + " must be f32, bf16 or f16 (absorbed per head)");
-        return t;
+        if (is_float(t.dtype)) return t;
+        std::vector<int32_t> ids(static_cast<size_t>(t.rows));
+        std::iota(ids.begin(), ids.end(), 0);
+        const Tensor rows = whole(backend.alloc(ids.size() * sizeof(int32_t), name + " rows"), DType::I32, t.rows, 1);
+        const Tensor f32 = whole(backend.alloc(static_cast<size_t>(t.rows * t.cols) * sizeof(float), name + " (f32)"),
+                                 DType::F32, t.rows, t.cols);
+        backend.upload(rows, ids.data());
+        backend.embedding(rows, t, 1.0f, f32);
+        backend.synchronize();
+        backend.free(rows.buf);
+        backend.free(t.buf);
+        return f32;
     };
     if (gguf_) {
         // llama.cpp's converter already split kv_b_proj: k_b [heads, kv_lora, nope] (each head's key rows,
