@@ -37,10 +37,11 @@ void require_device() {
 }
 
 // A decode step of a one-layer model in miniature (H = 128, vocab 300, 4 heads of 32): embedding, norm, q
-// projection (Q4_0) with RoPE, SwiGLU MLP with f16, bf16 and Q8_0 weights, residual add + norm, logits and argmax.
+// projection (Q4_0) with RoPE, SwiGLU MLP with f16, bf16 and Q8_0 weights plus a Q4_K projection of up added to its
+// output, residual add + norm, logits and argmax.
 class Step {
    public:
-    static constexpr int64_t H = 128, I = 192, V = 300, S = 2;
+    static constexpr int64_t H = 128, I = 256, V = 300, S = 2;
 
     explicit Step(Backend& be) : be_(be) {
         std::mt19937 rng(7);
@@ -56,6 +57,7 @@ class Step {
         gate_w_ = put_f16("gate_w", I, H, randn(I * H), false);
         up_w_ = put_f16("up_w", I, H, randn(I * H), true);
         down_w_ = put_quant("down_w", DType::Q8_0, H, I, randn(H * I));
+        k_w_ = put_quant("k_w", DType::Q4_K, H, I, randn(H * I));
         head_ = put("head", DType::F32, V, H, randn(V * H));
         ids_ = put_i32("ids", {17, 255});
         pos_ = put_i32("pos", {3, 1000});
@@ -65,6 +67,7 @@ class Step {
         gate_ = scratch("gate", S, I);
         up_ = scratch("up", S, I);
         down_ = scratch("down", S, H);
+        extra_ = scratch("extra", S, H);
         logits_ = scratch("logits", S, V);
         next_ = whole(be.alloc(S * 4, "next"), DType::I32, 1, S);
     }
@@ -84,7 +87,9 @@ class Step {
         be_.rms_norm(x_, norm_, 1e-6f, xn_);
         be_.matmul(xn_, gate_w_, nullptr, gate_);
         be_.matmul(xn_, up_w_, nullptr, up_);
+        be_.matmul(up_, k_w_, nullptr, extra_);
         be_.glu_matmul(gate_, up_, Activation::Silu, down_w_, down_);
+        be_.add(down_, extra_, down_);
         be_.add_rms_norm(x_, down_, norm_, 1e-6f, xn_);
         be_.matmul(xn_, head_, nullptr, logits_);
         be_.argmax(logits_, next_);
@@ -139,7 +144,8 @@ class Step {
 
     Backend& be_;
     std::vector<Buffer*> buffers_;
-    Tensor table_, norm_, wq_, gate_w_, up_w_, down_w_, head_, ids_, pos_, x_, xn_, q_, gate_, up_, down_, logits_, next_;
+    Tensor table_, norm_, wq_, gate_w_, up_w_, down_w_, k_w_, head_, ids_, pos_, x_, xn_, q_, gate_, up_, down_, extra_,
+        logits_, next_;
 };
 
 // The step recorded once and submitted again gives the eager step's bytes, also after its inputs change between
@@ -153,9 +159,9 @@ TEST(VulkanBackend, ReplayedCommandBufferEqualsEagerBitForBit) {
     be.begin_capture();
     step.run();
     const GraphId g = be.end_capture();
-    // One dispatch per op; two for glu_matmul (glu, then matmul) and for a quantized matmul (x to Q8_0, then the
-    // product): 12 ops, 15 dispatches.
-    EXPECT_EQ(be.graph_nodes(g), 15u);
+    // One dispatch per op; two for glu_matmul (glu, then matmul) and for a quantized matmul (x to Q8_0 or Q8_K, then
+    // the product): 14 ops, 18 dispatches.
+    EXPECT_EQ(be.graph_nodes(g), 18u);
     for (int rep = 0; rep < 3; ++rep) {
         be.replay(g);
         EXPECT_EQ(step.outputs(), eager) << "replay " << rep;

@@ -166,6 +166,9 @@ uint32_t weight_code(DType dt) {
         case DType::Q4_1: return 5;
         case DType::Q5_0: return 6;
         case DType::Q5_1: return 7;
+        case DType::Q4_K: return 8;
+        case DType::Q5_K: return 9;
+        case DType::Q6_K: return 10;
         default: break;
     }
     throw std::invalid_argument(std::string("vulkan: no shader for weight type ") + std::string(dtype_name(dt)));
@@ -781,11 +784,11 @@ void VulkanBackend::do_add_rms_norm(const Tensor& x, const Tensor& delta, const 
     impl_->dispatch("rms_norm", {weight_code(w.dtype), 1}, {x.buf, delta.buf, w.buf, out.buf}, 0b1001, push, gx, gy);
 }
 
-// batch_rows picks ggml's summation order on the CPU; for Q8_0 and Q4_0 it is one order, which matmul_q.comp
-// follows, and the float weights' numbers are this backend's own.
-void VulkanBackend::do_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out, int64_t) {
+// batch_rows picks ggml's summation order on the CPU (quant.h): the 32-element types have one, which matmul_q.comp
+// follows; the K types two, both in matmul_qk.comp. The float weights' numbers are this backend's own.
+void VulkanBackend::do_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out, int64_t batch_rows) {
     if (dtype_is_quantized(w.dtype)) {
-        quantized_matmul(x, w, bias, out);
+        quantized_matmul(x, w, bias, out, batch_rows);
         return;
     }
     struct {
@@ -795,14 +798,17 @@ void VulkanBackend::do_matmul(const Tensor& x, const Tensor& w, const Tensor* bi
     impl_->dispatch("matmul", {weight_code(w.dtype)}, {x.buf, w.buf, bias ? bias->buf : x.buf, out.buf}, 0b1000, push, gx, gy);
 }
 
-void VulkanBackend::quantized_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) {
+void VulkanBackend::quantized_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out,
+                                     int64_t batch_rows) {
     Impl& m = *impl_;
     if (!m.f64)
         throw std::runtime_error("matmul: GGML block weights need shaderFloat64, which Vulkan device '" + m.name +
                                  "' lacks");
     const uint32_t type = weight_code(w.dtype);  // throws for the types without a shader
-    const int64_t blocks = x.rows * (x.cols / 32);
-    const size_t need = static_cast<size_t>(blocks) * 10 * sizeof(uint32_t);
+    // Activation blocks: Q8_0 / Q8_1 of 32 elements in 10 words, or (K types) Q8_K of 256 in 81 words.
+    const bool k_type = dtype_block_elems(w.dtype) == 256;
+    const int64_t blocks = x.rows * (x.cols / dtype_block_elems(w.dtype));
+    const size_t need = static_cast<size_t>(blocks) * (k_type ? 81 : 10) * sizeof(uint32_t);
     if (m.xq == nullptr || m.xq->bytes < need) {
         if (capturing())
             throw std::logic_error("matmul: needs " + std::to_string(need) + " bytes of quantized activations that no "
@@ -814,13 +820,15 @@ void VulkanBackend::quantized_matmul(const Tensor& x, const Tensor& w, const Ten
         uint32_t x, blocks;
     } qpush{words(x), u32(blocks)};
     const auto [qx, qy] = groups(blocks, 64);
-    m.dispatch("quantize_q8_0", {}, {x.buf, m.xq}, 0b10, qpush, qx, qy);
+    m.dispatch(k_type ? "quantize_q8_k" : "quantize_q8_0", {}, {x.buf, m.xq}, 0b10, qpush, qx, qy);
     struct {
         uint32_t w, bias, y, K, N, has_bias;
     } push{u32(static_cast<int64_t>(w.offset)), bias ? words(*bias) : 0, words(out), u32(x.cols), u32(w.rows),
            bias ? 1u : 0u};
-    m.dispatch("matmul_q", {type}, {m.xq, w.buf, bias ? bias->buf : m.xq, out.buf}, 0b1000, push,
-               groups(w.rows, 64).first, rows_of(x.rows, "matmul"));
+    const bool tiled = ggml_has_tiled_order(w.dtype) && batch_rows >= kGgmlTiledMinRows;
+    m.dispatch(k_type ? "matmul_qk" : "matmul_q", k_type ? std::vector<uint32_t>{type, tiled ? 1u : 0u} : std::vector<uint32_t>{type},
+               {m.xq, w.buf, bias ? bias->buf : m.xq, out.buf}, 0b1000, push, groups(w.rows, 64).first,
+               rows_of(x.rows, "matmul"));
 }
 
 void VulkanBackend::do_matmuls(const Tensor& x, std::span<const MatmulOut> outs, int64_t batch_rows) {
