@@ -924,6 +924,28 @@ void VulkanBackend::do_sparse_attention(const Tensor& q, const Tensor& k_cache, 
     paged_attention(q, k_cache, v_cache, meta, &indices, heads, kv_heads, head_dim, scale, out);
 }
 
+// One workgroup per row (dsa_topk.comp); the indices equal the CPU's (docs/dsa.md's rank order and tie rules).
+void VulkanBackend::do_dsa_topk(const Tensor& scores, const Tensor& window_start, const Tensor& window_end,
+                                const DsaTopkWorkspace&, const Tensor& indices) {
+    struct {
+        uint32_t scores, start, end, qsl, lens, idx, keys, topk, seqs;
+    } push{words(scores), words(window_start), words(window_end), 0, 0, words(indices), u32(scores.cols),
+           u32(indices.cols), 0};
+    impl_->dispatch("dsa_topk", {0}, {scores.buf, window_start.buf, window_end.buf, scores.buf, scores.buf, indices.buf},
+                    0b100000, push, rows_of(scores.rows, "dsa_topk"));
+}
+
+void VulkanBackend::do_dsa_topk_causal(const Tensor& scores, const AttentionMeta& meta, const DsaTopkWorkspace&,
+                                       const Tensor& indices) {
+    struct {
+        uint32_t scores, start, end, qsl, lens, idx, keys, topk, seqs;
+    } push{words(scores), 0, 0, words(meta.query_start_loc), words(meta.seq_lens), words(indices), u32(scores.cols),
+           u32(indices.cols), u32(meta.num_seqs)};
+    impl_->dispatch("dsa_topk", {1}, {scores.buf, scores.buf, scores.buf, meta.query_start_loc.buf, meta.seq_lens.buf,
+                                      indices.buf},
+                    0b100000, push, rows_of(scores.rows, "dsa_topk_causal"));
+}
+
 // DeepSeek's latent attention is not on this backend yet.
 void VulkanBackend::do_cache_write(std::span<const Tensor>, const Tensor&, const Tensor&) {
     not_implemented("cache_write");
@@ -1032,9 +1054,6 @@ size_t VulkanBackend::sampling_workspace_bytes(int64_t max_rows, int64_t vocab) 
 
 // Ops without a shader yet say so by name, before anything is recorded (tests/support/op_conformance.h skips them).
 // capabilities() declares no MoE, so the model loader refuses MoE models.
-void VulkanBackend::do_dsa_topk(const Tensor&, const Tensor&, const Tensor&, const DsaTopkWorkspace&, const Tensor&) {
-    not_implemented("dsa_topk");
-}
 void VulkanBackend::do_dsa_indexer(const Tensor&, const Tensor&, const Tensor&, int, const Tensor&) {
     not_implemented("dsa_indexer");
 }
@@ -1048,9 +1067,6 @@ void VulkanBackend::do_moe_ffn(const Tensor&, const Tensor&, const Tensor&, cons
 void VulkanBackend::do_layer_norm(const Tensor&, const Tensor&, const Tensor&, float, const Tensor&) {
     not_implemented("layer_norm");
 }
-void VulkanBackend::do_dsa_topk_causal(const Tensor&, const AttentionMeta&, const DsaTopkWorkspace&, const Tensor&) {
-    not_implemented("dsa_topk_causal");
-}
 void VulkanBackend::do_dsa_indexer_paged(const Tensor&, const Tensor&, const Tensor&, const AttentionMeta&, int,
                                          const Tensor&) {
     not_implemented("dsa_indexer_paged");
@@ -1059,7 +1075,7 @@ void VulkanBackend::do_moe_route_grouped(const Tensor&, const Tensor&, const Ten
                                          const Tensor&, const Tensor&, const Tensor&) {
     not_implemented("moe_route_grouped");
 }
-// dsa_topk is not implemented, so its workspace holds nothing.
+// dsa_topk.comp keeps its state in shared memory, so the workspace holds nothing.
 size_t VulkanBackend::dsa_topk_workspace_bytes(int64_t, int64_t) const { return 0; }
 
 }  // namespace tracelm::vulkan
