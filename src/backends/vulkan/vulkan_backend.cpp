@@ -786,7 +786,8 @@ void VulkanBackend::do_add_rms_norm(const Tensor& x, const Tensor& delta, const 
 
 // batch_rows picks ggml's summation order on the CPU (quant.h): the 32-element types have one, which matmul_q.comp
 // follows; the K types two, both in matmul_qk.comp. The float weights' numbers are this backend's own.
-void VulkanBackend::do_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out, int64_t batch_rows) {
+void VulkanBackend::do_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out,
+                              int64_t batch_rows) {
     if (dtype_is_quantized(w.dtype)) {
         quantized_matmul(x, w, bias, out, batch_rows);
         return;
@@ -826,9 +827,9 @@ void VulkanBackend::quantized_matmul(const Tensor& x, const Tensor& w, const Ten
     } push{u32(static_cast<int64_t>(w.offset)), bias ? words(*bias) : 0, words(out), u32(x.cols), u32(w.rows),
            bias ? 1u : 0u};
     const bool tiled = ggml_has_tiled_order(w.dtype) && batch_rows >= kGgmlTiledMinRows;
-    m.dispatch(k_type ? "matmul_qk" : "matmul_q", k_type ? std::vector<uint32_t>{type, tiled ? 1u : 0u} : std::vector<uint32_t>{type},
-               {m.xq, w.buf, bias ? bias->buf : m.xq, out.buf}, 0b1000, push, groups(w.rows, 64).first,
-               rows_of(x.rows, "matmul"));
+    const std::vector<uint32_t> spec = k_type ? std::vector<uint32_t>{type, tiled ? 1u : 0u} : std::vector<uint32_t>{type};
+    m.dispatch(k_type ? "matmul_qk" : "matmul_q", spec, {m.xq, w.buf, bias ? bias->buf : m.xq, out.buf}, 0b1000, push,
+               groups(w.rows, 64).first, rows_of(x.rows, "matmul"));
 }
 
 void VulkanBackend::do_matmuls(const Tensor& x, std::span<const MatmulOut> outs, int64_t batch_rows) {
