@@ -33,17 +33,9 @@ float f16_bits_to_f32(uint h) {
 
 float bf16_bits_to_f32(uint h) { return uintBitsToFloat(h << 16); }
 
-// a / b rounded once, as the CPU's division: Vulkan allows division 2.5 ulp of error, and one correction by the exact
-// remainder (an fma) brings it back.
-float div_rn(float a, float b) {
-    precise float q = a / b;
-    precise float r = fma(-q, b, a);
-    precise float c = q + r / b;
-    return c;
-}
-
-// a / b rounded once, through f64 (exact: 53 bits hold a correctly rounded f32 quotient), for the shaders that have
-// shaderFloat64 (the quantizers): div_rn is not always one rounding on lavapipe, which moved quantized activations.
+// a / b rounded once, as the CPU's division (Vulkan allows 2.5 ulp), through f64: 53 bits hold a correctly rounded
+// f32 quotient. An f32 quotient corrected by its fma remainder was still an ulp off at times on lavapipe. Needs
+// shaderFloat64, so a macro: only the shaders that divide this way declare f64.
 #define div_rn64(a, b) float(double(a) / double(b))
 
 // f32 to f16 bits, rounded to nearest even (the CPU backend's f32_to_f16).
