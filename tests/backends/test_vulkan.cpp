@@ -15,6 +15,8 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "formats/quantize.h"
+#include "ops/dsa/dsa_topk.h"
+#include "support/dsa_topk_fuzz.h"
 #include "support/sampling_support.h"
 #ifdef TRACELM_HAVE_VULKAN
 #include "backends/vulkan/vulkan_backend.h"
@@ -37,10 +39,11 @@ void require_device() {
 }
 
 // A decode step of a one-layer model in miniature (H = 128, vocab 300, 4 heads of 32): embedding, norm, q
-// projection (Q4_0) with RoPE, SwiGLU MLP with f16, bf16 and Q8_0 weights, residual add + norm, logits and argmax.
+// projection (Q4_0) with RoPE, SwiGLU MLP with f16, bf16 and Q8_0 weights plus a Q4_K projection of up added to its
+// output, residual add + norm, logits and argmax.
 class Step {
    public:
-    static constexpr int64_t H = 128, I = 192, V = 300, S = 2;
+    static constexpr int64_t H = 128, I = 256, V = 300, S = 2;
 
     explicit Step(Backend& be) : be_(be) {
         std::mt19937 rng(7);
@@ -56,6 +59,7 @@ class Step {
         gate_w_ = put_f16("gate_w", I, H, randn(I * H), false);
         up_w_ = put_f16("up_w", I, H, randn(I * H), true);
         down_w_ = put_quant("down_w", DType::Q8_0, H, I, randn(H * I));
+        k_w_ = put_quant("k_w", DType::Q4_K, H, I, randn(H * I));
         head_ = put("head", DType::F32, V, H, randn(V * H));
         ids_ = put_i32("ids", {17, 255});
         pos_ = put_i32("pos", {3, 1000});
@@ -65,6 +69,7 @@ class Step {
         gate_ = scratch("gate", S, I);
         up_ = scratch("up", S, I);
         down_ = scratch("down", S, H);
+        extra_ = scratch("extra", S, H);
         logits_ = scratch("logits", S, V);
         next_ = whole(be.alloc(S * 4, "next"), DType::I32, 1, S);
     }
@@ -84,7 +89,9 @@ class Step {
         be_.rms_norm(x_, norm_, 1e-6f, xn_);
         be_.matmul(xn_, gate_w_, nullptr, gate_);
         be_.matmul(xn_, up_w_, nullptr, up_);
+        be_.matmul(up_, k_w_, nullptr, extra_);
         be_.glu_matmul(gate_, up_, Activation::Silu, down_w_, down_);
+        be_.add(down_, extra_, down_);
         be_.add_rms_norm(x_, down_, norm_, 1e-6f, xn_);
         be_.matmul(xn_, head_, nullptr, logits_);
         be_.argmax(logits_, next_);
@@ -139,7 +146,8 @@ class Step {
 
     Backend& be_;
     std::vector<Buffer*> buffers_;
-    Tensor table_, norm_, wq_, gate_w_, up_w_, down_w_, head_, ids_, pos_, x_, xn_, q_, gate_, up_, down_, logits_, next_;
+    Tensor table_, norm_, wq_, gate_w_, up_w_, down_w_, k_w_, head_, ids_, pos_, x_, xn_, q_, gate_, up_, down_, extra_,
+        logits_, next_;
 };
 
 // The step recorded once and submitted again gives the eager step's bytes, also after its inputs change between
@@ -153,9 +161,9 @@ TEST(VulkanBackend, ReplayedCommandBufferEqualsEagerBitForBit) {
     be.begin_capture();
     step.run();
     const GraphId g = be.end_capture();
-    // One dispatch per op; two for glu_matmul (glu, then matmul) and for a quantized matmul (x to Q8_0, then the
-    // product): 12 ops, 15 dispatches.
-    EXPECT_EQ(be.graph_nodes(g), 15u);
+    // One dispatch per op; two for glu_matmul (glu, then matmul) and for a quantized matmul (x to Q8_0 or Q8_K, then
+    // the product): 14 ops, 18 dispatches.
+    EXPECT_EQ(be.graph_nodes(g), 18u);
     for (int rep = 0; rep < 3; ++rep) {
         be.replay(g);
         EXPECT_EQ(step.outputs(), eager) << "replay " << rep;
@@ -175,8 +183,8 @@ TEST(VulkanBackend, ReplayedCommandBufferEqualsEagerBitForBit) {
 }
 
 // The ops Step leaves out, eagerly and captured: copy, kv_write into f16 and f32 caches, attention and
-// sparse_attention, gather_last, kv_slots, adjust_logits, sample and advance_decode (their results are the op
-// conformance suite's business; here only what the layer says).
+// sparse_attention, gather_last, dsa_topk and dsa_topk_causal, kv_slots, adjust_logits, sample and advance_decode
+// (their results are the op conformance suite's business; here only what the layer says).
 void state_ops(Backend& be) {
     std::vector<Buffer*> bufs;
     const auto t = [&](const std::string& name, DType dt, int64_t rows, int64_t cols) {
@@ -189,7 +197,12 @@ void state_ops(Backend& be) {
                  lens = t("lens", DType::I32, 1, 2), tables = t("tables", DType::I32, 2, 2), step = t("step", DType::I32, 1, 1),
                  history = t("history", DType::I32, 4, 2), kc32 = t("kc32", DType::F32, 8, 64),
                  vc32 = t("vc32", DType::F32, 8, 64), aq = t("aq", DType::F32, 2, 128),
-                 att = t("att", DType::F32, 2, 128), picks = t("picks", DType::I64, 2, 3);
+                 att = t("att", DType::F32, 2, 128), picks = t("picks", DType::I64, 2, 3),
+                 wstart = t("wstart", DType::I64, 1, 2), wend = t("wend", DType::I64, 1, 2), top = t("top", DType::I64, 2, 5);
+    const DsaTopkWorkspace topk_ws = dsa::make_topk_workspace(be, 2, 64);
+    bufs.push_back(topk_ws.buffer);
+    be.upload(wstart, std::vector<int64_t>{0, 3}.data());
+    be.upload(wend, std::vector<int64_t>{64, 40}.data());
     be.upload(slots, std::vector<int32_t>{1, 6}.data());
     be.upload(qsl, std::vector<int32_t>{0, 1, 2}.data());
     be.upload(tables, std::vector<int32_t>{0, 1, 2, 3}.data());
@@ -229,6 +242,8 @@ void state_ops(Backend& be) {
         be.attention(aq, kc32, vc32, AttentionMeta{tables, lens, qsl, 2, 4}, 2, 1, 64, 0.125f, att);
         be.sparse_attention(aq, kc32, vc32, AttentionMeta{tables, lens, qsl, 2, 4}, picks, 2, 1, 64, 0.125f, att);
         be.gather_last(k, qsl, last);
+        be.dsa_topk(last, wstart, wend, topk_ws, top);
+        be.dsa_topk_causal(last, AttentionMeta{tables, lens, qsl, 2, 4}, topk_ws, top);
         be.kv_slots(pos, tables, 4, slots);
         be.adjust_logits(last, aio);
         be.sample(last, sio, ids);
@@ -523,6 +538,42 @@ TEST(VulkanBackend, TopPWidenedToTheWholeVocabularyGivesTheCpusIds) {
     for (int32_t step = 0; step < 2; ++step) {
         for (testing::SampleOp* op : {&want, &got}) op->set_logits(logits, step);
         EXPECT_EQ(got.run(), want.run()) << "step " << step;
+    }
+}
+
+// dsa_topk against the rank-count oracle (support/dsa_topk_fuzz.h, no code shared with either backend): docs/dsa.md's
+// tie rules on hand-made rows, then seeded fuzz shapes (ties, NaN, +-inf, +-0.0, int64 window extremes; up to 32768
+// keys here). The op conformance suite adds the causal windows and replay.
+TEST(VulkanBackend, DsaTopkGivesTheOraclesIndices) {
+    require_device();
+    VulkanBackend be;
+    dsa::TopkRunner runner(be, dsa::fuzz::kMaxRows, dsa::fuzz::kMaxKeys, dsa::fuzz::kMaxTopk);
+    constexpr float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    constexpr int64_t lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
+    const auto row = [](std::vector<float> scores, int64_t start, int64_t end, int64_t topk) {
+        dsa::TopkCase c;
+        c.rows = 1;
+        c.keys = static_cast<int64_t>(scores.size());
+        c.topk = topk;
+        c.scores = std::move(scores);
+        c.window_start = {start};
+        c.window_end = {end};
+        return c;
+    };
+    const std::vector<dsa::TopkCase> hand = {
+        row({1, 3, 3, 2, 3}, 0, 5, 2),        row({1, 3, 3, 2, 3}, 0, 5, 4),     row({nan, -inf, nan, 0}, 0, 4, 3),
+        row({nan, 3.0f, inf, -inf}, 0, 4, 1), row({-0.0f, 0.0f, -0.0f}, 0, 3, 2), row({5, 4, 3, 2, 1}, -3, 2, 5),
+        row({5, 4, 3, 2, 1}, 7, 9, 1),        row({5, 4, 3, 2, 1}, lo, hi, 7),   row({5, 4, 3, 2, 1}, hi, lo, 1),
+        row({}, 0, 10, 2),                    row(std::vector<float>(700, 2.5f), 0, 700, 300)};
+    for (size_t i = 0; i < hand.size(); ++i) EXPECT_EQ(runner.run(hand[i]), dsa::fuzz::rank_count_oracle(hand[i])) << "case " << i;
+    std::mt19937_64 rng(20261205);
+    int checked = 0;
+    while (checked < 1000) {
+        const dsa::TopkCase c = dsa::fuzz::random_case(rng);
+        if (c.keys > 32768) continue;  // lavapipe's time
+        ASSERT_EQ(runner.run(c), dsa::fuzz::rank_count_oracle(c)) << "shape " << checked << ": "
+                                                                   << dsa::fuzz::case_json(c).substr(0, 2000);
+        ++checked;
     }
 }
 

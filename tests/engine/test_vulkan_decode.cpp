@@ -1,16 +1,21 @@
 // The tiny Qwen3 geometry's decoder on the Vulkan backend (skipped without a device): a prompt forward, then decode
 // steps that stay on the device (argmax, advance_decode), eagerly and as one recorded command buffer submitted for
 // every step, against the same steps on the CPU backend, driving the Decoder directly; then the Engine (sampling on
-// the device) against the CPU's engine.
+// the device) against the CPU's engine, on the tiny checkpoint, random K-type GGUF models and the real SmolLM2-135M.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "backends/registry.h"
+#include "checkpoint/gguf_convert.h"
 #include "engine/engine.h"
 #include "kv/paged_kv_cache.h"
 #include "model/decoder.h"
@@ -191,6 +196,90 @@ TEST(VulkanDecode, EngineGreedyAndSeededTokensEqualTheCpusWithNoHostWrites) {
     EXPECT_EQ(got.tokens, want.tokens);
     EXPECT_EQ(got.replays, steps - 1);
     EXPECT_EQ(got.steady_uploads, 0u);
+}
+
+// Random qwen3 GGUF models whose every matrix, the embedding table included, is one K type (make_random_gguf): the
+// engine on Vulkan gives the CPU engine's greedy tokens (7 steps). The 8-token prompt's products take ggml's tiled
+// order (batch_rows 8), the decode steps vec_dot's. The matmuls are the CPU's bits (the op conformance suite), but
+// rms_norm and the attention over the f16 cache sum in this backend's own order, and an ulp there can move an 8-bit
+// activation by a step (1/127 of its block's largest): the last logits are held within 2.5e-2 of the largest (measured
+// 0.6% to 1.3%; Q8_0 weights, by the same mechanism, 1.6%).
+TEST(VulkanDecode, KTypeModelsGiveTheCpusTokens) {
+    const std::unique_ptr<Backend> vk = vulkan_or_skip();
+    if (!vk) GTEST_SKIP() << backend_info("vulkan").unavailable();
+    const std::unique_ptr<Backend> cpu = make_backend("cpu");
+    const std::vector<int32_t> prompt = {3, 14, 15, 92, 65, 35, 89, 79};
+    const int steps = 6;
+    for (const DType dt : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+        const std::string path = testing::temp_path("vulkan-qwen3-" + std::string(dtype_name(dt)) + ".gguf");
+        make_random_gguf("qwen3", dt, 1, path);
+        const auto run = [&](Backend& be) {
+            const auto model = Model::load(path, be);
+            EngineOptions opt;
+            opt.context = 64;
+            Engine engine(*model, be, opt);
+            std::vector<int32_t> tokens = {engine.start({prompt}, steps + 1)[0]};
+            for (int i = 0; i < steps; ++i) {
+                engine.step();
+                tokens.push_back(engine.sampled()[0]);
+            }
+            std::vector<float> logits = engine.logits();
+            engine.finish();
+            return std::make_pair(tokens, logits);
+        };
+        const auto want = run(*cpu), got = run(*vk);
+        EXPECT_EQ(got.first, want.first) << dtype_name(dt);
+        ASSERT_EQ(got.second.size(), want.second.size());
+        float scale = 0.0f, err = 0.0f;
+        for (size_t i = 0; i < want.second.size(); ++i) {
+            scale = std::max(scale, std::abs(want.second[i]));
+            err = std::max(err, std::abs(want.second[i] - got.second[i]));
+        }
+        EXPECT_LE(err, 2.5e-2f * scale) << dtype_name(dt);
+        std::filesystem::remove(path);
+    }
+}
+
+// The real SmolLM2-135M-Instruct (Q4_1 GGUF, f16 KV cache) on Vulkan gives the CPU engine's greedy tokens (the CPU's
+// are llama.cpp's, tests/model/test_smollm2.cpp): two prompts of testdata/goldens/smollm2_greedy.json at once, an
+// eager prefill, a warm-up step, then replayed steps. Both prompts' first 5 steps have top-2 margins of at least 0.27
+// in llama.cpp: attention over f16 caches sums in this backend's own order, which may part the two at a near-tie
+// only. Few tokens, for lavapipe's time (about 10 s).
+TEST(VulkanSmolLM2, GreedyTokensEqualTheCpus) {
+    TRACELM_NEED_SMOLLM2();
+    const std::unique_ptr<Backend> vk = vulkan_or_skip();
+    if (!vk) GTEST_SKIP() << backend_info("vulkan").unavailable();
+    std::ifstream f(testing::repo_path("testdata/goldens/smollm2_greedy.json"));
+    const auto g = nlohmann::json::parse(f);
+    const int tokens = 5;
+    std::vector<std::vector<int32_t>> prompts, llamacpp(tokens);
+    for (const int r : {0, 3}) {  // "The capital of France is", "1, 2, 3, 4, 5,"
+        const auto& margins = g["records"][r]["top2_margin"];
+        for (int i = 0; i < tokens; ++i) {
+            ASSERT_GE(margins[i].get<double>(), 0.25) << "record " << r << " step " << i;
+            llamacpp[i].push_back(g["records"][r]["tokens"][i].get<int32_t>());
+        }
+        prompts.push_back(g["records"][r]["prompt_ids"].get<std::vector<int32_t>>());
+    }
+    const auto run = [&](Backend& be) {
+        const auto model = Model::load(testing::smollm2_gguf_path(), be);
+        EngineOptions opt;
+        opt.max_seqs = 2;
+        opt.context = 64;
+        Engine engine(*model, be, opt);
+        std::vector<std::vector<int32_t>> out = {engine.start(prompts, tokens)};
+        for (int i = 1; i < tokens; ++i) {
+            engine.step();
+            out.push_back(engine.sampled());
+        }
+        EXPECT_EQ(engine.replays(), tokens - 2);
+        engine.finish();
+        return out;
+    };
+    const std::unique_ptr<Backend> cpu = make_backend("cpu");
+    const auto want = run(*cpu);
+    ASSERT_EQ(want, llamacpp);  // the reference holds here too
+    EXPECT_EQ(run(*vk), want);
 }
 
 }  // namespace

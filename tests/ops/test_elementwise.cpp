@@ -35,12 +35,12 @@ std::vector<OpCase> embedding_cases(std::mt19937& rng) {
     return out;
 }
 
-// GGML block tables, on the backends that run them (dequantized as f(d) * q (+ m), exactly).
+// GGML block tables, on the backends that run them (dequantized in the CPU's float operations, exactly).
 std::vector<OpCase> quant_embedding_cases(std::mt19937& rng, const BackendCapabilities& caps) {
     std::vector<OpCase> out;
     for (DType w : kBlockTypes) {
         if (!caps.has_weight_type(w)) continue;
-        const int64_t rows = 50, cols = 96;
+        const int64_t rows = 50, cols = 3 * dtype_block_elems(w);
         out.push_back({"embedding " + dt(w),
                        {i32("ids", 1, 6, {3, 0, 49, -1, 50, 7}),
                         block_weight("table", w, rows, cols, randn(rng, static_cast<size_t>(rows * cols)), rng),

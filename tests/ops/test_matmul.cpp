@@ -8,6 +8,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ops/matmul/matmul.h"
@@ -106,25 +107,50 @@ std::vector<OpCase> glu_matmul_cases(std::mt19937& rng) {
     return out;
 }
 
-// GGML's 32-element block weights, on the backends that run them: the CPU backend computes what llama.cpp's does, in
-// the float operations and order of backends/cpu/kernels/quant.h (one order for every row count), which a device can
-// follow exactly, so the bound is 0.
+// GGML's block weights, on the backends that run them: the CPU backend computes what llama.cpp's does, in the float
+// operations and order of backends/cpu/kernels/quant.h, which a device can follow exactly, so the bound is 0. That
+// order depends on batch_rows for the K types (tiled from kGgmlTiledMinRows rows), so both orders are run, also on
+// fewer rows than batch_rows (a chunk of a larger product), and through matmuls and glu_matmul.
 std::vector<OpCase> quant_matmul_cases(std::mt19937& rng, const BackendCapabilities& caps) {
     std::vector<OpCase> out;
+    const int64_t N = 45, K = 512;
     for (DType w : kBlockTypes) {
         if (!caps.has_weight_type(w)) continue;
-        for (int64_t T : {1, 3, 33}) {
-            const int64_t N = 45, K = 256;
+        for (const auto& shape : {std::pair<int64_t, int64_t>{1, 1}, {3, 3}, {3, 8}, {33, 33}}) {
+            const int64_t T = shape.first, rows = shape.second;
             const bool bias = T != 3;
-            out.push_back({"matmul " + dt(w) + " T=" + std::to_string(T) + (bias ? " bias" : ""),
+            out.push_back({"matmul " + dt(w) + " T=" + std::to_string(T) + " batch_rows=" + std::to_string(rows) +
+                               (bias ? " bias" : ""),
                            {f32("x", T, K, randn(rng, static_cast<size_t>(T * K))),
                             block_weight("w", w, N, K, randn(rng, static_cast<size_t>(N * K)), rng),
                             f32("bias", 1, N, randn(rng, N)), f32("y", T, N, std::vector<float>(T * N))},
                            {3},
                            0.0,
-                           [bias](Backend& be, const Bound& b) {
-                               be.matmul(b.t[0], b.t[1], bias ? &b.t[2] : nullptr, b.t[3]);
+                           [bias, rows](Backend& be, const Bound& b) {
+                               be.matmul(b.t[0], b.t[1], bias ? &b.t[2] : nullptr, b.t[3], rows);
                            }});
+        }
+        for (const int64_t T : {2, 9}) {
+            out.push_back({"matmuls " + dt(w) + " T=" + std::to_string(T),
+                           {f32("x", T, K, randn(rng, static_cast<size_t>(T * K))),
+                            block_weight("w0", w, N, K, randn(rng, static_cast<size_t>(N * K)), rng),
+                            block_weight("w1", w, 20, K, randn(rng, static_cast<size_t>(20 * K)), rng),
+                            f32("bias", 1, 20, randn(rng, 20)), f32("y0", T, N, std::vector<float>(T * N)),
+                            f32("y1", T, 20, std::vector<float>(T * 20))},
+                           {4, 5},
+                           0.0,
+                           [T](Backend& be, const Bound& b) {
+                               const std::vector<MatmulOut> outs = {{&b.t[1], nullptr, b.t[4]}, {&b.t[2], &b.t[3], b.t[5]}};
+                               be.matmuls(b.t[0], outs, T);
+                           }});
+            out.push_back({"glu_matmul " + dt(w) + " T=" + std::to_string(T),
+                           {f32("gate", T, K, randn(rng, static_cast<size_t>(T * K), 3.0f)),
+                            f32("up", T, K, randn(rng, static_cast<size_t>(T * K))),
+                            block_weight("w", w, N, K, randn(rng, static_cast<size_t>(N * K)), rng),
+                            f32("y", T, N, std::vector<float>(T * N))},
+                           {3},
+                           0.0,
+                           [T](Backend& be, const Bound& b) { be.glu_matmul(b.t[0], b.t[1], Activation::Silu, b.t[2], b.t[3], T); }});
         }
     }
     return out;

@@ -57,8 +57,9 @@ inline HostTensor weight(const std::string& n, DType dt, int64_t r, int64_t c, c
     return host(n, dt, r, c, h);
 }
 
-// GGML's 32-element block types, each on the backends that run them (the CPU backend runs all).
-constexpr DType kBlockTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1};
+// GGML's block types, each on the backends that run them (the CPU backend runs all).
+constexpr DType kBlockTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+                                 DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
 // Rows of GGML blocks: v quantized where quantize_row writes the type, otherwise random blocks (quants and high bits
 // random, d and m small normal values as f16), which are as good a test of a dot product.
@@ -73,11 +74,13 @@ inline HostTensor block_weight(const std::string& n, DType dt, int64_t r, int64_
     std::uniform_int_distribution<int> byte(0, 255);
     std::normal_distribution<float> scale(0.0f, 0.02f);
     for (uint8_t& x : b) x = static_cast<uint8_t>(byte(rng));
-    const bool has_m = dt == DType::Q4_1 || dt == DType::Q5_1;
+    // The f16 fields: d, and m (Q4_1, Q5_1) or dmin (Q4_K, Q5_K) after it; Q6_K's d is last.
+    const bool has_m = dt == DType::Q4_1 || dt == DType::Q5_1 || dt == DType::Q4_K || dt == DType::Q5_K;
+    const size_t d_at = dt == DType::Q6_K ? bb - 2 : 0;
     for (size_t at = 0; at < b.size(); at += bb) {
         for (int f = 0; f < (has_m ? 2 : 1); ++f) {
             const uint16_t h = f32_to_f16(scale(rng));
-            std::memcpy(b.data() + at + 2 * f, &h, 2);
+            std::memcpy(b.data() + at + d_at + 2 * f, &h, 2);
         }
     }
     return host(n, dt, r, c, b);

@@ -166,6 +166,9 @@ uint32_t weight_code(DType dt) {
         case DType::Q4_1: return 5;
         case DType::Q5_0: return 6;
         case DType::Q5_1: return 7;
+        case DType::Q4_K: return 8;
+        case DType::Q5_K: return 9;
+        case DType::Q6_K: return 10;
         default: break;
     }
     throw std::invalid_argument(std::string("vulkan: no shader for weight type ") + std::string(dtype_name(dt)));
@@ -781,11 +784,12 @@ void VulkanBackend::do_add_rms_norm(const Tensor& x, const Tensor& delta, const 
     impl_->dispatch("rms_norm", {weight_code(w.dtype), 1}, {x.buf, delta.buf, w.buf, out.buf}, 0b1001, push, gx, gy);
 }
 
-// batch_rows picks ggml's summation order on the CPU; for Q8_0 and Q4_0 it is one order, which matmul_q.comp
-// follows, and the float weights' numbers are this backend's own.
-void VulkanBackend::do_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out, int64_t) {
+// batch_rows picks ggml's summation order on the CPU (quant.h): the 32-element types have one, which matmul_q.comp
+// follows; the K types two, both in matmul_qk.comp. The float weights' numbers are this backend's own.
+void VulkanBackend::do_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out,
+                              int64_t batch_rows) {
     if (dtype_is_quantized(w.dtype)) {
-        quantized_matmul(x, w, bias, out);
+        quantized_matmul(x, w, bias, out, batch_rows);
         return;
     }
     struct {
@@ -795,14 +799,17 @@ void VulkanBackend::do_matmul(const Tensor& x, const Tensor& w, const Tensor* bi
     impl_->dispatch("matmul", {weight_code(w.dtype)}, {x.buf, w.buf, bias ? bias->buf : x.buf, out.buf}, 0b1000, push, gx, gy);
 }
 
-void VulkanBackend::quantized_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) {
+void VulkanBackend::quantized_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out,
+                                     int64_t batch_rows) {
     Impl& m = *impl_;
     if (!m.f64)
         throw std::runtime_error("matmul: GGML block weights need shaderFloat64, which Vulkan device '" + m.name +
                                  "' lacks");
     const uint32_t type = weight_code(w.dtype);  // throws for the types without a shader
-    const int64_t blocks = x.rows * (x.cols / 32);
-    const size_t need = static_cast<size_t>(blocks) * 10 * sizeof(uint32_t);
+    // Activation blocks: Q8_0 / Q8_1 of 32 elements in 10 words, or (K types) Q8_K of 256 in 81 words.
+    const bool k_type = dtype_block_elems(w.dtype) == 256;
+    const int64_t blocks = x.rows * (x.cols / dtype_block_elems(w.dtype));
+    const size_t need = static_cast<size_t>(blocks) * (k_type ? 81 : 10) * sizeof(uint32_t);
     if (m.xq == nullptr || m.xq->bytes < need) {
         if (capturing())
             throw std::logic_error("matmul: needs " + std::to_string(need) + " bytes of quantized activations that no "
@@ -814,12 +821,14 @@ void VulkanBackend::quantized_matmul(const Tensor& x, const Tensor& w, const Ten
         uint32_t x, blocks;
     } qpush{words(x), u32(blocks)};
     const auto [qx, qy] = groups(blocks, 64);
-    m.dispatch("quantize_q8_0", {}, {x.buf, m.xq}, 0b10, qpush, qx, qy);
+    m.dispatch(k_type ? "quantize_q8_k" : "quantize_q8_0", {}, {x.buf, m.xq}, 0b10, qpush, qx, qy);
     struct {
         uint32_t w, bias, y, K, N, has_bias;
     } push{u32(static_cast<int64_t>(w.offset)), bias ? words(*bias) : 0, words(out), u32(x.cols), u32(w.rows),
            bias ? 1u : 0u};
-    m.dispatch("matmul_q", {type}, {m.xq, w.buf, bias ? bias->buf : m.xq, out.buf}, 0b1000, push,
+    const bool tiled = ggml_has_tiled_order(w.dtype) && batch_rows >= kGgmlTiledMinRows;
+    const std::vector<uint32_t> spec = k_type ? std::vector<uint32_t>{type, tiled ? 1u : 0u} : std::vector<uint32_t>{type};
+    m.dispatch(k_type ? "matmul_qk" : "matmul_q", spec, {m.xq, w.buf, bias ? bias->buf : m.xq, out.buf}, 0b1000, push,
                groups(w.rows, 64).first, rows_of(x.rows, "matmul"));
 }
 
@@ -914,6 +923,28 @@ void VulkanBackend::do_sparse_attention(const Tensor& q, const Tensor& k_cache, 
                                         const AttentionMeta& meta, const Tensor& indices, int heads, int kv_heads,
                                         int head_dim, float scale, const Tensor& out) {
     paged_attention(q, k_cache, v_cache, meta, &indices, heads, kv_heads, head_dim, scale, out);
+}
+
+// One workgroup per row (dsa_topk.comp); the indices equal the CPU's (docs/dsa.md's rank order and tie rules).
+void VulkanBackend::do_dsa_topk(const Tensor& scores, const Tensor& window_start, const Tensor& window_end,
+                                const DsaTopkWorkspace&, const Tensor& indices) {
+    struct {
+        uint32_t scores, start, end, qsl, lens, idx, keys, topk, seqs;
+    } push{words(scores), words(window_start), words(window_end), 0, 0, words(indices), u32(scores.cols),
+           u32(indices.cols), 0};
+    impl_->dispatch("dsa_topk", {0}, {scores.buf, window_start.buf, window_end.buf, scores.buf, scores.buf, indices.buf},
+                    0b100000, push, rows_of(scores.rows, "dsa_topk"));
+}
+
+void VulkanBackend::do_dsa_topk_causal(const Tensor& scores, const AttentionMeta& meta, const DsaTopkWorkspace&,
+                                       const Tensor& indices) {
+    struct {
+        uint32_t scores, start, end, qsl, lens, idx, keys, topk, seqs;
+    } push{words(scores), 0, 0, words(meta.query_start_loc), words(meta.seq_lens), words(indices), u32(scores.cols),
+           u32(indices.cols), u32(meta.num_seqs)};
+    impl_->dispatch("dsa_topk", {1}, {scores.buf, scores.buf, scores.buf, meta.query_start_loc.buf, meta.seq_lens.buf,
+                                      indices.buf},
+                    0b100000, push, rows_of(scores.rows, "dsa_topk_causal"));
 }
 
 // DeepSeek's latent attention is not on this backend yet.
@@ -1024,9 +1055,6 @@ size_t VulkanBackend::sampling_workspace_bytes(int64_t max_rows, int64_t vocab) 
 
 // Ops without a shader yet say so by name, before anything is recorded (tests/support/op_conformance.h skips them).
 // capabilities() declares no MoE, so the model loader refuses MoE models.
-void VulkanBackend::do_dsa_topk(const Tensor&, const Tensor&, const Tensor&, const DsaTopkWorkspace&, const Tensor&) {
-    not_implemented("dsa_topk");
-}
 void VulkanBackend::do_dsa_indexer(const Tensor&, const Tensor&, const Tensor&, int, const Tensor&) {
     not_implemented("dsa_indexer");
 }
@@ -1040,9 +1068,6 @@ void VulkanBackend::do_moe_ffn(const Tensor&, const Tensor&, const Tensor&, cons
 void VulkanBackend::do_layer_norm(const Tensor&, const Tensor&, const Tensor&, float, const Tensor&) {
     not_implemented("layer_norm");
 }
-void VulkanBackend::do_dsa_topk_causal(const Tensor&, const AttentionMeta&, const DsaTopkWorkspace&, const Tensor&) {
-    not_implemented("dsa_topk_causal");
-}
 void VulkanBackend::do_dsa_indexer_paged(const Tensor&, const Tensor&, const Tensor&, const AttentionMeta&, int,
                                          const Tensor&) {
     not_implemented("dsa_indexer_paged");
@@ -1051,7 +1076,7 @@ void VulkanBackend::do_moe_route_grouped(const Tensor&, const Tensor&, const Ten
                                          const Tensor&, const Tensor&, const Tensor&) {
     not_implemented("moe_route_grouped");
 }
-// dsa_topk is not implemented, so its workspace holds nothing.
+// dsa_topk.comp keeps its state in shared memory, so the workspace holds nothing.
 size_t VulkanBackend::dsa_topk_workspace_bytes(int64_t, int64_t) const { return 0; }
 
 }  // namespace tracelm::vulkan

@@ -132,7 +132,7 @@ class VulkanBackend final : public Backend {
     void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta,
                          const Tensor* indices, int heads, int kv_heads, int head_dim, float scale, const Tensor& out);
     // matmul by GGML's 32-element block weights: x quantized to Q8_0 / Q8_1 blocks, then ggml's vec_dot order.
-    void quantized_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out);
+    void quantized_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out, int64_t batch_rows);
     struct Impl;  // keeps Vulkan types out of this header
     std::unique_ptr<Impl> impl_;
 };

@@ -11,6 +11,9 @@
 #define WTYPE_Q4_1 5u
 #define WTYPE_Q5_0 6u
 #define WTYPE_Q5_1 7u
+#define WTYPE_Q4_K 8u
+#define WTYPE_Q5_K 9u
+#define WTYPE_Q6_K 10u
 
 // Workgroup index over x and y, for dispatches too large for x alone (vulkan_backend.cpp: groups()).
 uint group_index() { return gl_WorkGroupID.y * 65535u + gl_WorkGroupID.x; }
@@ -30,14 +33,10 @@ float f16_bits_to_f32(uint h) {
 
 float bf16_bits_to_f32(uint h) { return uintBitsToFloat(h << 16); }
 
-// a / b rounded once, as the CPU's division: Vulkan allows division 2.5 ulp of error, and one correction by the exact
-// remainder (an fma) brings it back.
-float div_rn(float a, float b) {
-    precise float q = a / b;
-    precise float r = fma(-q, b, a);
-    precise float c = q + r / b;
-    return c;
-}
+// a / b rounded once, as the CPU's division (Vulkan allows 2.5 ulp), through f64: 53 bits hold a correctly rounded
+// f32 quotient. An f32 quotient corrected by its fma remainder was still an ulp off at times on lavapipe. Needs
+// shaderFloat64, so a macro: only the shaders that divide this way declare f64.
+#define div_rn64(a, b) float(double(a) / double(b))
 
 // f32 to f16 bits, rounded to nearest even (the CPU backend's f32_to_f16).
 uint f32_to_f16_bits(float f) {
@@ -95,3 +94,29 @@ uint block_qs(uint t) { return t == WTYPE_Q8_0 || t == WTYPE_Q4_0 ? 2u : t == WT
                     ? ((BYTE_AT(arr, (block) + ((t) == WTYPE_Q5_0 ? 2u : 4u) + (e) / 8u) >> ((e) % 8u)) & 1u) << 4 \
                     : 0u)) -                                                                                   \
                ((t) == WTYPE_Q4_0 ? 8 : (t) == WTYPE_Q5_0 ? 16 : 0))
+
+// GGML's 256-element blocks (formats/ggml_blocks.h) at byte `block` of a uint array. Q4_K / Q5_K: f16 d, f16 dmin
+// (BLOCK_D, BLOCK_M), 12 bytes of 6-bit scales and mins, Q5_K 32 bytes qh, then 128 bytes qs; element 32j + l is a
+// nibble of qs[32 (j / 2) + l] (low for even j), Q5_K with bit j of qh[l] as bit 4. Q6_K: ql[128], qh[64], int8
+// scales[16], f16 d; element 128h + 32c + l is a nibble of ql[64h + 32 (c & 1) + l] (low for c < 2) with bits 2c, 2c+1
+// of qh[32h + l] as bits 4, 5. The integers here are unsigned (Q6_K's offset of 32 not taken out).
+uint kblock_bytes(uint t) { return t == WTYPE_Q4_K ? 144u : t == WTYPE_Q5_K ? 176u : 210u; }
+#define K45_Q(arr, t, block, e)                                                                                   \
+    int(((((e) >> 5) & 1u) == 0u                                                                                  \
+             ? BYTE_AT(arr, (block) + ((t) == WTYPE_Q5_K ? 48u : 16u) + 32u * ((e) >> 6) + ((e) & 31u)) & 15u     \
+             : BYTE_AT(arr, (block) + ((t) == WTYPE_Q5_K ? 48u : 16u) + 32u * ((e) >> 6) + ((e) & 31u)) >> 4) |   \
+        ((t) == WTYPE_Q5_K ? ((BYTE_AT(arr, (block) + 16u + ((e) & 31u)) >> ((e) >> 5)) & 1u) << 4 : 0u))
+// GGML's get_scale_min_k4: the 6-bit scale and min of sub-block j.
+#define K_SB(arr, block, i) BYTE_AT(arr, (block) + 4u + (i))
+#define K_SC(arr, block, j)                                  \
+    int((j) < 4u ? K_SB(arr, block, j) & 63u                 \
+                 : (K_SB(arr, block, (j) + 4u) & 15u) | ((K_SB(arr, block, (j) - 4u) >> 6) << 4))
+#define K_MIN(arr, block, j)                                 \
+    int((j) < 4u ? K_SB(arr, block, (j) + 4u) & 63u         \
+                 : (K_SB(arr, block, (j) + 4u) >> 4) | ((K_SB(arr, block, j) >> 6) << 4))
+#define Q6K_LO(arr, block, e) BYTE_AT(arr, (block) + 64u * ((e) >> 7) + 32u * (((e) >> 5) & 1u) + ((e) & 31u))
+#define Q6K_Q(arr, block, e)                                                                                  \
+    int(((((e) >> 5) & 3u) < 2u ? Q6K_LO(arr, block, e) & 15u : Q6K_LO(arr, block, e) >> 4) |                  \
+        (((BYTE_AT(arr, (block) + 128u + 32u * ((e) >> 7) + ((e) & 31u)) >> (2u * (((e) >> 5) & 3u))) & 3u) << 4))
+#define Q6K_SCALE(arr, block, s) (int(BYTE_AT(arr, (block) + 192u + (s)) << 24) >> 24)
+#define Q6K_D(arr, block) BLOCK_D(arr, (block) + 208u)

@@ -1,6 +1,6 @@
 #version 450
-// out[t,:] = table[ids[t],:] * scale as f32 (WTYPE: the table's type; GGML blocks dequantized as f(d) * q, as the CPU
-// backend does); ids outside [0, rows) give a zero row.
+// out[t,:] = table[ids[t],:] * scale as f32 (WTYPE: the table's type; GGML blocks dequantized with the CPU backend's
+// float operations); ids outside [0, rows) give a zero row.
 #include "common.glsl"
 
 layout(constant_id = 0) const uint WTYPE = WTYPE_F32;
@@ -17,7 +17,20 @@ void main() {
     const int id = ids[p.ids_off + t];
     float v = 0.0;
     if (id >= 0 && uint(id) < p.rows) {
-        if (WTYPE >= WTYPE_Q8_0) {
+        if (WTYPE >= WTYPE_Q4_K) {
+            // The CPU's dequantize_row: (d * sc) * q - dmin * m; Q6_K (d * scale) * (q - 32).
+            const uint block = 2u * p.table_off + uint(id) * p.row_bytes + (c / 256u) * kblock_bytes(WTYPE), e = c % 256u;
+            if (WTYPE == WTYPE_Q6_K) {
+                precise float ds = Q6K_D(table, block) * float(Q6K_SCALE(table, block, e / 16u));
+                precise float dq = ds * float(Q6K_Q(table, block, e) - 32);
+                v = dq;
+            } else {
+                precise float dj = BLOCK_D(table, block) * float(K_SC(table, block, e / 32u));
+                precise float mj = BLOCK_M(table, block) * float(K_MIN(table, block, e / 32u));
+                precise float dq = dj * float(K45_Q(table, WTYPE, block, e)) - mj;
+                v = dq;
+            }
+        } else if (WTYPE >= WTYPE_Q8_0) {
             const uint block = 2u * p.table_off + uint(id) * p.row_bytes + (c / 32u) * block_bytes(WTYPE);
             precise float dq = BLOCK_D(table, block) * float(BLOCK_Q(table, WTYPE, block, c % 32u));
             if (block_has_m(WTYPE)) dq = dq + BLOCK_M(table, block);

@@ -15,8 +15,8 @@ void main() {
     const uint base = p.x_off + b * 32u;  // a row of K holds K / 32 whole blocks
     float amax = 0.0;
     for (uint i = 0u; i < 32u; ++i) amax = max(amax, abs(x[base + i]));
-    const float d = div_rn(amax, 127.0);
-    const float id = amax != 0.0 ? div_rn(127.0, amax) : 0.0;
+    const float d = div_rn64(amax, 127.0);
+    const float id = amax != 0.0 ? div_rn64(127.0, amax) : 0.0;
     xq[b * 10u] = floatBitsToUint(f16_bits_to_f32(f32_to_f16_bits(d)));
     int sum = 0;
     for (uint w = 0u; w < 8u; ++w) {

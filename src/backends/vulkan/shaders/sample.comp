@@ -123,8 +123,8 @@ double log_d(double z) {
 // sampling::penalise, with the CPU's roundings (no fused multiply-add, a correctly rounded division).
 float penalise(float v, int count, RowParams q) {
     if (count == 0) return v;
-    // The quotient in f64, rounded to f32: correctly rounded (f64 holds more than twice f32's bits), where div_rn's
-    // f32 correction is off by an ulp on lavapipe.
+    // The quotient in f64, rounded to f32: correctly rounded (f64 holds more than twice f32's bits), where an f32
+    // quotient corrected by its fma remainder is off by an ulp on lavapipe.
     precise float y = v > 0.0 ? float(double(v) / double(q.repetition)) : v * q.repetition;
     const int g = count & int(p.count_mask);
     precise float f = float(g) * q.frequency;
