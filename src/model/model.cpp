@@ -225,7 +225,12 @@ size_t Model::stored_weight_bytes() const {
     if (checkpoint_) {
         for (const std::string& name : checkpoint_->names()) bytes += checkpoint_->get(name).bytes;
     } else {
-        for (const GgufTensor& t : gguf_->tensors()) bytes += t.bytes;
+        for (const GgufTensor& t : gguf_->tensors()) {
+            // DeepSeek's absorbed matrices are widened to f32 at load when quantized (bind_mla).
+            const bool widened = t.dtype && dtype_is_quantized(*t.dtype) &&
+                                 (t.name.ends_with(".attn_k_b.weight") || t.name.ends_with(".attn_v_b.weight"));
+            bytes += widened ? static_cast<size_t>(t.numel()) * sizeof(float) : t.bytes;
+        }
     }
     return bytes;
 }

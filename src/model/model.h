@@ -88,7 +88,8 @@ class Model {
     // Weight tensors per dtype, e.g. {q4_1: 210, f32: 61, q8_0: 1}.
     const std::map<DType, int>& dtype_counts() const { return dtype_counts_; }
     // Bytes of every tensor the file(s) store, read without binding (Model::open): about what binding them takes on a
-    // device (biases become f32, the fast numerics repack).
+    // device (biases become f32, the fast numerics repack); DeepSeek's quantized absorbed matrices count as the f32
+    // they become.
     size_t stored_weight_bytes() const;
     // Bytes of weights one decode token reads (every matrix once; a tied head counted once).
     size_t decode_weight_bytes() const { return decode_weight_bytes_; }
