@@ -550,16 +550,7 @@ TEST(VulkanBackend, DsaTopkGivesTheOraclesIndices) {
     dsa::TopkRunner runner(be, dsa::fuzz::kMaxRows, dsa::fuzz::kMaxKeys, dsa::fuzz::kMaxTopk);
     constexpr float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
     constexpr int64_t lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
-    const auto row = [](std::vector<float> scores, int64_t start, int64_t end, int64_t topk) {
-        dsa::TopkCase c;
-        c.rows = 1;
-        c.keys = static_cast<int64_t>(scores.size());
-        c.topk = topk;
-        c.scores = std::move(scores);
-        c.window_start = {start};
-        c.window_end = {end};
-        return c;
-    };
+    const auto row = dsa::fuzz::one_row;
     const std::vector<dsa::TopkCase> hand = {
         row({1, 3, 3, 2, 3}, 0, 5, 2),        row({1, 3, 3, 2, 3}, 0, 5, 4),     row({nan, -inf, nan, 0}, 0, 4, 3),
         row({nan, 3.0f, inf, -inf}, 0, 4, 1), row({-0.0f, 0.0f, -0.0f}, 0, 3, 2), row({5, 4, 3, 2, 1}, -3, 2, 5),

@@ -40,16 +40,7 @@ constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr int64_t kMin = std::numeric_limits<int64_t>::min(), kMax = std::numeric_limits<int64_t>::max();
 
-TopkCase one_row(std::vector<float> scores, int64_t start, int64_t end, int64_t topk) {
-    TopkCase c;
-    c.rows = 1;
-    c.keys = static_cast<int64_t>(scores.size());
-    c.topk = topk;
-    c.scores = std::move(scores);
-    c.window_start = {start};
-    c.window_end = {end};
-    return c;
-}
+using fuzz::one_row;
 
 TEST(DsaTopk, EveryImplementationGivesTheHandMadeAnswers) {
     struct Expect {

@@ -66,6 +66,18 @@ inline bool in_topk(const float* s, int64_t lo, int64_t hi, int64_t i, int64_t t
 }
 
 // Row r's window [lo, hi), empty when hi <= lo; restated here rather than taken from clamp_window.
+// A one-row case: `scores` with the window [start, end) and top-k `topk` (the hand-made rows of the tests).
+inline TopkCase one_row(std::vector<float> scores, int64_t start, int64_t end, int64_t topk) {
+    TopkCase c;
+    c.rows = 1;
+    c.keys = static_cast<int64_t>(scores.size());
+    c.topk = topk;
+    c.scores = std::move(scores);
+    c.window_start = {start};
+    c.window_end = {end};
+    return c;
+}
+
 inline int64_t window_lo(const TopkCase& c, int64_t r) {
     return std::max<int64_t>(c.window_start[static_cast<size_t>(r)], 0);
 }
