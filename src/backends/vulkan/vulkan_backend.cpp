@@ -188,6 +188,23 @@ struct VkBuf : Buffer {
     VkDeviceMemory memory = VK_NULL_HANDLE;
 };
 
+// One descriptor of a dispatch: a whole buffer, or (a weight's window) `range` bytes of it from `offset`.
+struct Binding {
+    Binding(const Buffer* b) : buf(b) {}  // NOLINT(google-explicit-constructor): dispatch's lists of whole buffers
+    Binding(const Buffer* b, uint64_t off, uint64_t r) : buf(b), offset(off), range(r) {}
+    const Buffer* buf;
+    uint64_t offset = 0;
+    uint64_t range = VK_WHOLE_SIZE;
+};
+
+// Rows [row0, row0 + rows) of a weight, bound from byte `offset` of its buffer for `range` bytes; `skip`: the bytes
+// from `offset` to the first row (the offset is aligned down to minStorageBufferOffsetAlignment).
+struct WeightWindow {
+    int64_t row0, rows;
+    Binding binding;
+    size_t skip;
+};
+
 struct VulkanBackend::Impl {
     VkInstance instance = VK_NULL_HANDLE;
     VkDebugUtilsMessengerEXT messenger = VK_NULL_HANDLE;
@@ -198,6 +215,8 @@ struct VulkanBackend::Impl {
     std::string name;
     VkPhysicalDeviceMemoryProperties memory_props{};
     uint64_t max_binding_bytes = 0;  // maxStorageBufferRange: a shader sees at most this much of one buffer
+    uint64_t binding_align = 1;      // minStorageBufferOffsetAlignment: where a window of a buffer may start
+    uint64_t max_alloc_bytes = 0;    // maxMemoryAllocationSize: the largest buffer the device makes
     bool f64 = false;                // shaderFloat64, which the quantized matmul needs
     uint64_t heap_bytes = 0;         // device_local_bytes(): memory_capacity()
     PFN_vkCmdPushDescriptorSetKHR push_descriptors = nullptr;
@@ -480,23 +499,57 @@ struct VulkanBackend::Impl {
         return p;
     }
 
-    // Records one dispatch of `shader` over groups (x, y, z) with its buffers bound in order (whole buffers: tensor
-    // offsets are in the push constants, so no offset needs the device's storage-buffer alignment); bit i of
-    // `written` says the shader writes binding i.
+    // A weight's rows in windows that each fit one binding: a single window (the whole buffer, skip = the tensor's
+    // offset) when the buffer fits. A window starts at a row, aligned down to minStorageBufferOffsetAlignment, and
+    // each row lies in one window, so a split dispatch forms every output from the same bytes in the same order as a
+    // whole one (the results are the same bits).
+    std::vector<WeightWindow> weight_windows(const Tensor& w, const char* op) const {
+        if (w.offset % 2 != 0) throw std::invalid_argument("vulkan: tensor '" + w.name() + "' is not aligned for its shader");
+        if (w.buf->bytes <= max_binding_bytes) return {{0, w.rows, Binding(w.buf), w.offset}};
+        const uint64_t row = w.row_bytes();
+        // Room for the alignment slack and the word the last row's bytes may end inside.
+        const uint64_t fit = max_binding_bytes > binding_align + 4 ? (max_binding_bytes - binding_align - 4) / row : 0;
+        if (fit == 0)
+            throw std::runtime_error(std::string("vulkan ") + op + ": a row of '" + w.name() + "' (" +
+                                     std::to_string(row) + " bytes) is more than '" + name + "' binds to a shader (" +
+                                     std::to_string(max_binding_bytes) + ")");
+        const uint64_t buffer_size = (std::max<uint64_t>(w.buf->bytes, 4) + 3) / 4 * 4;  // make_buffer's
+        std::vector<WeightWindow> out;
+        for (int64_t r0 = 0; r0 < w.rows; r0 += static_cast<int64_t>(fit)) {
+            const int64_t rows = std::min<int64_t>(static_cast<int64_t>(fit), w.rows - r0);
+            const uint64_t start = w.offset + static_cast<uint64_t>(r0) * row;
+            const uint64_t offset = start / binding_align * binding_align;
+            const uint64_t range =
+                std::min(buffer_size - offset, (start - offset + static_cast<uint64_t>(rows) * row + 3) / 4 * 4);
+            out.push_back({r0, rows, Binding(w.buf, offset, range), static_cast<size_t>(start - offset)});
+        }
+        return out;
+    }
+
+    // Records one dispatch of `shader` over groups (x, y, z) with its buffers bound in order (whole buffers, tensor
+    // offsets in the push constants, so no offset needs the device's storage-buffer alignment; a weight larger than
+    // a binding is bound in windows, see weight_windows); bit i of `written` says the shader writes binding i.
     template <typename Push>
-    void dispatch(const std::string& shader, const std::vector<uint32_t>& spec, std::initializer_list<const Buffer*> bufs,
+    void dispatch(const std::string& shader, const std::vector<uint32_t>& spec, std::initializer_list<Binding> bufs,
                   uint32_t written, const Push& push, uint32_t x, uint32_t y = 1, uint32_t z = 1) {
         static_assert(sizeof(Push) <= kPushBytes && sizeof(Push) % 4 == 0);
         if (bufs.size() > kBindings) throw std::logic_error("vulkan: too many buffers for one dispatch");
         if (x == 0 || y == 0 || z == 0) return;
-        VkPipeline p = pipeline(shader, spec);
         std::vector<VkDescriptorBufferInfo> infos;
         std::vector<VkBuffer> reads, written_buffers;
-        for (const Buffer* b : bufs) {
-            const VkBuffer vb = static_cast<const VkBuf*>(b)->buffer;
+        for (const Binding& b : bufs) {
+            // A whole buffer past the limit cannot be bound: only the weight readers split their work by windows.
+            if (b.range == VK_WHOLE_SIZE && b.buf->bytes > max_binding_bytes)
+                throw std::runtime_error("vulkan " + shader + ": '" + b.buf->name + "' has " +
+                                         std::to_string(b.buf->bytes) + " bytes, more than '" + name +
+                                         "' binds to a shader (" + std::to_string(max_binding_bytes) +
+                                         "); only the weights of embedding, matmul, matmuls and glu_matmul are bound "
+                                         "in windows, not activations or KV caches");
+            const VkBuffer vb = static_cast<const VkBuf*>(b.buf)->buffer;
             ((written >> infos.size()) & 1u ? written_buffers : reads).push_back(vb);
-            infos.push_back({vb, 0, VK_WHOLE_SIZE});
+            infos.push_back({vb, b.offset, b.range});
         }
+        VkPipeline p = pipeline(shader, spec);
         VkCommandBuffer cb = next_op(reads, written_buffers);
         std::vector<VkWriteDescriptorSet> writes;
         for (uint32_t i = 0; i < infos.size(); ++i) {
@@ -574,6 +627,16 @@ VulkanBackend::VulkanBackend(const VulkanOptions& options) : impl_(std::make_uni
         vkGetPhysicalDeviceProperties(m.physical, &props);
         m.name = props.deviceName;
         m.max_binding_bytes = props.limits.maxStorageBufferRange;
+        if (options.max_binding_bytes != 0) m.max_binding_bytes = std::min<uint64_t>(m.max_binding_bytes, options.max_binding_bytes);
+        m.binding_align = std::max<uint64_t>(props.limits.minStorageBufferOffsetAlignment, 4);
+        // maxMemoryAllocationSize (Vulkan 1.1): a buffer may be larger than a binding, not larger than this.
+        VkPhysicalDeviceMaintenance3Properties m3{};
+        m3.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES;
+        VkPhysicalDeviceProperties2 props2{};
+        props2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+        props2.pNext = &m3;
+        vkGetPhysicalDeviceProperties2(m.physical, &props2);
+        m.max_alloc_bytes = m3.maxMemoryAllocationSize;
         vkGetPhysicalDeviceMemoryProperties(m.physical, &m.memory_props);
         const int family = compute_family(m.physical);
         if (family < 0) throw std::runtime_error("Vulkan device '" + m.name + "' has no compute queue");
@@ -648,9 +711,12 @@ std::vector<std::string> VulkanBackend::validation_messages() const {
 // ---- memory ----
 
 Buffer* VulkanBackend::do_alloc(size_t bytes, const std::string& name) {
-    if (bytes > impl_->max_binding_bytes)
+    // A buffer may exceed what one binding shows a shader (weights are bound in windows; a shader given a whole
+    // activation or KV buffer past the limit refuses in dispatch), not what the device allocates at once.
+    if (bytes > impl_->max_alloc_bytes)
         throw std::runtime_error("vulkan backend: '" + name + "' needs " + std::to_string(bytes) + " bytes, more than '" +
-                                 impl_->name + "' binds to a shader (" + std::to_string(impl_->max_binding_bytes) + ")");
+                                 impl_->name + "' allocates at once (maxMemoryAllocationSize " +
+                                 std::to_string(impl_->max_alloc_bytes) + ")");
     auto b = std::make_unique<VkBuf>();
     b->name = name;
     b->bytes = bytes;
@@ -757,13 +823,19 @@ void VulkanBackend::do_add(const Tensor& a, const Tensor& b, const Tensor& out) 
     impl_->dispatch("add", {}, {a.buf, b.buf, out.buf}, 0b100, push, x, y);
 }
 
+// A table past one binding is read in windows of rows (weight_windows); each window's dispatch writes the rows of
+// the ids in it, and the first one the zero rows of ids outside the table.
 void VulkanBackend::do_embedding(const Tensor& ids, const Tensor& table, float scale, const Tensor& out) {
-    struct {
-        uint32_t ids, table, out, rows, cols, row_bytes;
-        float scale;
-    } push{words(ids), halves(table), words(out), u32(table.rows), u32(table.cols), u32(table.row_bytes()), scale};
-    impl_->dispatch("embedding", {weight_code(table.dtype)}, {ids.buf, table.buf, out.buf}, 0b100, push,
-                    groups(out.cols, 256).first, rows_of(out.rows, "embedding"));
+    for (const WeightWindow& win : impl_->weight_windows(table, "embedding")) {
+        struct {
+            uint32_t ids, table, out, rows, cols, row_bytes;
+            float scale;
+            uint32_t row0, all_rows;
+        } push{words(ids),  u32(static_cast<int64_t>(win.skip / 2)), words(out), u32(win.rows), u32(table.cols),
+               u32(table.row_bytes()), scale, u32(win.row0), u32(table.rows)};
+        impl_->dispatch("embedding", {weight_code(table.dtype)}, {ids.buf, win.binding, out.buf}, 0b100, push,
+                        groups(out.cols, 256).first, rows_of(out.rows, "embedding"));
+    }
 }
 
 void VulkanBackend::do_rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) {
@@ -792,11 +864,16 @@ void VulkanBackend::do_matmul(const Tensor& x, const Tensor& w, const Tensor* bi
         quantized_matmul(x, w, bias, out, batch_rows);
         return;
     }
-    struct {
-        uint32_t x, w, bias, y, T, K, N, has_bias;
-    } push{words(x), halves(w), bias ? words(*bias) : 0, words(out), u32(x.rows), u32(x.cols), u32(w.rows), bias ? 1u : 0u};
-    const auto [gx, gy] = groups(w.rows, 64);
-    impl_->dispatch("matmul", {weight_code(w.dtype)}, {x.buf, w.buf, bias ? bias->buf : x.buf, out.buf}, 0b1000, push, gx, gy);
+    // A weight past one binding is read in windows of rows (weight_windows): outputs n0 .. n0 + rows - 1 of each.
+    for (const WeightWindow& win : impl_->weight_windows(w, "matmul")) {
+        struct {
+            uint32_t x, w, bias, y, T, K, N, has_bias, n0, rows;
+        } push{words(x),   u32(static_cast<int64_t>(win.skip / 2)), bias ? words(*bias) : 0, words(out), u32(x.rows),
+               u32(x.cols), u32(w.rows), bias ? 1u : 0u, u32(win.row0), u32(win.rows)};
+        const auto [gx, gy] = groups(win.rows, 64);
+        impl_->dispatch("matmul", {weight_code(w.dtype)}, {x.buf, win.binding, bias ? bias->buf : x.buf, out.buf},
+                        0b1000, push, gx, gy);
+    }
 }
 
 void VulkanBackend::quantized_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out,
@@ -822,14 +899,17 @@ void VulkanBackend::quantized_matmul(const Tensor& x, const Tensor& w, const Ten
     } qpush{words(x), u32(blocks)};
     const auto [qx, qy] = groups(blocks, 64);
     m.dispatch(k_type ? "quantize_q8_k" : "quantize_q8_0", {}, {x.buf, m.xq}, 0b10, qpush, qx, qy);
-    struct {
-        uint32_t w, bias, y, K, N, has_bias;
-    } push{u32(static_cast<int64_t>(w.offset)), bias ? words(*bias) : 0, words(out), u32(x.cols), u32(w.rows),
-           bias ? 1u : 0u};
     const bool tiled = ggml_has_tiled_order(w.dtype) && batch_rows >= kGgmlTiledMinRows;
     const std::vector<uint32_t> spec = k_type ? std::vector<uint32_t>{type, tiled ? 1u : 0u} : std::vector<uint32_t>{type};
-    m.dispatch(k_type ? "matmul_qk" : "matmul_q", spec, {m.xq, w.buf, bias ? bias->buf : m.xq, out.buf}, 0b1000, push,
-               groups(w.rows, 64).first, rows_of(x.rows, "matmul"));
+    // A weight past one binding is read in windows of rows (weight_windows): outputs n0 .. n0 + rows - 1 of each.
+    for (const WeightWindow& win : m.weight_windows(w, "matmul")) {
+        struct {
+            uint32_t w, bias, y, K, N, has_bias, n0, rows;
+        } push{u32(static_cast<int64_t>(win.skip)), bias ? words(*bias) : 0, words(out), u32(x.cols), u32(w.rows),
+               bias ? 1u : 0u, u32(win.row0), u32(win.rows)};
+        m.dispatch(k_type ? "matmul_qk" : "matmul_q", spec, {m.xq, win.binding, bias ? bias->buf : m.xq, out.buf},
+                   0b1000, push, groups(win.rows, 64).first, rows_of(x.rows, "matmul"));
+    }
 }
 
 void VulkanBackend::do_matmuls(const Tensor& x, std::span<const MatmulOut> outs, int64_t batch_rows) {

@@ -4,7 +4,8 @@
 // Memory: one device-local VkBuffer per Buffer; upload and download go through a host-visible staging buffer and
 // wait for the queue (never inside capture: see backend.cpp). A freed buffer that a live graph may refer to is
 // destroyed only once no graph is alive. Buffer::data stays null: shaders reach a buffer through its descriptor, and
-// tensor offsets travel in push constants.
+// tensor offsets travel in push constants. A buffer may be larger than one binding (maxStorageBufferRange): embedding
+// and the matmuls read such a weight in windows of rows, a dispatch each; any other op refuses it by name.
 //
 // Ops are compute dispatches (copy is vkCmdCopyBuffer), each after a pipeline barrier on the previous ones. Eagerly
 // they are recorded into one command buffer that is submitted when the host next needs the queue (upload, download,
@@ -40,6 +41,9 @@ struct VulkanOptions {
     bool validation = false;
     // How long the host waits for the device's work (download, synchronize) before calling the device hung.
     double wait_timeout_s = 60.0;
+    // A testing knob: when non-zero, the most bytes of one buffer a shader is given (below the device's
+    // maxStorageBufferRange), so that weights are bound in windows (see do_embedding, do_matmul) on small tensors too.
+    size_t max_binding_bytes = 0;
 };
 
 class VulkanBackend final : public Backend {

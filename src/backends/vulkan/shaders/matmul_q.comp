@@ -13,8 +13,9 @@ layout(binding = 0) buffer Xq { uint xq[]; };
 layout(binding = 1) buffer W { uint w[]; };
 layout(binding = 2) buffer Bias { float bias[]; };
 layout(binding = 3) buffer Y { float y[]; };
-// w_off in bytes; a weight row is K / 32 blocks.
-layout(push_constant) uniform Push { uint w_off, bias_off, y_off, K, N, has_bias; } p;
+// w_off in bytes (from the bound window); n0, rows: the window's first weight row and its rows (N: all rows, the
+// output row stride); a weight row is K / 32 blocks.
+layout(push_constant) uniform Push { uint w_off, bias_off, y_off, K, N, has_bias, n0, rows; } p;
 
 // fma(a, b, c) rounded once: Vulkan's fma() may round twice, but a * b (24 by at most 24 bits) is exact in f64, and
 // its sum with c rounds to f64 and then f32 as fma rounds once (but in rare double ties).
@@ -22,7 +23,7 @@ float fma_rn(float a, float b, float c) { return float(double(a) * double(b) + d
 
 void main() {
     const uint n = gl_WorkGroupID.x * 64u + gl_LocalInvocationID.x, t = gl_WorkGroupID.y;
-    if (n >= p.N) return;
+    if (n >= p.rows) return;
     const uint blocks = p.K / 32u;
     precise float acc[8] = float[8](0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
     precise float summs = 0.0;
@@ -42,6 +43,6 @@ void main() {
     }
     precise float sum = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
     if (block_has_m(QTYPE)) sum = sum + summs;
-    if (p.has_bias != 0u) sum = sum + bias[p.bias_off + n];
-    y[p.y_off + t * p.N + n] = sum;
+    if (p.has_bias != 0u) sum = sum + bias[p.bias_off + p.n0 + n];
+    y[p.y_off + t * p.N + p.n0 + n] = sum;
 }

@@ -14,8 +14,9 @@ layout(binding = 0) buffer Xq { uint xq[]; };
 layout(binding = 1) buffer W { uint w[]; };
 layout(binding = 2) buffer Bias { float bias[]; };
 layout(binding = 3) buffer Y { float y[]; };
-// w_off in bytes; a weight row is K / 256 blocks.
-layout(push_constant) uniform Push { uint w_off, bias_off, y_off, K, N, has_bias; } p;
+// w_off in bytes (from the bound window); n0, rows: the window's first weight row and its rows (N: all rows, the
+// output row stride); a weight row is K / 256 blocks.
+layout(push_constant) uniform Push { uint w_off, bias_off, y_off, K, N, has_bias, n0, rows; } p;
 
 // fma(a, b, c) rounded once, as in matmul_q.comp.
 float fma_rn(float a, float b, float c) { return float(double(a) * double(b) + double(c)); }
@@ -37,7 +38,7 @@ int dot4(uint wb, uint xb, uint e) {
 
 void main() {
     const uint n = gl_WorkGroupID.x * 64u + gl_LocalInvocationID.x, t = gl_WorkGroupID.y;
-    if (n >= p.N) return;
+    if (n >= p.rows) return;
     const uint blocks = p.K / 256u;
     precise float acc[8] = float[8](0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
     precise float accm[4] = float[4](0.0, 0.0, 0.0, 0.0);
@@ -96,6 +97,6 @@ void main() {
         sum = sum + ((accm[0] + accm[2]) + (accm[1] + accm[3]));
     else if (QTYPE == WTYPE_Q5_K)
         sum = sum + summs;
-    if (p.has_bias != 0u) sum = sum + bias[p.bias_off + n];
-    y[p.y_off + t * p.N + n] = sum;
+    if (p.has_bias != 0u) sum = sum + bias[p.bias_off + p.n0 + n];
+    y[p.y_off + t * p.N + p.n0 + n] = sum;
 }
