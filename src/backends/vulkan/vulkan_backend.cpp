@@ -3,6 +3,7 @@
 #include <vulkan/vulkan.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
@@ -205,7 +206,51 @@ struct WeightWindow {
     size_t skip;
 };
 
+// The host memory the driver allocates for the device (its VkAllocationCallbacks), counted, so that a test can tell
+// the driver's own allocations (lavapipe allocates a record in every vkQueueSubmit) from tracelm's. Each block keeps
+// its size and its distance from malloc's pointer just before it, for reallocation and release.
+struct DriverAllocator {
+    std::atomic<uint64_t> allocations{0};
+    struct Header {
+        size_t size, offset;
+    };
+    static void* allocate(void* user, size_t size, size_t align, VkSystemAllocationScope) {
+        static_cast<DriverAllocator*>(user)->allocations.fetch_add(1, std::memory_order_relaxed);
+        align = std::max(align, alignof(std::max_align_t));
+        auto* raw = static_cast<unsigned char*>(std::malloc(size + align + sizeof(Header)));
+        if (raw == nullptr) return nullptr;
+        const uintptr_t first = reinterpret_cast<uintptr_t>(raw) + sizeof(Header);
+        auto* p = reinterpret_cast<unsigned char*>((first + align - 1) / align * align);
+        const Header h{size, static_cast<size_t>(p - raw)};
+        std::memcpy(p - sizeof(Header), &h, sizeof(Header));
+        return p;
+    }
+    static Header header(void* p) {
+        Header h;
+        std::memcpy(&h, static_cast<unsigned char*>(p) - sizeof(Header), sizeof(Header));
+        return h;
+    }
+    static void release(void*, void* p) {
+        if (p != nullptr) std::free(static_cast<unsigned char*>(p) - header(p).offset);
+    }
+    static void* reallocate(void* user, void* old, size_t size, size_t align, VkSystemAllocationScope scope) {
+        if (size == 0) {
+            release(user, old);
+            return nullptr;
+        }
+        void* p = allocate(user, size, align, scope);
+        if (p != nullptr && old != nullptr) {
+            std::memcpy(p, old, std::min(size, header(old).size));
+            release(user, old);
+        }
+        return p;
+    }
+    VkAllocationCallbacks callbacks() { return {this, allocate, reallocate, release, nullptr, nullptr}; }
+};
+
 struct VulkanBackend::Impl {
+    DriverAllocator driver_allocator;  // before the device, which it outlives
+    VkAllocationCallbacks driver_callbacks = driver_allocator.callbacks();
     VkInstance instance = VK_NULL_HANDLE;
     VkDebugUtilsMessengerEXT messenger = VK_NULL_HANDLE;
     VkPhysicalDevice physical = VK_NULL_HANDLE;
@@ -280,7 +325,7 @@ struct VulkanBackend::Impl {
             if (fence != VK_NULL_HANDLE) vkDestroyFence(device, fence, nullptr);
             if (layout != VK_NULL_HANDLE) vkDestroyPipelineLayout(device, layout, nullptr);
             if (set_layout != VK_NULL_HANDLE) vkDestroyDescriptorSetLayout(device, set_layout, nullptr);
-            vkDestroyDevice(device, nullptr);
+            vkDestroyDevice(device, &driver_callbacks);
             device = VK_NULL_HANDLE;
         }
         if (messenger != VK_NULL_HANDLE) {
@@ -665,7 +710,7 @@ VulkanBackend::VulkanBackend(const VulkanOptions& options) : impl_(std::make_uni
         di.enabledExtensionCount = 1;
         di.ppEnabledExtensionNames = &ext;
         di.pEnabledFeatures = &enabled;
-        check(vkCreateDevice(m.physical, &di, nullptr, &m.device), "create device");
+        check(vkCreateDevice(m.physical, &di, &m.driver_callbacks, &m.device), "create device");
         vkGetDeviceQueue(m.device, m.family, 0, &m.queue);
         m.push_descriptors =
             reinterpret_cast<PFN_vkCmdPushDescriptorSetKHR>(vkGetDeviceProcAddr(m.device, "vkCmdPushDescriptorSetKHR"));
@@ -702,6 +747,10 @@ VulkanBackend::~VulkanBackend() = default;
 
 std::string VulkanBackend::device_name() const { return impl_->name; }
 bool VulkanBackend::validation() const { return impl_->validation; }
+
+uint64_t VulkanBackend::driver_allocations() const {
+    return impl_->driver_allocator.allocations.load(std::memory_order_relaxed);
+}
 
 std::vector<std::string> VulkanBackend::validation_messages() const {
     std::lock_guard<std::mutex> lock(impl_->messages_mutex);
