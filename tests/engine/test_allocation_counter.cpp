@@ -1,4 +1,5 @@
-// Counts every allocation the test process makes, on every thread, through testing::heap_allocations():
+// Counts every allocation the test process makes, on every thread, through testing::heap_allocations() (and each
+// thread's own through testing::thread_heap_allocations()):
 // malloc, calloc, realloc, aligned_alloc, posix_memalign, memalign, valloc, pvalloc (and so every operator new,
 // aligned or not, which libstdc++ builds on them) and mmap (under ThreadSanitizer neither mmap nor aligned_alloc and
 // posix_memalign: see below).
@@ -27,7 +28,10 @@ extern "C" int __sanitizer_install_malloc_and_free_hooks(void (*malloc_hook)(con
 #endif
 
 namespace {
-void count_one() { tracelm::testing::heap_allocations().fetch_add(1, std::memory_order_relaxed); }
+void count_one() {
+    tracelm::testing::heap_allocations().fetch_add(1, std::memory_order_relaxed);
+    ++tracelm::testing::thread_heap_allocations();
+}
 }  // namespace
 
 #ifdef TRACELM_SANITIZED_HEAP

@@ -6,11 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -149,7 +151,7 @@ TEST(VulkanDecode, TinyGreedyFollowsTheCpuAndReplayEqualsEager) {
 struct EngineRun {
     std::vector<std::vector<int32_t>> tokens;
     uint64_t steady_uploads = 0;
-    // Host allocations of the steady-state steps, and those of them the Vulkan driver made for the device.
+    // Host allocations of the steady-state steps on the stepping thread, and those of them the Vulkan driver made.
     uint64_t steady_allocations = 0, steady_driver_allocations = 0;
     int replays = 0;
 };
@@ -165,16 +167,18 @@ EngineRun run_engine(Backend& be, const std::string& dir, const std::vector<samp
     uint64_t uploads = 0;
     const auto driver_allocations = [&be]() -> uint64_t {
 #ifdef TRACELM_HAVE_VULKAN
-        if (const auto* vk = dynamic_cast<const vulkan::VulkanBackend*>(&be)) return vk->driver_allocations();
+        if (dynamic_cast<const vulkan::VulkanBackend*>(&be) != nullptr)
+            return vulkan::VulkanBackend::driver_allocations_on_this_thread();
 #endif
         return 0;
     };
     for (int i = 0; i < steps; ++i) {
         if (i == 2) uploads = be.uploads();
-        const uint64_t allocations = testing::heap_allocations().load(), driver = driver_allocations();
+        // This thread's: lavapipe's worker threads allocate on their own while they run the step.
+        const uint64_t allocations = testing::thread_heap_allocations(), driver = driver_allocations();
         engine.step();
         if (i >= 2) {
-            r.steady_allocations += testing::heap_allocations().load() - allocations;
+            r.steady_allocations += testing::thread_heap_allocations() - allocations;
             r.steady_driver_allocations += driver_allocations() - driver;
         }
         r.tokens.push_back(engine.sampled());
@@ -213,10 +217,42 @@ TEST(VulkanDecode, EngineGreedyAndSeededTokensEqualTheCpusWithNoHostWrites) {
     EXPECT_EQ(got.tokens, want.tokens);
     EXPECT_EQ(got.replays, steps - 1);
     EXPECT_EQ(got.steady_uploads, 0u);
-    // Every host allocation of a steady step is the driver's own (lavapipe allocates a record in each vkQueueSubmit):
-    // tracelm allocates nothing, on the CPU either.
+    // Every host allocation of a steady step on this thread is the driver's own (lavapipe allocates a record in each
+    // vkQueueSubmit): tracelm allocates nothing, on the CPU either.
     EXPECT_EQ(got.steady_allocations, got.steady_driver_allocations);
     EXPECT_EQ(want.steady_allocations, 0u);
+}
+
+// One sequence of `model_path` decoded greedily: its tokens (the first sampled, then `steps`) and the last logits.
+std::pair<std::vector<int32_t>, std::vector<float>> greedy_run(Backend& be, const std::string& model_path,
+                                                              const std::vector<int32_t>& prompt, int steps,
+                                                              int64_t context) {
+    const auto model = Model::load(model_path, be);
+    EngineOptions opt;
+    opt.context = context;
+    Engine engine(*model, be, opt);
+    std::vector<int32_t> tokens = {engine.start({prompt}, steps + 1)[0]};
+    for (int i = 0; i < steps; ++i) {
+        engine.step();
+        tokens.push_back(engine.sampled()[0]);
+    }
+    std::vector<float> logits = engine.logits();
+    engine.finish();
+    return {tokens, logits};
+}
+
+// The same tokens, and logits within `bound` of the largest of `want`'s.
+void expect_same_tokens_near_logits(const std::pair<std::vector<int32_t>, std::vector<float>>& got,
+                                    const std::pair<std::vector<int32_t>, std::vector<float>>& want, float bound,
+                                    std::string_view what) {
+    EXPECT_EQ(got.first, want.first) << what;
+    ASSERT_EQ(got.second.size(), want.second.size()) << what;
+    float scale = 0.0f, err = 0.0f;
+    for (size_t i = 0; i < want.second.size(); ++i) {
+        scale = std::max(scale, std::abs(want.second[i]));
+        err = std::max(err, std::abs(want.second[i] - got.second[i]));
+    }
+    EXPECT_LE(err, bound * scale) << what;
 }
 
 // Random qwen3 GGUF models whose every matrix, the embedding table included, is one K type (make_random_gguf): the
@@ -234,29 +270,8 @@ TEST(VulkanDecode, KTypeModelsGiveTheCpusTokens) {
     for (const DType dt : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
         const std::string path = testing::temp_path("vulkan-qwen3-" + std::string(dtype_name(dt)) + ".gguf");
         make_random_gguf("qwen3", dt, 1, path);
-        const auto run = [&](Backend& be) {
-            const auto model = Model::load(path, be);
-            EngineOptions opt;
-            opt.context = 64;
-            Engine engine(*model, be, opt);
-            std::vector<int32_t> tokens = {engine.start({prompt}, steps + 1)[0]};
-            for (int i = 0; i < steps; ++i) {
-                engine.step();
-                tokens.push_back(engine.sampled()[0]);
-            }
-            std::vector<float> logits = engine.logits();
-            engine.finish();
-            return std::make_pair(tokens, logits);
-        };
-        const auto want = run(*cpu), got = run(*vk);
-        EXPECT_EQ(got.first, want.first) << dtype_name(dt);
-        ASSERT_EQ(got.second.size(), want.second.size());
-        float scale = 0.0f, err = 0.0f;
-        for (size_t i = 0; i < want.second.size(); ++i) {
-            scale = std::max(scale, std::abs(want.second[i]));
-            err = std::max(err, std::abs(want.second[i] - got.second[i]));
-        }
-        EXPECT_LE(err, 2.5e-2f * scale) << dtype_name(dt);
+        expect_same_tokens_near_logits(greedy_run(*vk, path, prompt, steps, 64), greedy_run(*cpu, path, prompt, steps, 64),
+                                       2.5e-2f, dtype_name(dt));
         std::filesystem::remove(path);
     }
 }
@@ -272,116 +287,67 @@ TEST(VulkanQwen3_06b, GreedyTokensEqualTheCpus) {
     if (!vk) GTEST_SKIP() << backend_info("vulkan").unavailable();
     const std::string& dir = testing::generated_checkpoint("qwen3-0.6b", 1, DType::BF16);
     const std::vector<int32_t> prompt = {3, 14, 15, 92};
-    const int steps = 3;
-    const auto run = [&](Backend& be) {
-        const auto model = Model::load(dir, be);
-        EngineOptions opt;
-        opt.context = 32;
-        Engine engine(*model, be, opt);
-        std::vector<int32_t> tokens = {engine.start({prompt}, steps + 1)[0]};
-        for (int i = 0; i < steps; ++i) {
-            engine.step();
-            tokens.push_back(engine.sampled()[0]);
-        }
-        std::vector<float> logits = engine.logits();
-        engine.finish();
-        return std::make_pair(tokens, logits);
-    };
     const std::unique_ptr<Backend> cpu = make_backend("cpu");
-    const auto want = run(*cpu), got = run(*vk);
-    EXPECT_EQ(got.first, want.first);
-    ASSERT_EQ(got.second.size(), want.second.size());
-    float scale = 0.0f, err = 0.0f;
-    for (size_t i = 0; i < want.second.size(); ++i) {
-        scale = std::max(scale, std::abs(want.second[i]));
-        err = std::max(err, std::abs(want.second[i] - got.second[i]));
-    }
-    EXPECT_LE(err, 1e-3f * scale);
+    expect_same_tokens_near_logits(greedy_run(*vk, dir, prompt, 3, 32), greedy_run(*cpu, dir, prompt, 3, 32), 1e-3f,
+                                   "qwen3-0.6b");
 }
 
-// The real SmolLM2-135M-Instruct (Q4_1 GGUF, f16 KV cache) on Vulkan gives the CPU engine's greedy tokens (the CPU's
-// are llama.cpp's, tests/model/test_smollm2.cpp): two prompts of testdata/goldens/smollm2_greedy.json at once, an
-// eager prefill, a warm-up step, then replayed steps. Both prompts' first 5 steps have top-2 margins of at least 0.27
-// in llama.cpp: attention over f16 caches sums in this backend's own order, which may part the two at a near-tie
-// only. Few tokens, for lavapipe's time (about 10 s).
+// A real GGUF model on Vulkan gives the CPU engine's greedy tokens, which are llama.cpp's (`goldens` records): two
+// records' prompts at once, an eager prefill, a warm-up step, then replayed steps, 5 tokens, where llama.cpp's top-2
+// margins are at least `min_margin` (attention and norms sum in this backend's own order, which may part the two at a
+// near-tie only). Few tokens, for lavapipe's time.
+void expect_llamacpp_tokens_on_vulkan(const std::string& model_path, const std::string& goldens,
+                                      std::array<int, 2> records, double min_margin) {
+    const std::unique_ptr<Backend> vk = vulkan_or_skip();
+    if (!vk) GTEST_SKIP() << backend_info("vulkan").unavailable();
+    std::ifstream f(testing::repo_path(goldens));
+    const auto g = nlohmann::json::parse(f);
+    const int tokens = 5;
+    std::vector<std::vector<int32_t>> prompts, llamacpp(tokens);
+    for (const int r : records) {
+        const auto& margins = g["records"][r]["top2_margin"];
+        for (int i = 0; i < tokens; ++i) {
+            ASSERT_GE(margins[i].get<double>(), min_margin) << "record " << r << " step " << i;
+            llamacpp[i].push_back(g["records"][r]["tokens"][i].get<int32_t>());
+        }
+        prompts.push_back(g["records"][r]["prompt_ids"].get<std::vector<int32_t>>());
+    }
+    const auto run = [&](Backend& be) {
+        const auto model = Model::load(model_path, be);
+        EngineOptions opt;
+        opt.max_seqs = 2;
+        opt.context = 64;
+        Engine engine(*model, be, opt);
+        std::vector<std::vector<int32_t>> out = {engine.start(prompts, tokens)};
+        for (int i = 1; i < tokens; ++i) {
+            engine.step();
+            out.push_back(engine.sampled());
+        }
+        EXPECT_EQ(engine.replays(), tokens - 2);
+        engine.finish();
+        return out;
+    };
+    const std::unique_ptr<Backend> cpu = make_backend("cpu");
+    const auto want = run(*cpu);
+    ASSERT_EQ(want, llamacpp);  // the reference holds here too
+    EXPECT_EQ(run(*vk), want);
+}
+
+// SmolLM2-135M-Instruct (Q4_1, f16 KV cache; the CPU's tokens are llama.cpp's, tests/model/test_smollm2.cpp):
+// "The capital of France is" and "1, 2, 3, 4, 5,", margins of at least 0.27 (about 10 s).
 TEST(VulkanSmolLM2, GreedyTokensEqualTheCpus) {
     TRACELM_NEED_SMOLLM2();
-    const std::unique_ptr<Backend> vk = vulkan_or_skip();
-    if (!vk) GTEST_SKIP() << backend_info("vulkan").unavailable();
-    std::ifstream f(testing::repo_path("testdata/goldens/smollm2_greedy.json"));
-    const auto g = nlohmann::json::parse(f);
-    const int tokens = 5;
-    std::vector<std::vector<int32_t>> prompts, llamacpp(tokens);
-    for (const int r : {0, 3}) {  // "The capital of France is", "1, 2, 3, 4, 5,"
-        const auto& margins = g["records"][r]["top2_margin"];
-        for (int i = 0; i < tokens; ++i) {
-            ASSERT_GE(margins[i].get<double>(), 0.25) << "record " << r << " step " << i;
-            llamacpp[i].push_back(g["records"][r]["tokens"][i].get<int32_t>());
-        }
-        prompts.push_back(g["records"][r]["prompt_ids"].get<std::vector<int32_t>>());
-    }
-    const auto run = [&](Backend& be) {
-        const auto model = Model::load(testing::smollm2_gguf_path(), be);
-        EngineOptions opt;
-        opt.max_seqs = 2;
-        opt.context = 64;
-        Engine engine(*model, be, opt);
-        std::vector<std::vector<int32_t>> out = {engine.start(prompts, tokens)};
-        for (int i = 1; i < tokens; ++i) {
-            engine.step();
-            out.push_back(engine.sampled());
-        }
-        EXPECT_EQ(engine.replays(), tokens - 2);
-        engine.finish();
-        return out;
-    };
-    const std::unique_ptr<Backend> cpu = make_backend("cpu");
-    const auto want = run(*cpu);
-    ASSERT_EQ(want, llamacpp);  // the reference holds here too
-    EXPECT_EQ(run(*vk), want);
+    expect_llamacpp_tokens_on_vulkan(testing::smollm2_gguf_path(), "testdata/goldens/smollm2_greedy.json", {0, 3}, 0.25);
 }
 
-// The real Gemma 3 270M (Q4_K_M GGUF) on Vulkan: its 178 MB embedding table, tied as the LM head, is more than
-// lavapipe's 128 MiB binding limit, so it is read in windows (vulkan_backend.cpp: weight_windows). Two chat prompts of
-// testdata/goldens/gemma3_greedy_norepack.json at once (16 and 17 tokens: inside the 512-token sliding window, which
-// drops nothing here) give the CPU engine's greedy tokens (llama.cpp's, checked here too) for 5 steps, 3 of them
-// replayed, where llama.cpp's top-2 margins are at least 0.9 (attention and norms sum in this backend's own order).
-// A model-level test (CI's Release stage only).
+// Gemma 3 270M (Q4_K_M): its 178 MB embedding table, tied as the LM head, is more than lavapipe's 128 MiB binding
+// limit, so it is read in windows (vulkan_backend.cpp: weight_windows). Two chats of
+// testdata/goldens/gemma3_greedy_norepack.json (16 and 17 tokens: inside the 512-token sliding window, which drops
+// nothing here), margins of at least 0.9. A model-level test (CI's Release stage only).
 TEST(VulkanGemma3, GreedyTokensEqualTheCpus) {
     TRACELM_NEED_GEMMA3();
-    const std::unique_ptr<Backend> vk = vulkan_or_skip();
-    if (!vk) GTEST_SKIP() << backend_info("vulkan").unavailable();
-    std::ifstream f(testing::repo_path("testdata/goldens/gemma3_greedy_norepack.json"));
-    const auto g = nlohmann::json::parse(f);
-    const int tokens = 5;
-    std::vector<std::vector<int32_t>> prompts, llamacpp(tokens);
-    for (const int r : {3, 4}) {  // "What is the capital of France?", "Write a haiku about the sea." as chats
-        const auto& margins = g["records"][r]["top2_margin"];
-        for (int i = 0; i < tokens; ++i) {
-            ASSERT_GE(margins[i].get<double>(), 0.9) << "record " << r << " step " << i;
-            llamacpp[i].push_back(g["records"][r]["tokens"][i].get<int32_t>());
-        }
-        prompts.push_back(g["records"][r]["prompt_ids"].get<std::vector<int32_t>>());
-    }
-    const auto run = [&](Backend& be) {
-        const auto model = Model::load(testing::gemma3_gguf_path(), be);
-        EngineOptions opt;
-        opt.max_seqs = 2;
-        opt.context = 64;
-        Engine engine(*model, be, opt);
-        std::vector<std::vector<int32_t>> out = {engine.start(prompts, tokens)};
-        for (int i = 1; i < tokens; ++i) {
-            engine.step();
-            out.push_back(engine.sampled());
-        }
-        EXPECT_EQ(engine.replays(), tokens - 2);
-        engine.finish();
-        return out;
-    };
-    const std::unique_ptr<Backend> cpu = make_backend("cpu");
-    const auto want = run(*cpu);
-    ASSERT_EQ(want, llamacpp);  // the reference holds here too
-    EXPECT_EQ(run(*vk), want);
+    expect_llamacpp_tokens_on_vulkan(testing::gemma3_gguf_path(), "testdata/goldens/gemma3_greedy_norepack.json", {3, 4},
+                                     0.9);
 }
 
 }  // namespace

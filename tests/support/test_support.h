@@ -62,6 +62,11 @@ inline std::atomic<uint64_t>& heap_allocations() {
     static std::atomic<uint64_t> count{0};
     return count;
 }
+// Those made by the calling thread.
+inline uint64_t& thread_heap_allocations() {
+    thread_local uint64_t count = 0;
+    return count;
+}
 
 // A random-weight checkpoint made once per test process (removed at exit).
 // layers > 0: that many layers instead of the geometry's.

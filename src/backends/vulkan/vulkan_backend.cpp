@@ -3,7 +3,6 @@
 #include <vulkan/vulkan.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
@@ -206,16 +205,17 @@ struct WeightWindow {
     size_t skip;
 };
 
-// The host memory the driver allocates for the device (its VkAllocationCallbacks), counted, so that a test can tell
-// the driver's own allocations (lavapipe allocates a record in every vkQueueSubmit) from tracelm's. Each block keeps
+// The host memory the driver allocates for the device (its VkAllocationCallbacks), counted per thread, so that a test
+// can tell the driver's own allocations on a thread (lavapipe allocates a record in every vkQueueSubmit) from
+// tracelm's; the driver's worker threads allocate on their own. Each block keeps
 // its size and its distance from malloc's pointer just before it, for reallocation and release.
 struct DriverAllocator {
-    std::atomic<uint64_t> allocations{0};
+    static thread_local uint64_t allocations_on_this_thread;
     struct Header {
         size_t size, offset;
     };
-    static void* allocate(void* user, size_t size, size_t align, VkSystemAllocationScope) {
-        static_cast<DriverAllocator*>(user)->allocations.fetch_add(1, std::memory_order_relaxed);
+    static void* allocate(void*, size_t size, size_t align, VkSystemAllocationScope) {
+        ++allocations_on_this_thread;
         align = std::max(align, alignof(std::max_align_t));
         auto* raw = static_cast<unsigned char*>(std::malloc(size + align + sizeof(Header)));
         if (raw == nullptr) return nullptr;
@@ -247,6 +247,7 @@ struct DriverAllocator {
     }
     VkAllocationCallbacks callbacks() { return {this, allocate, reallocate, release, nullptr, nullptr}; }
 };
+thread_local uint64_t DriverAllocator::allocations_on_this_thread = 0;
 
 struct VulkanBackend::Impl {
     DriverAllocator driver_allocator;  // before the device, which it outlives
@@ -748,9 +749,7 @@ VulkanBackend::~VulkanBackend() = default;
 std::string VulkanBackend::device_name() const { return impl_->name; }
 bool VulkanBackend::validation() const { return impl_->validation; }
 
-uint64_t VulkanBackend::driver_allocations() const {
-    return impl_->driver_allocator.allocations.load(std::memory_order_relaxed);
-}
+uint64_t VulkanBackend::driver_allocations_on_this_thread() { return DriverAllocator::allocations_on_this_thread; }
 
 std::vector<std::string> VulkanBackend::validation_messages() const {
     std::lock_guard<std::mutex> lock(impl_->messages_mutex);

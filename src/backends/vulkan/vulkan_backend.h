@@ -66,8 +66,9 @@ class VulkanBackend final : public Backend {
     bool validation() const;
     // What the validation layer reported so far (severity and message), when it is on.
     std::vector<std::string> validation_messages() const;
-    // Host allocations the driver made for the device so far (through the allocation callbacks tracelm gives it).
-    uint64_t driver_allocations() const;
+    // Host allocations Vulkan drivers made on the calling thread so far, through the allocation callbacks tracelm gives
+    // every device.
+    static uint64_t driver_allocations_on_this_thread();
 
     size_t sampling_workspace_bytes(int64_t max_rows, int64_t vocab) const override;
     size_t dsa_topk_workspace_bytes(int64_t max_rows, int64_t max_keys) const override;
