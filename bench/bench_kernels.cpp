@@ -414,7 +414,7 @@ BENCHMARK(BM_QuantMatmulStream)
     ->Apply([](benchmark::internal::Benchmark* b) {
         for (int isa : {0, 1, 2})
             for (int threads : {1, 2})
-                for (int64_t T : {1, 4})
+                for (int64_t T : {1, 4, 16})
                     for (DType dt : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q4_K, DType::Q6_K,
                                      DType::Q8_0_R16, DType::Q4_0_R16, DType::Q4_1_R16, DType::Q5_0_R16,
                                      DType::Q4_K_R16, DType::Q6_K_R16})

@@ -349,7 +349,7 @@ TEST(GgmlConformanceKernels, TracelmF16AttentionKernelsOfEveryIsaMatch) {
 // portable kernels' on every Isa: prompt chunks of 1 to 33 rows past position 0 (a full and a partial tile of each GQA
 // ratio below: a tile holds 16 query heads, so 16, 5, 4 or 1 rows) beside a decode row, over 16-position blocks in
 // shuffled order with one unassigned (rows that see only it attend to nothing), GQA ratios 1, 3, 4 and 18 (more query
-// heads than a tile holds), both q/k layouts, the tiles dealt to 3 threads.
+// heads than a tile holds), both q/k layouts, the tiles (and, without tiles, the rows' heads) dealt to 3 threads.
 TEST(GgmlConformanceKernels, TracelmF16AttentionTilesMatchOneQueryPath) {
     constexpr int kBlock = 16, kBlocks = 8, kSeqs = 2, kDecodePos = 40;
     constexpr int64_t kSlots = kSeqs * kBlocks * kBlock;
@@ -400,6 +400,9 @@ TEST(GgmlConformanceKernels, TracelmF16AttentionTilesMatchOneQueryPath) {
                         EXPECT_EQ(std::memcmp(run(isa, false, 1, 2.0f).data(), want.data(), bytes), 0)
                             << cpu::isa_name(isa) << " one query" << what;
                     }
+                    // Each thread takes a contiguous share of the (row, head) pairs.
+                    EXPECT_EQ(std::memcmp(run(isa, false, 3, 3.0f).data(), want.data(), bytes), 0)
+                        << cpu::isa_name(isa) << " one query, 3 threads" << what;
                 }
                 // The last prompt row attends to nothing only where all it sees is the unassigned block 0.
                 const bool sees_some = n % 3 != 0 || past + n > kBlock;

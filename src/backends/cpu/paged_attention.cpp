@@ -241,20 +241,32 @@ void paged_attention_f16_range(const F16AttentionArgs& f, int64_t begin, int64_t
                                  std::min(tile_heads, (g + 1) * group - h0));
                     }
         }
-        // The rest one (row, head) pair at a time.
+        // The rest one (row, head) pair at a time, each thread an even, contiguous share of them: the query heads
+        // of a kv head then run one after the other on one thread, and the later ones find its K and V rows in
+        // that core's cache instead of reading them from memory again.
         auto* offsets = reinterpret_cast<int64_t*>(ws);  // a row's key/value offsets, -1 where masked
         float* p = ws + 2 * scores_floats(static_cast<int64_t>(a.max_blocks) * a.block_size);
         float* acc = p + scores_floats(static_cast<int64_t>(a.max_blocks) * a.block_size);
         auto* q16 = reinterpret_cast<uint16_t*>(acc + kMaxLanes * hd);
-        int64_t offsets_row = -1;
+        int64_t pairs = f.rows * a.heads;
+        for (int s = 0; s < a.num_seqs; ++s) {
+            const int64_t q_len = a.query_start[s + 1] - a.query_start[s];
+            if (tiled(f, q_len)) pairs -= q_len * a.heads;
+        }
+        const int64_t first = pairs * item / f.threads, last = pairs * (item + 1) / f.threads;
+        int64_t offsets_row = -1, seen = 0;
         bool any = false;
-        for (int64_t w = item; w < f.rows * a.heads; w += f.threads) {
+        for (int64_t w = 0; w < f.rows * a.heads && seen < last; ++w) {
             const int64_t t = w / a.heads;
             const int h = static_cast<int>(w % a.heads);
             const int64_t kv_off = static_cast<int64_t>(h / (a.heads / a.kv_heads)) * hd;
             float* out = a.out + w * hd;
             const QueryRow row = query_row(a, t);
-            if (tiled(f, row.q_len)) continue;
+            if (row.q_len > 0 && tiled(f, row.q_len)) {
+                w += a.heads - 1 - h;  // the row's other heads are tiled too
+                continue;
+            }
+            if (seen++ < first) continue;
             const int64_t a0 = lane_aligned(row.start);
             if (offsets_row != t) {  // the heads of one row share its positions
                 offsets_row = t;
