@@ -448,10 +448,6 @@ void Scheduler::Impl::prefill() {
             pacer.piece_done(n, took);
             seconds -= took;
             if (s->joined && !prefilled(s, first)) break;
-            // A step that began with nothing decoding leaves its pieces unbounded; once a sequence joins, its
-            // stream waits for the rest of the step, which from here on is paced as any decoding step is.
-            if (s->joined && std::isinf(seconds))
-                seconds = pacer.piece_seconds(engine.bucket(), engine.bucket_once_joined());
         }
         if (s->row >= 0 && !s->joined) return;  // the next sequence waits for this one (FCFS)
     }

@@ -386,42 +386,6 @@ TEST(Scheduler, CancelledRequestsFreeTheirBlocks) {
     EXPECT_EQ(s.stats().kv_blocks_used, 0);
 }
 
-// Two prompts arrive together while nothing decodes, a short one first: the step that computes it is unbounded (no
-// stream waits yet), but once it joins, its stream waits for the rest of the step, so the long prompt behind it is
-// paced (StepPacer) and its second token comes before the long prompt's first. The consumer polls the short stream
-// and then the long one in turn; where the long prompt ran whole in that step, its first token was ready before the
-// short one's second, and the next poll of the long stream would see it.
-TEST(Scheduler, APromptJoiningAStepThatBeganWithNothingDecodingPacesTheRestOfIt) {
-    cpu::CpuBackend be(2);
-    const auto model = Model::load(testing::generated_checkpoint("tiny", 7, DType::F32), be);
-    SchedulerOptions o;
-    o.max_seqs = 2;
-    o.context = 512;
-    Scheduler s(*model, be, o);
-    GenerationRequest short_prompt, long_prompt;
-    short_prompt.prompt = prompt_of(1, 8);
-    short_prompt.max_new_tokens = 4;
-    long_prompt.prompt = prompt_of(2, 480);
-    long_prompt.max_new_tokens = 2;
-    const auto streams = s.submit(std::vector<GenerationRequest>{short_prompt, long_prompt});
-    size_t short_tokens = 0, long_tokens = 0;
-    int64_t poll = 0, short_second = -1, long_first = -1;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while ((short_second < 0 || long_first < 0) && std::chrono::steady_clock::now() < deadline) {
-        short_tokens += streams[0]->next(std::chrono::milliseconds(0)).tokens.size();
-        if (short_second < 0 && short_tokens >= 2) short_second = poll;
-        ++poll;
-        long_tokens += streams[1]->next(std::chrono::milliseconds(0)).tokens.size();
-        if (long_first < 0 && long_tokens >= 1) long_first = poll;
-        ++poll;
-    }
-    ASSERT_GE(short_second, 0);
-    ASSERT_GE(long_first, 0);
-    EXPECT_GT(long_first, short_second + 1) << "the long prompt's first token was ready with the short one's second";
-    drain(*streams[0]);
-    drain(*streams[1]);
-}
-
 // ---- the engine's row API, step by step ----
 
 // Steady steps are replays with no host write. Between steps the host writes only what changed: one block-table
