@@ -37,7 +37,7 @@ struct SchedulerOptions {
     int max_batched_tokens = 512;   // tokens per scheduler step: one per decoding sequence, the rest prompt pieces
     // A step that carries prompt pieces takes at most this times the running set's decode step (StepPacer); 0: only
     // max_batched_tokens bounds the pieces.
-    double max_step_stretch = 1.75;
+    double max_step_stretch = 2.5;
     int64_t context = 4096;         // tokens per sequence (prompt + generated); capped by the model
     int64_t kv_blocks = 0;          // KV pool size in blocks; 0: max_seqs full contexts
     int64_t kv_sliding_blocks = 0;  // the sliding-window layers' pool (EngineOptions::kv_sliding_blocks)
