@@ -262,7 +262,7 @@ void paged_attention_f16_range(const F16AttentionArgs& f, int64_t begin, int64_t
             const int64_t kv_off = static_cast<int64_t>(h / (a.heads / a.kv_heads)) * hd;
             float* out = a.out + w * hd;
             const QueryRow row = query_row(a, t);
-            if (row.q_len > 0 && tiled(f, row.q_len)) {
+            if (tiled(f, row.q_len)) {
                 w += a.heads - 1 - h;  // the row's other heads are tiled too
                 continue;
             }
