@@ -170,6 +170,9 @@ def main():
     ap.add_argument("--max-step-stretch", default="",
                     help="tracelm's --max-step-stretch, a comma list (one tracelm server per numerics and stretch; "
                          "default: serve's)")
+    ap.add_argument("--prefill-steps", default="",
+                    help="tracelm's --prefill-steps, a comma list (one tracelm server per numerics, stretch and "
+                         "prefill steps; default: serve's)")
     ap.add_argument("--mixed-steps", default="on",
                     help="on, off or on,off: tracelm with mixed steps (serve's default), with --no-mixed-steps, or both "
                          "(one tracelm server each)")
@@ -183,12 +186,14 @@ def main():
     # Room for the longest prompt (a word can take two tokens) and its output, in whole 256-token steps.
     a.context = max(a.context, max(-(-(2 * w + o) // 256) * 256 for w, o in shapes.values()))
     servers = {}
-    variants = [(n, st, m) for n in a.numerics.split(",") for st in a.max_step_stretch.split(",")
-                for m in a.mixed_steps.split(",")]
-    for numerics, stretch, mixed in variants:
+    variants = [(n, st, ps, m) for n in a.numerics.split(",") for st in a.max_step_stretch.split(",")
+                for ps in a.prefill_steps.split(",") for m in a.mixed_steps.split(",")]
+    for numerics, stretch, prefill_steps, mixed in variants:
         name = "tracelm" if numerics == "fast" else f"tracelm --numerics {numerics}"
         extra = ["--max-step-stretch", stretch] if stretch else []
         name += f" --max-step-stretch {stretch}" if stretch else ""
+        extra += ["--prefill-steps", prefill_steps] if prefill_steps else []
+        name += f" --prefill-steps {prefill_steps}" if prefill_steps else ""
         if mixed == "off":
             extra.append("--no-mixed-steps")
             name += " --no-mixed-steps"

@@ -42,6 +42,7 @@ struct ServeArgs {
     int max_batched_tokens = 512;
     int max_queue = serve::SchedulerOptions{}.max_waiting;
     double max_step_stretch = serve::SchedulerOptions{}.max_step_stretch;
+    int prefill_steps = serve::SchedulerOptions{}.prefill_steps;
     bool no_mixed_steps = false;
     std::string api_key;
     std::vector<std::string> served_names;  // --served-model-name
@@ -160,6 +161,7 @@ int run_serve(const ServeArgs& a) {
         so.max_seqs = a.max_seqs;
         so.max_batched_tokens = a.max_batched_tokens;
         so.max_step_stretch = a.max_step_stretch;
+        so.prefill_steps = a.prefill_steps;
         so.mixed_steps = !a.no_mixed_steps;
         so.max_waiting = a.max_queue;
         const EngineOptions eo = a.m.engine_options();
@@ -219,6 +221,12 @@ Action add_serve(CLI::App& app) {
                    "while prompts arrive; 0: only --max-batched-tokens bounds the pieces)")
         ->capture_default_str()
         ->check(CLI::Range(0.0, 100.0));
+    app.add_option("--prefill-steps", a->prefill_steps,
+                   "a prompt computed in decode steps is spread evenly over this many of them from its admission, as "
+                   "far as --max-step-stretch allows (lower: shorter time to first token; higher: steadier inter-token "
+                   "latency; 0: each step carries all the stretch allows)")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 1 << 20));
     app.add_flag("--no-mixed-steps", a->no_mixed_steps,
                  "give each prompt piece a forward of its own instead of computing it in the decode step's forward");
     app.add_option("--max-queue", a->max_queue,

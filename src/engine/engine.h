@@ -167,6 +167,8 @@ class Engine {
     // the budget fits no such piece; a budget of min_prefill_budget(row) always fits one.
     static constexpr int64_t kWholeChunk = INT64_MAX;
     int64_t next_prefill_tokens(int row, int64_t budget = kWholeChunk) const;
+    // Tokens admitted row `row` still computes before it joins the decode batch (its prompt's and recomputed ones).
+    int64_t prefill_left(int row) const;
     // The least budget with which next_prefill_tokens(row, budget) is not 0: 3, or the rest of a forward that is never
     // cut.
     int64_t min_prefill_budget(int row) const;

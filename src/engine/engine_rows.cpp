@@ -263,6 +263,11 @@ int64_t Engine::next_prefill_tokens(int row, int64_t budget) const {
     return piece >= 2 && !whole_forwards_ ? piece : 0;
 }
 
+int64_t Engine::prefill_left(int row) const {
+    const Row& r = rows_.at(static_cast<size_t>(row));
+    return std::max(r.n, r.n + r.k - 1) - r.computed;
+}
+
 int64_t Engine::min_prefill_budget(int row) const {
     const int64_t rest = forward_rest(row);
     return whole_forwards_ ? rest : std::min<int64_t>(rest, 3);

@@ -21,6 +21,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Spread prompts are prefilled at least this times the rate they arrive at (StepPacer::prompt_rate).
+constexpr double kCatchUp = 1.5;
+
 // Wakes the scheduler thread; shared with the streams, which may outlive the scheduler.
 struct Signal {
     std::mutex mu;
@@ -110,6 +113,7 @@ class Sequence final : public Stream {
     std::atomic<bool> cancelled{false};
     int row = -1;       // engine row while admitted
     bool joined = false;
+    int64_t join_by = 0;  // the decode step by which its prefill should be done (SchedulerOptions::prefill_steps)
     bool prompt_counted = false;  // in prompt_tokens (once, whatever preemptions recompute it)
     bool prompt_scored = false;   // its prompt_logprobs were delivered (a recompute scores nothing)
     // A request submitted with this one (Scheduler::submit of a group) with the same prompt: this one waits until
@@ -397,6 +401,8 @@ void Scheduler::Impl::admit() {
         if (row < 0) return;
         s->row = row;
         s->joined = false;
+        s->join_by = engine.decode_steps() + options.prefill_steps;
+        pacer.prompts_admitted(engine.prefill_left(row));
         if (!s->admitted) s->admitted = Clock::now();
         try {
             write_adjust(*s);
@@ -490,9 +496,19 @@ bool Scheduler::Impl::mixed_step() {
     const auto decoding = std::count_if(running.begin(), running.end(), [](const auto& x) { return x->joined; });
     const int64_t budget = std::max<int64_t>(options.max_batched_tokens - decoding, 3);
     const double seconds = pacer.piece_seconds(engine.bucket(), engine.bucket_once_joined());
-    const int64_t n = engine.next_prefill_tokens(
-        s->row,
-        std::max(pacer.tokens_for(seconds, budget, PieceForward::DecodeStep), engine.min_prefill_budget(s->row)));
+    int64_t tokens = pacer.tokens_for(seconds, budget, PieceForward::DecodeStep);
+    if (options.prefill_steps > 0) {
+        std::vector<PendingPrompt> pending;
+        for (const auto& x : running) {
+            if (x->row >= 0 && !x->joined)
+                pending.push_back({engine.prefill_left(x->row), x->join_by - engine.decode_steps()});
+        }
+        // At least the rate prompts arrive at (with room to catch up), so that steady traffic does not queue
+        // prompts to their last step, leaving their rows idle meanwhile.
+        const auto keep_up = static_cast<int64_t>(std::ceil(kCatchUp * pacer.prompt_rate()));
+        tokens = std::min(tokens, std::max(even_prefill_tokens(pending), keep_up));
+    }
+    const int64_t n = engine.next_prefill_tokens(s->row, std::max(tokens, engine.min_prefill_budget(s->row)));
     const int bucket = engine.bucket();
     int32_t first = 0;
     const Clock::time_point t0 = Clock::now();
@@ -511,6 +527,7 @@ bool Scheduler::Impl::mixed_step() {
     // the pass over the weights is shared).
     const double took = std::chrono::duration<double>(Clock::now() - t0).count();
     pacer.piece_done(n, std::max(took - pacer.decode_cost(bucket), 0.0), PieceForward::DecodeStep);
+    pacer.step_ended();
     deliver_step(ids);
     s->joined = joined;
     if (joined) prefilled(s, first);
@@ -531,6 +548,7 @@ void Scheduler::Impl::decode() {
     engine.step();
     const std::vector<int32_t> ids = engine.sampled();
     pacer.decode_done(bucket, std::chrono::duration<double>(Clock::now() - t0).count());
+    pacer.step_ended();
     deliver_step(ids);
 }
 

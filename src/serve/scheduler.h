@@ -37,7 +37,12 @@ struct SchedulerOptions {
     int max_batched_tokens = 512;   // tokens per scheduler step: one per decoding sequence, the rest prompt pieces
     // A step that carries prompt pieces takes at most this times the running set's decode step (StepPacer); 0: only
     // max_batched_tokens bounds the pieces.
-    double max_step_stretch = 2.5;
+    double max_step_stretch = 4;
+    // A prompt whose pieces go into decode steps (mixed_steps) is spread evenly over this many steps from its
+    // admission (even_prefill_tokens), but prefilled no slower than 1.5 times the rate prompt tokens arrive at
+    // (StepPacer::prompt_rate) and no faster than the stretch allows, so that the steps of the decoding streams stay
+    // even; 0: each step takes all the stretch allows.
+    int prefill_steps = 32;
     int64_t context = 4096;         // tokens per sequence (prompt + generated); capped by the model
     int64_t kv_blocks = 0;          // KV pool size in blocks; 0: max_seqs full contexts
     int64_t kv_sliding_blocks = 0;  // the sliding-window layers' pool (EngineOptions::kv_sliding_blocks)

@@ -12,6 +12,9 @@ namespace {
 // faster.
 constexpr double kDecodeWeight = 0.1;
 constexpr double kPieceWeight = 0.25;
+// Prompts arrive in bursts (a wave of requests, then none while they decode), so the rate of prompt tokens per step
+// averages over about as many steps as a request decodes for.
+constexpr double kPromptRateWeight = 1.0 / 128;
 // The variance of piece sizes (tokens squared) below which no slope is fitted.
 constexpr double kMinSpread = 4.0;
 }  // namespace
@@ -26,6 +29,11 @@ void StepPacer::decode_done(int bucket, double seconds) {
     }
     c.average = seconds;
     if (c.seed > 0) seed_scale_ = seconds / c.seed;
+}
+
+void StepPacer::step_ended() {
+    prompt_rate_ += kPromptRateWeight * (static_cast<double>(admitted_) - prompt_rate_);
+    admitted_ = 0;
 }
 
 void StepPacer::piece_done(int64_t tokens, double seconds, PieceForward where) {
@@ -72,6 +80,16 @@ double StepPacer::piece_seconds(int decoding_bucket, int running_bucket) const {
     const double reference = decode_cost(running_bucket);
     if (stretch_ <= 0 || decoding_bucket == 0 || reference <= 0) return std::numeric_limits<double>::infinity();
     return std::max(0.0, stretch_ * reference - decode_cost(decoding_bucket));
+}
+
+int64_t even_prefill_tokens(const std::vector<PendingPrompt>& prompts) {
+    int64_t ahead = 0, rate = 0;
+    for (const PendingPrompt& p : prompts) {
+        ahead += p.tokens;
+        const int64_t steps = std::max<int64_t>(p.steps, 1);
+        rate = std::max(rate, (ahead + steps - 1) / steps);
+    }
+    return rate;
 }
 
 int64_t StepPacer::tokens_for(double seconds, int64_t cap, PieceForward where) const {

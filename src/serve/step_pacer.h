@@ -17,8 +17,21 @@
 
 #include <cstdint>
 #include <map>
+#include <vector>
 
 namespace tracelm::serve {
+
+// A prompt being prefilled: the tokens it has left, and the decode steps left before it should join the batch.
+struct PendingPrompt {
+    int64_t tokens = 0;
+    int64_t steps = 0;  // 0 or less: due now
+};
+// Prompt tokens per step that prefill `prompts`, taken in this order (FCFS), each by its step at an even rate: the
+// largest, over the prompts, of the tokens of it and of those before it per step it has left (all of them once one
+// is due). Spreading a prompt over steps, instead of giving it all the time the stretch allows at once, keeps the
+// steps of the decoding streams even: a piece in a decode step's forward pays almost no fixed cost, so many small
+// pieces cost what one large piece costs.
+int64_t even_prefill_tokens(const std::vector<PendingPrompt>& prompts);
 
 // Where a prompt piece ran: a forward of its own, or the decode step's (Engine::mixed_step).
 enum class PieceForward { Own, DecodeStep };
@@ -45,6 +58,13 @@ class StepPacer {
     // by the pieces of their own until one was measured.
     int64_t tokens_for(double seconds, int64_t cap, PieceForward where = PieceForward::Own) const;
 
+    // Prompt tokens to prefill were admitted (after any cached prefix); the next step_ended() counts them.
+    void prompts_admitted(int64_t tokens) { admitted_ += tokens; }
+    // A decode step ran: the prompt tokens admitted since the last one enter the moving average of prompt tokens
+    // admitted per step, the rate that steady traffic needs prefilled to keep up.
+    void step_ended();
+    double prompt_rate() const { return prompt_rate_; }
+
     double decode_cost(int bucket) const;  // 0 when neither measured nor seeded
     // The fitted cost of a piece: fixed seconds and seconds per token (both 0 before the first piece).
     double piece_fixed(PieceForward where = PieceForward::Own) const;
@@ -68,6 +88,8 @@ class StepPacer {
     std::map<int, Cost> decode_;
     double seed_scale_ = 1;  // real step / start-up replay, of the last bucket to take its first real step
     PieceFit pieces_[2];     // by PieceForward
+    int64_t admitted_ = 0;   // prompt tokens admitted since the last step
+    double prompt_rate_ = 0;
 };
 
 }  // namespace tracelm::serve

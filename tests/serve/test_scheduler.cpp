@@ -101,6 +101,38 @@ TEST(Scheduler, SixteenConcurrentRequestsEachCompleteAsAlone) {
 }
 
 // A mixture-of-experts model (experts chosen on the device per row): 16 requests on 8 rows, each as alone.
+// A prompt that arrives while another request decodes is computed in the decode steps' forwards, spread evenly over
+// SchedulerOptions::prefill_steps of them (here no stretch bounds the pieces), and answers as alone.
+TEST(Scheduler, APromptIsSpreadOverPrefillStepsDecodeSteps) {
+    cpu::CpuBackend be(2);
+    const auto model = Model::load(testing::generated_checkpoint("tiny", 7, DType::F32), be);
+    // (prefill steps, mixed steps for a 64-token prompt): 64 / 4 = 16 a step; 64 / 3 rounds up to 22, then 21, 21.
+    for (const auto& [prefill_steps, pieces] : {std::pair{0, 1}, {3, 3}, {4, 4}}) {
+        SCOPED_TRACE(prefill_steps);
+        SchedulerOptions o;
+        o.max_seqs = 2;
+        o.context = 1200;
+        o.max_step_stretch = 0;
+        o.prefill_steps = prefill_steps;
+        Scheduler s(*model, be, o);
+        GenerationRequest running;  // decodes through the other's prefill; cancelled once that one is done
+        running.prompt = prompt_of(1, 8);
+        running.max_new_tokens = 1000;
+        const auto first = s.submit(running);
+        while (first->next(std::chrono::seconds(10)).tokens.empty()) {
+        }
+        ASSERT_EQ(s.stats().mixed_steps, 0u);
+        GenerationRequest joining;
+        joining.prompt = prompt_of(2, 64);
+        joining.max_new_tokens = 4;
+        const Outcome got = drain(*s.submit(joining));
+        EXPECT_EQ(s.stats().mixed_steps, static_cast<uint64_t>(pieces));
+        first->cancel();
+        drain(*first);
+        EXPECT_EQ(got.tokens, alone(*model, be, joining, o.context));
+    }
+}
+
 TEST(Scheduler, MixtureOfExpertsRequestsEachCompleteAsAlone) {
     cpu::CpuBackend be(2);
     const auto model = Model::load(testing::generated_checkpoint("moe-tiny", 7, DType::F32), be);

@@ -108,5 +108,41 @@ TEST(StepPacer, AnAbsurdFitFallsBackToTheProportionalCost) {
     EXPECT_NEAR(p.piece_fixed(), 0.0, 1e-15);
 }
 
+TEST(StepPacer, ThePromptRateIsAMovingAverageOfTokensAdmittedPerStep) {
+    StepPacer p(kStretch);
+    EXPECT_EQ(p.prompt_rate(), 0.0);
+    p.prompts_admitted(1000);
+    p.prompts_admitted(280);
+    EXPECT_EQ(p.prompt_rate(), 0.0);  // counted at the step's end
+    p.step_ended();
+    EXPECT_DOUBLE_EQ(p.prompt_rate(), 1280.0 / 128);
+    p.step_ended();  // nothing admitted
+    EXPECT_DOUBLE_EQ(p.prompt_rate(), 1280.0 / 128 * 127 / 128);
+    // Steady arrivals of 280 tokens every 4 steps settle at 70 a step.
+    for (int i = 0; i < 4000; ++i) {
+        if (i % 4 == 0) p.prompts_admitted(280);
+        p.step_ended();
+    }
+    EXPECT_NEAR(p.prompt_rate(), 70.0, 3.0);
+}
+
+TEST(EvenPrefill, EachPromptIsSpreadOverTheStepsLeftToIt) {
+    EXPECT_EQ(even_prefill_tokens({}), 0);
+    EXPECT_EQ(even_prefill_tokens({{280, 8}}), 35);
+    EXPECT_EQ(even_prefill_tokens({{281, 8}}), 36);  // rounded up: done by its step, not one after
+    EXPECT_EQ(even_prefill_tokens({{50, 1}}), 50);
+    // Due or overdue: all of it now.
+    EXPECT_EQ(even_prefill_tokens({{50, 0}}), 50);
+    EXPECT_EQ(even_prefill_tokens({{50, -3}}), 50);
+}
+
+TEST(EvenPrefill, APromptWaitsForThoseBeforeIt) {
+    // FCFS: the second prompt is computed after the first, so its rate covers both; the first's own is lower.
+    EXPECT_EQ(even_prefill_tokens({{100, 8}, {300, 2}}), 200);
+    // A later prompt with steps to spare does not lower the first one's rate.
+    EXPECT_EQ(even_prefill_tokens({{100, 2}, {300, 100}}), 50);
+    EXPECT_EQ(even_prefill_tokens({{100, 8}, {300, 8}, {8, 1}}), 408);
+}
+
 }  // namespace
 }  // namespace tracelm::serve
