@@ -222,9 +222,9 @@ Action add_serve(CLI::App& app) {
         ->capture_default_str()
         ->check(CLI::Range(0.0, 100.0));
     app.add_option("--prefill-steps", a->prefill_steps,
-                   "a prompt computed in decode steps is spread evenly over this many of them from its admission, as "
-                   "far as --max-step-stretch allows (lower: shorter time to first token; higher: steadier inter-token "
-                   "latency; 0: each step carries all the stretch allows)")
+                   "a prompt computed in decode steps is spread evenly over this many of them from its admission, "
+                   "no slower than prompts arrive and as far as --max-step-stretch allows (lower: shorter time to "
+                   "first token; higher: steadier inter-token latency; 0: each step carries all the stretch allows)")
         ->capture_default_str()
         ->check(CLI::Range(0, 1 << 20));
     app.add_flag("--no-mixed-steps", a->no_mixed_steps,
