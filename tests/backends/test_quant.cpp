@@ -260,6 +260,43 @@ TEST(QuantMatmul, EveryIsaAgreesWithPortableBitForBit) {
     }
 }
 
+// The largest integer sums a block can hold: every quant at its top (all bits set) against activations that all
+// quantize to +127 or to -127. The AVX2 kernels add vpmaddubsw's 16-bit pair sums for as long as no total can
+// overflow; a run one product too long would wrap here and part from the portable kernel's 32-bit sums.
+TEST(QuantMatmul, EveryIsaAgreesWithPortableAtTheLargestSums) {
+    if (static_cast<int>(cpu::best_isa()) < static_cast<int>(Isa::Avx2)) GTEST_SKIP() << "no AVX2";
+    constexpr int64_t N = 37, K = 512;
+    for (DType dt : kAllMatmulTypes) {
+        const DType g = dtype_unpacked(dt);
+        const size_t bb = dtype_block_bytes(g);
+        // All bits set, then the f16 scales (d, and m or dmin where the type has one) at 1.0.
+        std::vector<uint8_t> ggml(dtype_row_bytes(g, K) * N, 0xFF);
+        for (size_t at = 0; at < ggml.size(); at += bb) {
+            const size_t d = g == DType::Q6_K ? 208 : 0;
+            ggml[at + d] = 0x00;
+            ggml[at + d + 1] = 0x3C;
+            if (g == DType::Q4_1 || g == DType::Q5_1 || g == DType::Q4_K || g == DType::Q5_K) {
+                ggml[at + 2] = 0x00;
+                ggml[at + 3] = 0x3C;
+            }
+        }
+        Weights w{dt, N, K, ggml, {}, ggml};
+        if (dt != g) repack_r16(g, ggml.data(), w.bytes.data(), N, K);
+        for (const float sign : {1.0f, -1.0f}) {
+            for (const int64_t T : {1, 2, 4, 8}) {
+                const std::vector<float> x(static_cast<size_t>(T * K), sign);
+                const auto want = run_quant(Isa::Portable, x, T, w, nullptr, 0, N);
+                for (const Isa isa : {Isa::Avx2, Isa::Avx512}) {
+                    if (static_cast<int>(isa) > static_cast<int>(cpu::best_isa())) continue;
+                    SCOPED_TRACE(type_name(dt) + " T " + std::to_string(T) + " x " + std::to_string(sign) + " " +
+                                 cpu::isa_name(isa));
+                    EXPECT_TRUE(same_bits(want, run_quant(isa, x, T, w, nullptr, 0, N)));
+                }
+            }
+        }
+    }
+}
+
 // Every output must be the same whether computed in one call, in ranges split at odd rows, or one token at a
 // time: what makes a replayed step (T = 1) and a batched one agree, and any thread split give the same bits.
 TEST(QuantMatmul, IndependentOfRowRangeAndBatchSize) {
