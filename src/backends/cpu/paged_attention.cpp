@@ -96,6 +96,9 @@ namespace {
 // ggml's MUL_MAT sums the P.V dot over positions in llama.cpp's n_kv, a multiple of 256: in 8 lanes (tinyBLAS)
 // or 32 (vec_dot_f16: 4 accumulators of 8), with no tail. Masked and padded positions add exact zeros.
 constexpr int kMaxLanes = 32;
+// The most query heads of one kv head a decode row's kernel calls take at once: their scores and accumulators fit
+// the workspace a tile's take.
+constexpr int kGroup = 4;
 
 // Where a row's computation may begin without changing a bit: the positions before a sliding window's start add
 // exact zeros to every sum (ggml masks them with -inf), so they can be left out from a multiple of kMaxLanes on,
@@ -121,8 +124,9 @@ float reduce_lanes(const float* acc, int64_t hd, int lanes) {
 
 int64_t f16_attention_workspace_floats(int64_t max_keys, int head_dim) {
     // The rows' cache offsets (int64), then per query of a tile its scores, its 8 lane accumulators and its q.
-    // The one-query path fits in the same space: offsets, scores, 32 lane accumulators (which first hold q in
-    // ggml's element order), q in f16. 64-byte slices.
+    // The untiled path fits in the same space: offsets, then for each of up to kGroup queries its scores, its 32
+    // lane accumulators and its q in f16. 64-byte slices.
+    static_assert(kGroup <= kF16AttentionTile && kGroup * (kMaxLanes + 1) <= kF16AttentionTile * 9);
     const int64_t scores = scores_floats(max_keys);
     const int64_t n = 2 * scores + kF16AttentionTile * (scores + 9 * static_cast<int64_t>(head_dim));
     return (n + 15) / 16 * 16;
@@ -241,13 +245,13 @@ void paged_attention_f16_range(const F16AttentionArgs& f, int64_t begin, int64_t
                                  std::min(tile_heads, (g + 1) * group - h0));
                     }
         }
-        // The rest one (row, head) pair at a time, each thread an even, contiguous share of them: the query heads
-        // of a kv head then run one after the other on one thread, and the later ones find its K and V rows in
-        // that core's cache instead of reading them from memory again.
+        // The rest (row, head) pairs, each thread an even, contiguous share of them, the query heads of one kv head
+        // of a row up to kGroup at a time: each K and V row is loaded once for all of them.
+        const int64_t scores_stride = scores_floats(static_cast<int64_t>(a.max_blocks) * a.block_size);
         auto* offsets = reinterpret_cast<int64_t*>(ws);  // a row's key/value offsets, -1 where masked
-        float* p = ws + 2 * scores_floats(static_cast<int64_t>(a.max_blocks) * a.block_size);
-        float* acc = p + scores_floats(static_cast<int64_t>(a.max_blocks) * a.block_size);
-        auto* q16 = reinterpret_cast<uint16_t*>(acc + kMaxLanes * hd);
+        float* p = ws + 2 * scores_stride;
+        float* acc = p + kGroup * scores_stride;
+        auto* q16 = reinterpret_cast<uint16_t*>(acc + kGroup * kMaxLanes * hd);
         int64_t pairs = f.rows * a.heads;
         for (int s = 0; s < a.num_seqs; ++s) {
             const int64_t q_len = a.query_start[s + 1] - a.query_start[s];
@@ -256,45 +260,59 @@ void paged_attention_f16_range(const F16AttentionArgs& f, int64_t begin, int64_t
         const int64_t first = pairs * item / f.threads, last = pairs * (item + 1) / f.threads;
         int64_t offsets_row = -1, seen = 0;
         bool any = false;
-        for (int64_t w = 0; w < f.rows * a.heads && seen < last; ++w) {
+        for (int64_t w = 0; w < f.rows * a.heads && seen < last;) {
             const int64_t t = w / a.heads;
             const int h = static_cast<int>(w % a.heads);
-            const int64_t kv_off = static_cast<int64_t>(h / (a.heads / a.kv_heads)) * hd;
-            float* out = a.out + w * hd;
             const QueryRow row = query_row(a, t);
             if (tiled(f, row.q_len)) {
-                w += a.heads - 1 - h;  // the row's other heads are tiled too
+                w += a.heads - h;  // the row's other heads are tiled too
                 continue;
             }
-            if (seen++ < first) continue;
+            if (seen < first) {  // another thread's
+                const int64_t skip = std::min<int64_t>(first - seen, a.heads - h);
+                seen += skip;
+                w += skip;
+                continue;
+            }
+            const int kv = h / group;
+            const int nq = static_cast<int>(std::min<int64_t>({kGroup, (kv + 1) * group - h, last - seen}));
+            float* out = a.out + w * hd;
+            w += nq;
+            seen += nq;
             const int64_t a0 = lane_aligned(row.start);
             if (offsets_row != t) {  // the heads of one row share its positions
                 offsets_row = t;
                 any = cache_offsets(a, row, offsets, a0, row.start) < row.visible;
             }
             if (!any) {
-                std::fill(out, out + hd, 0.0f);
+                std::fill(out, out + nq * hd, 0.0f);
                 continue;
             }
-            const float* q = a.q + w * hd;
-            if (f.interleaved) {  // q into ggml's element order, so that only k is read interleaved
-                for (int i = 0; i < half; ++i) {
-                    acc[2 * i] = q[i];
-                    acc[2 * i + 1] = q[half + i];
+            for (int i = 0; i < nq; ++i) {
+                const float* q = a.q + (t * a.heads + h + i) * hd;
+                float q_ggml[kMaxHeadDim];
+                if (f.interleaved) {  // q into ggml's element order, so that only k is read interleaved
+                    for (int e = 0; e < half; ++e) {
+                        q_ggml[2 * e] = q[e];
+                        q_ggml[2 * e + 1] = q[half + e];
+                    }
+                    q = q_ggml;
                 }
-                q = acc;
+                k.to_f16(q, q16 + i * hd, hd);
             }
-            k.to_f16(q, q16, hd);
             const bool batch = row.q_len >= 2;
             // tinyBLAS declines a dot whose length is not a multiple of 8.
             const GgmlDot kq_order = batch && hd % 8 == 0 ? GgmlDot::Tinyblas : GgmlDot::VecDot;
             const int64_t n = row.visible - a0;
-            k.scores(k_cache + kv_off, offsets + a0, n, q16, hd, kq_order, f.interleaved, p + a0);
-            k.soft_max(p + a0, n, a.scale);
+            const int64_t kv_off = static_cast<int64_t>(kv) * hd;
+            k.scores(k_cache + kv_off, offsets + a0, n, q16, nq, hd, kq_order, f.interleaved, p + a0, scores_stride);
+            for (int i = 0; i < nq; ++i) k.soft_max(p + i * scores_stride + a0, n, a.scale);
             const int lanes = batch ? 8 : kMaxLanes;
-            std::fill(acc, acc + static_cast<int64_t>(lanes) * hd, 0.0f);
-            k.accumulate(p + a0, v_cache + kv_off, offsets + a0, n, lanes, acc, hd);
-            for (int d = 0; d < hd; ++d) out[d] = reduce_lanes(acc + d, hd, lanes);
+            std::fill(acc, acc + static_cast<int64_t>(nq) * lanes * hd, 0.0f);
+            k.accumulate(p + a0, scores_stride, nq, v_cache + kv_off, offsets + a0, n, lanes, acc, hd);
+            for (int i = 0; i < nq; ++i)
+                for (int d = 0; d < hd; ++d)
+                    out[i * hd + d] = reduce_lanes(acc + static_cast<int64_t>(i) * lanes * hd + d, hd, lanes);
         }
     }
 }

@@ -87,8 +87,8 @@ struct F16AttentionArgs {
 // Floats of one thread's workspace for rows that see up to max_keys positions: the scores and the P.V accumulators.
 int64_t f16_attention_workspace_floats(int64_t max_keys, int head_dim);
 // Items are the threads: item i runs on pool thread i, uses workspace slice i and computes tiles i, i + threads, ...
-// then the untiled (row, head) pairs t * heads + h = i, i + threads, ... (interleaved, so that the growing causal
-// rows of a prefill spread evenly).
+// (interleaved, so that the growing causal rows of a prefill spread evenly), then share i of the untiled (row, head)
+// pairs, contiguous, so that the query heads of a kv head mostly fall in one share.
 void paged_attention_f16_range(const F16AttentionArgs& a, int64_t begin, int64_t end);
 
 }  // namespace tracelm::cpu

@@ -64,14 +64,19 @@ void soft_max(float* p, int64_t n, float scale) {
     for (int64_t i = 0; i < n8; ++i) p[i] = f16_to_f32(f32_to_f16(p[i] * inv));
 }
 
-void scores(const uint16_t* base, const int64_t* keys, int64_t count, const uint16_t* q, int64_t n, GgmlDot order,
-            bool interleaved, float* p) {
+void scores_one(const uint16_t* base, const int64_t* keys, int64_t count, const uint16_t* q, int64_t n, GgmlDot order,
+                bool interleaved, float* p) {
     for (int64_t j = 0; j < count; ++j)
         p[j] = keys[j] < 0 ? -std::numeric_limits<float>::infinity() : dot(base + keys[j], q, n, order, interleaved);
 }
 
-void accumulate(const float* p, const uint16_t* base, const int64_t* values, int64_t count, int lanes, float* acc,
-                int64_t n) {
+void scores(const uint16_t* base, const int64_t* keys, int64_t count, const uint16_t* q, int nq, int64_t n,
+            GgmlDot order, bool interleaved, float* p, int64_t p_stride) {
+    for (int i = 0; i < nq; ++i) scores_one(base, keys, count, q + i * n, n, order, interleaved, p + i * p_stride);
+}
+
+void accumulate_one(const float* p, const uint16_t* base, const int64_t* values, int64_t count, int lanes, float* acc,
+                    int64_t n) {
     for (int64_t j = 0; j < count; ++j) {
         if (values[j] < 0) continue;
         const uint16_t* v = base + values[j];
@@ -80,19 +85,24 @@ void accumulate(const float* p, const uint16_t* base, const int64_t* values, int
     }
 }
 
+void accumulate(const float* p, int64_t p_stride, int nq, const uint16_t* base, const int64_t* values, int64_t count,
+                int lanes, float* acc, int64_t n) {
+    for (int i = 0; i < nq; ++i) accumulate_one(p + i * p_stride, base, values, count, lanes, acc + i * lanes * n, n);
+}
+
 // The tiles query by query: these kernels load every row once per query anyway.
 void scores_tile(const uint16_t* base, const int64_t* keys, const int64_t* counts, int nq, const float* q, int64_t n,
                  bool interleaved, float* p, int64_t p_stride) {
     std::vector<uint16_t> q16(static_cast<size_t>(n));
     for (int i = 0; i < nq; ++i) {
         to_f16(q + i * n, q16.data(), n);
-        scores(base, keys, counts[i], q16.data(), n, GgmlDot::Tinyblas, interleaved, p + i * p_stride);
+        scores_one(base, keys, counts[i], q16.data(), n, GgmlDot::Tinyblas, interleaved, p + i * p_stride);
     }
 }
 
 void accumulate_tile(const float* p, int64_t p_stride, const uint16_t* base, const int64_t* values,
                      const int64_t* counts, int nq, float* acc, int64_t n) {
-    for (int i = 0; i < nq; ++i) accumulate(p + i * p_stride, base, values, counts[i], 8, acc + i * 8 * n, n);
+    for (int i = 0; i < nq; ++i) accumulate_one(p + i * p_stride, base, values, counts[i], 8, acc + i * 8 * n, n);
 }
 
 }  // namespace

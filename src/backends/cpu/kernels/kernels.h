@@ -105,18 +105,21 @@ void matmul_f32_ggml(const float* x, int64_t T, int64_t K, const float* w, float
 struct F16AttentionKernels {
     // out[i] = x[i] rounded to f16 (to nearest even, as F16C).
     void (*to_f16)(const float* x, uint16_t* out, int64_t n);
-    // p[j] = the f16 dot of key row base + keys[j] and q in `order`, over ggml's element order, for j in
-    // [0, count); -inf (a masked position) where keys[j] < 0. With `interleaved`, the key rows are stored as
-    // tracelm keeps the q/k heads of llama-architecture GGUFs: ggml's element 2i at i and 2i+1 at i + n/2 (n even).
-    void (*scores)(const uint16_t* base, const int64_t* keys, int64_t count, const uint16_t* q, int64_t n,
-                   GgmlDot order, bool interleaved, float* p);
+    // For each of nq queries sharing the key rows (the query heads of one kv head): p[i * p_stride + j] = the f16
+    // dot of key row base + keys[j] and q + i * n in `order`, over ggml's element order, for j in [0, count); -inf
+    // (a masked position) where keys[j] < 0. With `interleaved`, the key rows are stored as tracelm keeps the q/k
+    // heads of llama-architecture GGUFs: ggml's element 2i at i and 2i+1 at i + n/2 (n even).
+    void (*scores)(const uint16_t* base, const int64_t* keys, int64_t count, const uint16_t* q, int nq, int64_t n,
+                   GgmlDot order, bool interleaved, float* p, int64_t p_stride);
     // p[0, n) = softmax(p * scale) as ggml's SOFT_MAX computes it over a row padded with masked (-inf) entries to a
     // multiple of 8, each probability then rounded to f16 (stored widened). p has room for n rounded up to 8.
     void (*soft_max)(float* p, int64_t n, float scale);
-    // For j in [0, count) in order, where values[j] >= 0: acc[(j % lanes) * n + d] = fma(v[d], p[j], that) for
-    // d in [0, n), v = base + values[j]: the P.V dot's terms, in `lanes` interleaved partial sums per output d.
-    void (*accumulate)(const float* p, const uint16_t* base, const int64_t* values, int64_t count, int lanes,
-                       float* acc, int64_t n);
+    // For each of nq queries sharing the value rows, with probabilities pi = p + i * p_stride and accumulators
+    // ai = acc + i * lanes * n: for j in [0, count) in order, where values[j] >= 0, ai[(j % lanes) * n + d] =
+    // fma(v[d], pi[j], that) for d in [0, n), v = base + values[j]: the P.V dot's terms, in `lanes` interleaved
+    // partial sums per output d.
+    void (*accumulate)(const float* p, int64_t p_stride, int nq, const uint16_t* base, const int64_t* values,
+                       int64_t count, int lanes, float* acc, int64_t n);
     // scores (Tinyblas order) and accumulate (8 lanes) for nq <= kF16AttentionTile queries at once, n a multiple
     // of 8: each key or value row is loaded once for all of them, and each (query, position) pair gets exactly the
     // operations the one-query kernels give it. Query i sees positions [0, counts[i]); its q (ggml's element order,
