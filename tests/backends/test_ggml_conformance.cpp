@@ -40,6 +40,7 @@ namespace tracelm {
 namespace {
 
 using ggml_ref::Captured;
+using testing::runnable_isas;
 using ggml_ref::Diff;
 
 constexpr int kHidden = 576, kHeads = 9, kKvHeads = 3, kHeadDim = 64;
@@ -111,14 +112,6 @@ TEST_F(GgmlConformance, TracelmAddMatchesResidualAdd) {
             EXPECT_BITWISE(get<float>(o1), ffn_inp, q + "ffn_inp");
             EXPECT_BITWISE(get<float>(o2), cap(q + "l_out"), q + "l_out");
         }
-}
-
-// The Isas whose kernels this CPU can run.
-std::vector<cpu::Isa> runnable_isas() {
-    std::vector<cpu::Isa> out;
-    for (cpu::Isa isa : {cpu::Isa::Portable, cpu::Isa::Avx2, cpu::Isa::Avx512})
-        if (static_cast<int>(isa) <= static_cast<int>(cpu::best_isa())) out.push_back(isa);
-    return out;
 }
 
 // The norms of the input, ffn_inp (through add_rms_norm, whose sum is input + attn_out) and final_input rows:

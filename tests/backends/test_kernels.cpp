@@ -17,6 +17,7 @@
 
 #include "backends/cpu/kernels/kernels.h"
 #include "support/ggml_reference.h"
+#include "support/test_support.h"
 
 namespace tracelm::cpu {
 namespace {
@@ -71,7 +72,7 @@ std::vector<float> random_floats(size_t n, std::mt19937& rng, float lo = -1.0f, 
     return v;
 }
 
-bool same_bits(float a, float b) { return std::memcmp(&a, &b, 4) == 0; }
+using testing::same_bits;
 
 class KernelTest : public ::testing::TestWithParam<Isa> {
    protected:

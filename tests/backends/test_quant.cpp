@@ -24,6 +24,7 @@ namespace tracelm {
 namespace {
 
 using cpu::Isa;
+using testing::runnable_isas;
 
 const DType kQuantTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0,
                              DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K};
@@ -164,13 +165,6 @@ std::vector<float> run_quant(Isa isa, const std::vector<float>& x, int64_t T, co
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), 4 * a.size()) == 0;
-}
-
-std::vector<Isa> runnable_isas() {
-    std::vector<Isa> v;
-    for (Isa isa : {Isa::Portable, Isa::Avx2, Isa::Avx512})
-        if (static_cast<int>(isa) <= static_cast<int>(cpu::best_isa())) v.push_back(isa);
-    return v;
 }
 
 TEST(QuantDequant, EveryTypeMatchesGgufBitForBit) {

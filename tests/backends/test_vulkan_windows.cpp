@@ -35,7 +35,7 @@ using vulkan::VulkanOptions;
 
 // The binding limit of the split backend: the weights below take 2 to 10 windows, the activations fit one binding.
 constexpr size_t kLimit = size_t{12} << 10;
-constexpr int64_t T = 9, N = 100, N2 = 70;
+constexpr int64_t kT = 9, kN = 100, kN2 = 70;
 
 // Each op's outputs on one backend, for weights of type dt (K columns: 256 for GGML types, 264 for floats, so that
 // float rows are not multiples of the offset alignment either).
@@ -43,14 +43,14 @@ struct Outputs {
     std::vector<std::vector<float>> matmul, embedding;  // embedding: bit for bit everywhere
 };
 
-class Weights {
+class WindowedWeights {
    public:
-    Weights(Backend& be, DType dt, int64_t K) : be_(be), dt_(dt), K_(K) {}
-    ~Weights() {
+    WindowedWeights(Backend& be, DType dt, int64_t K) : be_(be), dt_(dt), K_(K) {}
+    ~WindowedWeights() {
         for (Buffer* b : bufs_) be_.free(b);
     }
-    Weights(const Weights&) = delete;
-    Weights& operator=(const Weights&) = delete;
+    WindowedWeights(const WindowedWeights&) = delete;
+    WindowedWeights& operator=(const WindowedWeights&) = delete;
 
     // rows x K of type dt, from row 1 of its buffer (so the tensor's offset is not 0).
     Tensor weight(const std::string& name, int64_t rows, uint32_t seed) {
@@ -112,29 +112,29 @@ class Weights {
 
 Outputs run_ops(Backend& be, DType dt) {
     const int64_t K = dtype_is_quantized(dt) ? 256 : 264;
-    Weights m(be, dt, K);
-    const Tensor w = m.weight("w", N, 1), w2 = m.weight("w2", N2, 2);
-    const Tensor x = m.f32("x", T, K, 3), bias = m.f32("bias", 1, N, 4);
+    WindowedWeights m(be, dt, K);
+    const Tensor w = m.weight("w", kN, 1), w2 = m.weight("w2", kN2, 2);
+    const Tensor x = m.f32("x", kT, K, 3), bias = m.f32("bias", 1, kN, 4);
     Outputs o;
     // 9 rows (the K types' tiled order) with a bias, and one row (vec_dot's order).
-    const Tensor y = m.out("y", T, N);
-    be.matmul(x, w, &bias, y, T);
+    const Tensor y = m.out("y", kT, kN);
+    be.matmul(x, w, &bias, y, kT);
     o.matmul.push_back(m.read(y));
-    const Tensor y1 = m.out("y1", 1, N);
+    const Tensor y1 = m.out("y1", 1, kN);
     be.matmul(x.slice_rows(4, 1), w, nullptr, y1, 1);
     o.matmul.push_back(m.read(y1));
     // matmuls: the split weight and a smaller one (2 windows at most) into one x.
-    const Tensor a = m.out("a", T, N), b = m.out("b", T, N2);
+    const Tensor a = m.out("a", kT, kN), b = m.out("b", kT, kN2);
     const MatmulOut outs[] = {{&w2, nullptr, b}, {&w, &bias, a}};
-    be.matmuls(x, outs, T);
+    be.matmuls(x, outs, kT);
     o.matmul.push_back(m.read(a));
     o.matmul.push_back(m.read(b));
     // glu_matmul: glu(gate, up) . w^T.
-    const Tensor gate = m.f32("gate", T, K, 5), up = m.f32("up", T, K, 6), g = m.out("g", T, N);
-    be.glu_matmul(gate, up, Activation::Silu, w, g, T);
+    const Tensor gate = m.f32("gate", kT, K, 5), up = m.f32("up", kT, K, 6), g = m.out("g", kT, kN);
+    be.glu_matmul(gate, up, Activation::Silu, w, g, kT);
     o.matmul.push_back(m.read(g));
     // embedding: ids in every window, the first and last rows, and ids outside the table (zero rows).
-    const Tensor ids = m.i32("ids", {0, N - 1, 57, -1, static_cast<int32_t>(N), 13, 99, 42, 71}), e = m.out("e", T, K);
+    const Tensor ids = m.i32("ids", {0, kN - 1, 57, -1, static_cast<int32_t>(kN), 13, 99, 42, 71}), e = m.out("e", kT, K);
     be.embedding(ids, w, 1.0f, e);
     o.embedding.push_back(m.read(e));
     be.embedding(ids, w, 0.5f, e);
@@ -198,21 +198,21 @@ TEST(VulkanWeightWindows, AWeightPastTheLimitTakesOneDispatchPerWindow) {
     std::vector<std::string> messages;
     {
         VulkanBackend be(options);
-        Weights m(be, DType::F32, 264);
-        const Tensor w = m.weight("w", N, 1), x = m.f32("x", T, 264, 3), y = m.out("y", T, N);
-        be.matmul(x, w, nullptr, y, T);
+        WindowedWeights m(be, DType::F32, 264);
+        const Tensor w = m.weight("w", kN, 1), x = m.f32("x", kT, 264, 3), y = m.out("y", kT, kN);
+        be.matmul(x, w, nullptr, y, kT);
         const std::vector<float> eager = m.read(y);
         be.begin_capture();
-        be.matmul(x, w, nullptr, y, T);
+        be.matmul(x, w, nullptr, y, kT);
         const GraphId g = be.end_capture();
         EXPECT_EQ(be.graph_nodes(g), 10u);
         be.replay(g);
         EXPECT_EQ(m.read(y), eager);
         be.destroy_graph(g);
-        Weights q(be, DType::Q6_K, 256);
-        const Tensor wq = q.weight("wq", N, 1), xq = q.f32("xq", T, 256, 3), yq = q.out("yq", T, N);
-        be.matmul(xq, wq, nullptr, yq, T);
-        const Tensor ids = q.i32("ids", {0, N - 1, 57, -1, 13}), e = q.out("e", 5, 256);
+        WindowedWeights q(be, DType::Q6_K, 256);
+        const Tensor wq = q.weight("wq", kN, 1), xq = q.f32("xq", kT, 256, 3), yq = q.out("yq", kT, kN);
+        be.matmul(xq, wq, nullptr, yq, kT);
+        const Tensor ids = q.i32("ids", {0, kN - 1, 57, -1, 13}), e = q.out("e", 5, 256);
         be.embedding(ids, wq, 1.0f, e);
         be.synchronize();
         messages = be.validation_messages();
@@ -227,7 +227,7 @@ TEST(VulkanWeightWindows, AWeightPastTheLimitTakesOneDispatchPerWindow) {
 TEST(VulkanWeightWindows, AnActivationPastTheLimitIsRefusedByName) {
     if (const std::string why = vulkan::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
     VulkanBackend be(split_options());
-    Weights m(be, DType::F32, 264);
+    WindowedWeights m(be, DType::F32, 264);
     const Tensor big = m.out("big.activation", 2 * static_cast<int64_t>(kLimit) / 4, 1);
     try {
         be.add(big, big, big);

@@ -22,7 +22,7 @@ namespace {
 using nlohmann::ordered_json;
 using Variables = std::vector<std::pair<std::string, jinja::Value>>;
 
-ordered_json read_json(const std::string& rel) {
+ordered_json read_ordered_json(const std::string& rel) {
     std::ifstream in(testing::repo_path(rel));
     return ordered_json::parse(in);
 }
@@ -30,12 +30,12 @@ ordered_json read_json(const std::string& rel) {
 using testing::read_text;
 
 // The outcome of one render: the text, or the error (parse or render).
-struct Outcome {
+struct TemplateOutcome {
     std::string text;
     std::optional<jinja::Error> error;
 };
 
-Outcome render(const std::string& source, const Variables& vars, std::time_t now) {
+TemplateOutcome render(const std::string& source, const Variables& vars, std::time_t now) {
     try {
         return {jinja::Template(source).render(vars, now), std::nullopt};
     } catch (const jinja::Error& e) {
@@ -43,7 +43,7 @@ Outcome render(const std::string& source, const Variables& vars, std::time_t now
     }
 }
 
-void expect_like_jinja2(const ordered_json& golden, const Outcome& got, const std::string& what) {
+void expect_like_jinja2(const ordered_json& golden, const TemplateOutcome& got, const std::string& what) {
     if (golden.contains("text")) {
         ASSERT_FALSE(got.error) << what << ": jinja2 rendered it, tracelm raised: " << got.error->what();
         EXPECT_EQ(got.text, golden["text"].get<std::string>()) << what;
@@ -58,7 +58,7 @@ void expect_like_jinja2(const ordered_json& golden, const Outcome& got, const st
 }
 
 TEST(JinjaGoldens, EveryRealTemplateRendersEveryConversationAsJinja2Does) {
-    const ordered_json g = read_json("testdata/goldens/chat_templates.json");
+    const ordered_json g = read_ordered_json("testdata/goldens/chat_templates.json");
     const auto now = g["fixed_now"].get<std::time_t>();
     std::map<std::string, const ordered_json*> conversations;
     for (const ordered_json& c : g["conversations"]) conversations[c["name"]] = &c;
@@ -90,7 +90,7 @@ TEST(JinjaGoldens, EveryRealTemplateRendersEveryConversationAsJinja2Does) {
                 it->second = jinja::from_json(v);
             }
         }
-        Outcome got;
+        TemplateOutcome got;
         try {
             got.text = templates[name]->render(vars, now);
         } catch (const jinja::Error& e) {
@@ -106,7 +106,7 @@ TEST(JinjaGoldens, EveryRealTemplateRendersEveryConversationAsJinja2Does) {
 }
 
 TEST(JinjaGoldens, EverySnippetRendersAsJinja2Does) {
-    const ordered_json g = read_json("testdata/goldens/jinja_snippets.json");
+    const ordered_json g = read_ordered_json("testdata/goldens/jinja_snippets.json");
     const auto now = g["fixed_now"].get<std::time_t>();
     EXPECT_GE(g["cases"].size(), 90u);
     for (const ordered_json& c : g["cases"]) {

@@ -10,6 +10,7 @@
 #include "chat/jinja/error.h"
 #include "chat/jinja/json.h"
 #include "chat/jinja/template.h"
+#include "support/test_support.h"
 
 namespace tracelm {
 namespace {
@@ -57,11 +58,7 @@ void expect_limit(const Failure& f, const std::string& limit) {
     EXPECT_LT(f.seconds, kQuickSeconds) << f.message;
 }
 
-std::string repeat(const std::string& s, int n) {
-    std::string out;
-    for (int i = 0; i < n; ++i) out += s;
-    return out;
-}
+using testing::repeat;
 
 TEST(JinjaLimits, UnboundedMacroRecursionStopsAtTheCallDepth) {
     expect_limit(failure_of("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"), "64 nested macro calls");

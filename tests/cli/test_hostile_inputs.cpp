@@ -112,12 +112,7 @@ void write(const fs::path& path, const std::string& text) {
     if (!f) throw std::runtime_error("cannot write " + path.string());
 }
 
-std::string repeat(const std::string& s, int n) {
-    std::string out;
-    out.reserve(s.size() * static_cast<size_t>(n));
-    for (int i = 0; i < n; ++i) out += s;
-    return out;
-}
+using testing::repeat;
 
 // `depth` levels of open ... close around `inner`.
 std::string nested(const std::string& open, const std::string& inner, const std::string& close, int depth) {

@@ -22,7 +22,7 @@ namespace {
 using sampling::RowParams;
 using testing::params;
 
-const std::vector<std::vector<int32_t>> kPrompts = {{785, 6722, 315, 9625, 374}, {9707, 11, 1879, 0}, {151, 872, 198}};
+const std::vector<std::vector<int32_t>> kSamplingPrompts = {{785, 6722, 315, 9625, 374}, {9707, 11, 1879, 0}, {151, 872, 198}};
 
 std::unique_ptr<Model> tiny(Backend& be) { return Model::load(testing::generated_checkpoint("tiny", 7, DType::F32), be); }
 
@@ -53,7 +53,7 @@ TEST(SamplingEngine, TemperatureZeroIsGreedyBitForBit) {
     const auto model = tiny(be);
     Engine greedy(*model, be, engine_options(3, 128, true)), zero(*model, be, engine_options(3, 128, true));
     const std::vector<RowParams> ps(3, params(0.0f, 5, 0.5f, 0.1f, 9));
-    EXPECT_EQ(decode(greedy, kPrompts, {}, 40), decode(zero, kPrompts, ps, 40));
+    EXPECT_EQ(decode(greedy, kSamplingPrompts, {}, 40), decode(zero, kSamplingPrompts, ps, 40));
 }
 
 // The same seeds give the same tokens eagerly and replayed over 300 steps, for 1 and 3 sequences with
@@ -68,7 +68,7 @@ TEST(SamplingEngine, SeededSamplingReplaysAsEager) {
     ps[2].presence_penalty = 0.3f;
     for (const int S : {1, 3}) {
         SCOPED_TRACE(S);
-        const std::vector<std::vector<int32_t>> prompts(kPrompts.begin(), kPrompts.begin() + S);
+        const std::vector<std::vector<int32_t>> prompts(kSamplingPrompts.begin(), kSamplingPrompts.begin() + S);
         const std::vector<RowParams> rows(ps.begin(), ps.begin() + S);
         Engine eager(*model, be, engine_options(S, 320, false)), replay(*model, be, engine_options(S, 320, true));
         const auto greedy = decode(eager, prompts, {}, 30);
@@ -97,11 +97,11 @@ TEST(SamplingEngine, RowsAreIndependent) {
     const auto model = tiny(be);
     Engine e(*model, be, engine_options(3, 128, true));
     const RowParams a = params(0.9f, 20, 0.9f, 0.0f, 5);
-    const auto alone = decode(e, {kPrompts[0]}, {a}, 30);
-    const auto batch1 = decode(e, kPrompts, {a, params(1.0f, 0, 1.0f, 0.0f, 6), params(0.0f)}, 30);
+    const auto alone = decode(e, {kSamplingPrompts[0]}, {a}, 30);
+    const auto batch1 = decode(e, kSamplingPrompts, {a, params(1.0f, 0, 1.0f, 0.0f, 6), params(0.0f)}, 30);
     RowParams b = params(2.0f, 3, 0.5f, 0.2f, 99);
     b.repetition_penalty = 2.0f;
-    const auto batch2 = decode(e, {kPrompts[0], kPrompts[2], kPrompts[1]}, {a, b, params(0.7f, 0, 0.8f, 0.0f, 1)}, 30);
+    const auto batch2 = decode(e, {kSamplingPrompts[0], kSamplingPrompts[2], kSamplingPrompts[1]}, {a, b, params(0.7f, 0, 0.8f, 0.0f, 1)}, 30);
     EXPECT_EQ(batch1[0], alone[0]);
     EXPECT_EQ(batch2[0], alone[0]);
     EXPECT_NE(batch1[1], batch2[1]);
@@ -113,11 +113,11 @@ TEST(SamplingEngine, PenaltyCountsAdvanceOnDevice) {
     cpu::CpuBackend be(2);
     const auto model = tiny(be);
     Engine e(*model, be, engine_options(1, 128, true));
-    const auto plain = decode(e, {kPrompts[0]}, {params(0.0f)}, 60)[0];
+    const auto plain = decode(e, {kSamplingPrompts[0]}, {params(0.0f)}, 60)[0];
     EXPECT_LT(std::set<int32_t>(plain.begin(), plain.end()).size(), plain.size());
     RowParams p = params(0.0f);
     p.presence_penalty = 1e6f;
-    const auto penalised = decode(e, {kPrompts[0]}, {p}, 60)[0];
+    const auto penalised = decode(e, {kSamplingPrompts[0]}, {p}, 60)[0];
     EXPECT_EQ(std::set<int32_t>(penalised.begin(), penalised.end()).size(), penalised.size());
     EXPECT_GT(e.replays(), 0);
 }
@@ -130,7 +130,7 @@ TEST(SamplingEngine, LogprobsMatchDownloadedLogits) {
     Engine e(*model, be, engine_options(2, 64, true));
     RowParams p = params(0.8f, 40, 0.95f, 0.0f, 3);
     p.logprobs = 5;
-    e.start({kPrompts[0], kPrompts[1]}, 21, {p, params(1.0f, 0, 1.0f, 0.0f, 4)});
+    e.start({kSamplingPrompts[0], kSamplingPrompts[1]}, 21, {p, params(1.0f, 0, 1.0f, 0.0f, 4)});
     for (int step = 1; step <= 20; ++step) {
         e.step();
         const std::vector<sampling::TokenLogprobs> lps = e.logprobs();

@@ -47,13 +47,13 @@ Trace run_budgeted(Engine& e, const std::vector<int32_t>& prompt, int64_t budget
 
 enum class ModelKind { Tiny, SmolLM2, Gemma3 };
 
-struct Case {
+struct ChunkCase {
     const char* name;
     ModelKind model;
     DType kv;
 };
 
-class PrefillChunks : public ::testing::TestWithParam<Case> {};
+class PrefillChunks : public ::testing::TestWithParam<ChunkCase> {};
 
 TEST_P(PrefillChunks, BudgetCutsChangeNoBitOfTokensOrLogits) {
     if (GetParam().model == ModelKind::SmolLM2) TRACELM_NEED_SMOLLM2();
@@ -99,10 +99,10 @@ TEST_P(PrefillChunks, BudgetCutsChangeNoBitOfTokensOrLogits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, PrefillChunks,
-                         ::testing::Values(Case{"TinyF32", ModelKind::Tiny, DType::F32},
-                                           Case{"TinyF16", ModelKind::Tiny, DType::F16},
-                                           Case{"SmolLM2F16", ModelKind::SmolLM2, DType::F16},
-                                           Case{"Gemma3F16", ModelKind::Gemma3, DType::F16}),
+                         ::testing::Values(ChunkCase{"TinyF32", ModelKind::Tiny, DType::F32},
+                                           ChunkCase{"TinyF16", ModelKind::Tiny, DType::F16},
+                                           ChunkCase{"SmolLM2F16", ModelKind::SmolLM2, DType::F16},
+                                           ChunkCase{"Gemma3F16", ModelKind::Gemma3, DType::F16}),
                          [](const auto& p) { return std::string(p.param.name); });
 
 // K-type experts in the ggml numerics sum each expert's products by its rows in the whole forward (ops/moe/moe.h), so

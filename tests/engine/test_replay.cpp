@@ -19,14 +19,14 @@
 namespace tracelm {
 namespace {
 
-struct Case {
+struct ReplayCase {
     std::vector<std::vector<int32_t>> prompts;
     int steps;
 };
 
 // Drives two engines over the same batch, one eager and one replaying, and compares every step's
 // logits and sampled ids exactly.
-void expect_replay_equals_eager(const Case& c, const std::string& model_dir, DType kv_dtype = DType::F32,
+void expect_replay_equals_eager(const ReplayCase& c, const std::string& model_dir, DType kv_dtype = DType::F32,
                                 Numerics numerics = Numerics::Ggml) {
     cpu::CpuBackend be(2);
     const auto model = Model::load(model_dir, be, {}, numerics);

@@ -43,7 +43,7 @@ std::string raw_file(const std::string& header, const std::string& data) {
     return out + header + data;
 }
 
-std::vector<uint8_t> pattern(size_t n, uint8_t salt) {
+std::vector<uint8_t> byte_pattern(size_t n, uint8_t salt) {
     std::vector<uint8_t> v(n);
     for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(i * 31 + salt);
     return v;
@@ -70,22 +70,22 @@ void expect_reject_header(const TempDir& dir, const std::string& header, const s
 }
 
 const std::vector<TensorToWrite> kThree = {
-    {"a.weight", DType::F32, {2, 3}, pattern(24, 1)},
-    {"b.bias", DType::BF16, {5}, pattern(10, 2)},
-    {"c", DType::I64, {1, 2}, pattern(16, 3)},
+    {"a.weight", DType::F32, {2, 3}, byte_pattern(24, 1)},
+    {"b.bias", DType::BF16, {5}, byte_pattern(10, 2)},
+    {"c", DType::I64, {1, 2}, byte_pattern(16, 3)},
 };
 
 TEST(Safetensors, RoundTripEveryDtype) {
     TempDir dir;
     const std::vector<TensorToWrite> tensors = {
-        {"f32", DType::F32, {2, 3}, pattern(24, 1)},
-        {"bf16", DType::BF16, {3, 1, 2}, pattern(12, 2)},
-        {"f16", DType::F16, {7}, pattern(14, 3)},
-        {"i32", DType::I32, {4}, pattern(16, 4)},
-        {"i64", DType::I64, {2, 2}, pattern(32, 5)},
-        {"scalar", DType::F32, {}, pattern(4, 6)},
+        {"f32", DType::F32, {2, 3}, byte_pattern(24, 1)},
+        {"bf16", DType::BF16, {3, 1, 2}, byte_pattern(12, 2)},
+        {"f16", DType::F16, {7}, byte_pattern(14, 3)},
+        {"i32", DType::I32, {4}, byte_pattern(16, 4)},
+        {"i64", DType::I64, {2, 2}, byte_pattern(32, 5)},
+        {"scalar", DType::F32, {}, byte_pattern(4, 6)},
         {"empty", DType::F16, {0, 5}, {}},
-        {"weird \"name\"/with\\chars", DType::I32, {1}, pattern(4, 7)},
+        {"weird \"name\"/with\\chars", DType::I32, {1}, byte_pattern(4, 7)},
     };
     const std::string path = dir.file("x.safetensors");
     write_safetensors(path, tensors, {{"format", "pt"}, {"note", "hello"}});

@@ -25,7 +25,7 @@ const std::string& tiny_dir() {
     return dir;
 }
 
-nlohmann::json goldens() {
+nlohmann::json deepseek_goldens() {
     std::ifstream f(tiny_dir() + "/reference_goldens.json");
     return nlohmann::json::parse(f);
 }
@@ -42,7 +42,7 @@ EngineOptions options(bool capture, bool dense, int max_seqs = 1) {
 }
 
 TEST(Deepseek, ConfigGivesTheReferencesRopeAndSoftmaxScale) {
-    const auto g = goldens()["sparse"];
+    const auto g = deepseek_goldens()["sparse"];
     cpu::CpuBackend be(1);
     const auto model = Model::load(tiny_dir(), be);
     const ModelConfig& c = model->config();
@@ -91,7 +91,7 @@ TEST_P(DeepseekGoldens, GreedyTokensAndLogitsAreTheReferences) {
     const auto& [mode, capture] = GetParam();
     cpu::CpuBackend be(2);
     const auto model = Model::load(tiny_dir(), be);
-    expect_reference(goldens()[mode], *model, be, options(capture, mode == "dense"));
+    expect_reference(deepseek_goldens()[mode], *model, be, options(capture, mode == "dense"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiny, DeepseekGoldens,
@@ -126,7 +126,7 @@ TEST(Deepseek, SliceGreedyTokensAndLogitsAreTheReferences) {
 
 // Every prompt's tokens and logits, decoded alone eagerly and then all four together from captured graphs.
 TEST(Deepseek, BatchedReplayEqualsEachRequestAloneBitForBit) {
-    const auto g = goldens()["sparse"];
+    const auto g = deepseek_goldens()["sparse"];
     std::vector<std::vector<int32_t>> prompts;
     for (const auto& p : g["prompts"]) prompts.push_back(p["prompt"].get<std::vector<int32_t>>());
     constexpr int kSteps = 8;

@@ -32,14 +32,14 @@ std::vector<std::vector<int32_t>> prompts() {
     return out;
 }
 
-struct Run {
+struct GgufRun {
     std::vector<std::vector<int32_t>> tokens;
     std::vector<std::vector<float>> logits;  // every step's, one prompt after another
 };
 
 // Each prompt alone, greedy, 8 tokens, in an engine of 4-token blocks and 6-token prefill chunks (as
 // test_deepseek.cpp's) so that sequences span blocks and prefill takes several forwards.
-Run run(const std::string& path, bool dense) {
+GgufRun run_gguf(const std::string& path, bool dense) {
     cpu::CpuBackend be(2);
     const auto model = Model::load(path, be);
     EngineOptions opt;
@@ -49,7 +49,7 @@ Run run(const std::string& path, bool dense) {
     opt.max_seqs = 1;
     opt.dense_attention = dense;
     Engine engine(*model, be, opt);
-    Run r;
+    GgufRun r;
     for (const auto& p : prompts()) {
         std::vector<int32_t> tokens = {engine.start({p}, 8)[0]};
         std::vector<float> logits = engine.logits();
@@ -66,7 +66,7 @@ Run run(const std::string& path, bool dense) {
     return r;
 }
 
-void expect_same_run(const Run& got, const Run& want) {
+void expect_same_run(const GgufRun& got, const GgufRun& want) {
     ASSERT_EQ(want.tokens.size(), 4u);  // the goldens' four prompts
     ASSERT_EQ(got.tokens.size(), want.tokens.size());
     for (size_t i = 0; i < want.tokens.size(); ++i) {
@@ -115,7 +115,7 @@ TEST(DeepseekGguf, ConfigIsTheFolders) {
 class DeepseekGgufRuns : public ::testing::TestWithParam<bool> {};
 
 TEST_P(DeepseekGgufRuns, V32GivesTheFoldersTokensAndLogitsBitForBit) {
-    expect_same_run(run(v32_gguf(), GetParam()), run(folder(), GetParam()));
+    expect_same_run(run_gguf(v32_gguf(), GetParam()), run_gguf(folder(), GetParam()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiny, DeepseekGgufRuns, ::testing::Bool(),
@@ -124,7 +124,7 @@ INSTANTIATE_TEST_SUITE_P(Tiny, DeepseekGgufRuns, ::testing::Bool(),
 // The V3 file is the same checkpoint without the indexer, converted as DeepseekV3ForCausalLM: it attends densely,
 // as the V3.2 folder does with --dense-attention.
 TEST(DeepseekGguf, V3GivesTheFoldersDenseTokensAndLogitsBitForBit) {
-    expect_same_run(run(v3_gguf(), false), run(folder(), true));
+    expect_same_run(run_gguf(v3_gguf(), false), run_gguf(folder(), true));
 }
 
 // The V3.2 fixture rewritten with `edit` applied to its metadata (edit returns true for a key it wrote or dropped
@@ -246,7 +246,7 @@ TEST(DeepseekGguf, Q8_0FileFromTheConverterRunsNearTheF32One) {
             }
         }
     }
-    const tracelm::Run got = run(q8, true), want = run(v32_gguf(), true);
+    const GgufRun got = run_gguf(q8, true), want = run_gguf(v32_gguf(), true);
     const int64_t V = static_cast<int64_t>(want.logits[0].size()) / 8;
     for (size_t p = 0; p < want.tokens.size(); ++p) {
         EXPECT_EQ(got.tokens[p][0], want.tokens[p][0]) << "prompt " << p;

@@ -18,7 +18,7 @@
 namespace tracelm {
 namespace {
 
-nlohmann::json goldens() {
+nlohmann::json gemma3_greedy_goldens() {
     std::ifstream f(testing::repo_path("testdata/goldens/gemma3_greedy_norepack.json"));
     return nlohmann::json::parse(f);
 }
@@ -43,7 +43,7 @@ class Gemma3 : public ::testing::TestWithParam<bool> {};
 
 TEST_P(Gemma3, GreedyContinuationsAndLogitsMatchLlamaCppWithoutRepacking) {
     TRACELM_NEED_GEMMA3();
-    const auto g = goldens();
+    const auto g = gemma3_greedy_goldens();
     ASSERT_FALSE(g["use_extra_bufts"].get<bool>());
     cpu::CpuBackend be(2);
     const auto model = Model::load(testing::gemma3_gguf_path(), be);

@@ -19,11 +19,12 @@
 #include "ops/dsa/dsa_indexer.h"
 #include "ops/dsa/dsa_topk.h"
 #include "support/reference_check.h"
+#include "support/test_support.h"
 
 namespace tracelm {
 namespace {
 
-bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+using testing::same_bits;
 
 // A step of three sequences over a pool of 4-token blocks in a shuffled order: a prefill chunk after earlier
 // context (q_len 3 of 11), a whole prompt (7 of 7) whose second block is unassigned, a decode row (1 of 21), and

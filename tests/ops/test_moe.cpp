@@ -97,7 +97,7 @@ std::vector<float> randn(std::mt19937& rng, size_t n, float scale = 1.0f) {
     return v;
 }
 
-bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+using testing::same_bits;
 
 // The router product is ggml's f32 MUL_MAT (ggml_reference.h's transcriptions of vec_dot_f32 and tinyBLAS, checked
 // there against llama.cpp): vec_dot's order for one row, tinyBLAS's from two rows when H % 8 == 0.

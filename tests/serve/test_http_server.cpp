@@ -30,7 +30,7 @@ namespace {
 using nlohmann::json;
 using namespace std::chrono_literals;
 
-const Tokenizer& qwen() { return testing::qwen3_tokenizer(); }
+using testing::qwen3_tokenizer;
 
 // Replays `script` one update per next(); after it (or with `hang`, from the start) it only times out.
 class ScriptedStream : public Stream {
@@ -59,7 +59,7 @@ class ScriptedStream : public Stream {
 // One update per token of `text`, then one that ends with `finish`.
 std::vector<StreamUpdate> updates_of(const std::string& text, Finish finish = Finish::Stop) {
     std::vector<StreamUpdate> u;
-    for (const int32_t id : qwen().encode(text)) u.push_back({{id}, {}, Finish::None, "", {}});
+    for (const int32_t id : qwen3_tokenizer().encode(text)) u.push_back({{id}, {}, Finish::None, "", {}});
     u.push_back({{}, {}, finish, finish == Finish::Error ? "boom" : "", {}});
     return u;
 }
@@ -85,10 +85,10 @@ class HttpServerTest : public ::testing::Test {
     }
     // The model's chat template is Qwen3's, or `chat_template` when given (as serve's --chat-template).
     void make_ready(const std::string& chat_template = "") {
-        ServedModel m{qwen(),   ChatTemplate::for_tokenizer(qwen(), chat_template), qwen().end_of_generation_ids(),
-                      context_, qwen().vocab_size(), nullptr};
-        m.tool_format = tools::detect_format(chat_template.empty() ? qwen().chat_template() : chat_template);
-        if (with_grammar_) m.grammar = std::make_shared<const grammar::Compiler>(qwen(), qwen().vocab_size());
+        ServedModel m{qwen3_tokenizer(),   ChatTemplate::for_tokenizer(qwen3_tokenizer(), chat_template), qwen3_tokenizer().end_of_generation_ids(),
+                      context_, qwen3_tokenizer().vocab_size(), nullptr};
+        m.tool_format = tools::detect_format(chat_template.empty() ? qwen3_tokenizer().chat_template() : chat_template);
+        if (with_grammar_) m.grammar = std::make_shared<const grammar::Compiler>(qwen3_tokenizer(), qwen3_tokenizer().vocab_size());
         m.hidden_size = hidden_size_;
         Generator g;
         g.submit = [this](std::vector<GenerationRequest> rs) {
@@ -96,7 +96,7 @@ class HttpServerTest : public ::testing::Test {
             // all or none.
             for (const GenerationRequest& r : rs) {
                 for (const int32_t id : r.prompt)
-                    if (id < 0 || id >= qwen().vocab_size())
+                    if (id < 0 || id >= qwen3_tokenizer().vocab_size())
                         throw RequestError("invalid token id " + std::to_string(id));
                 if (static_cast<int64_t>(r.prompt.size()) + 1 > context_)
                     throw RequestError("prompt of " + std::to_string(r.prompt.size()) + " tokens does not fit");
@@ -223,17 +223,17 @@ TEST_F(HttpServerTest, CompletionMapsTheRequestAndAnswers) {
     EXPECT_EQ(body["id"].get<std::string>().rfind("cmpl-", 0), 0u);
     EXPECT_EQ(body["choices"][0]["text"], "Hello 世界 😀!");
     EXPECT_EQ(body["choices"][0]["finish_reason"], "stop");
-    const int64_t prompt_tokens = static_cast<int64_t>(qwen().encode("Say hi").size());
-    const int64_t completion_tokens = static_cast<int64_t>(qwen().encode("Hello 世界 😀!").size());
+    const int64_t prompt_tokens = static_cast<int64_t>(qwen3_tokenizer().encode("Say hi").size());
+    const int64_t completion_tokens = static_cast<int64_t>(qwen3_tokenizer().encode("Hello 世界 😀!").size());
     EXPECT_EQ(body["usage"]["prompt_tokens"], prompt_tokens);
     EXPECT_EQ(body["usage"]["completion_tokens"], completion_tokens);
     EXPECT_EQ(body["usage"]["total_tokens"], prompt_tokens + completion_tokens);
 
     ASSERT_EQ(submitted().size(), 1u);
     const GenerationRequest g = submitted().at(0);
-    EXPECT_EQ(g.prompt, qwen().encode("Say hi"));
+    EXPECT_EQ(g.prompt, qwen3_tokenizer().encode("Say hi"));
     EXPECT_EQ(g.max_new_tokens, 5);
-    EXPECT_EQ(g.stop_ids, qwen().end_of_generation_ids());
+    EXPECT_EQ(g.stop_ids, qwen3_tokenizer().end_of_generation_ids());
     EXPECT_EQ(g.params.temperature, 0.5f);
     EXPECT_EQ(g.params.seed_lo, 9u);
     EXPECT_EQ(g.params.seed_hi, 0u);
@@ -259,7 +259,7 @@ TEST_F(HttpServerTest, ChatStreamedEqualsNonStreamed) {
     const std::string text = body["choices"][0]["message"]["content"];
     EXPECT_EQ(text, "Hello 世界 😀!");
     // Qwen3's template as jinja2 renders it (testdata/goldens/chat_templates.json, system_user).
-    EXPECT_EQ(submitted().at(0).prompt, qwen().encode("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n"
+    EXPECT_EQ(submitted().at(0).prompt, qwen3_tokenizer().encode("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n"
                                                       "Greet me.<|im_end|>\n<|im_start|>assistant\n"));
 
     const auto streamed =
@@ -379,8 +379,8 @@ TEST_F(HttpServerTest, AHarmonyAnswerShowsItsFinalChannelAndItsCalls) {
     ASSERT_TRUE(r);
     ASSERT_EQ(r->status, 200) << r->body;
     EXPECT_EQ(json::parse(r->body)["choices"][0]["message"]["content"], "2 + 2 = 4.");
-    EXPECT_EQ(qwen().decode(submitted().back().prompt).rfind("<|start|>assistant"),
-              qwen().decode(submitted().back().prompt).size() - 18);  // the template's generation prompt
+    EXPECT_EQ(qwen3_tokenizer().decode(submitted().back().prompt).rfind("<|start|>assistant"),
+              qwen3_tokenizer().decode(submitted().back().prompt).size() - 18);  // the template's generation prompt
     std::string finish;
     EXPECT_EQ(assemble(events(post("/v1/chat/completions", plain + R"(, "stream": true})")->body), finish)["content"],
               "2 + 2 = 4.");
@@ -418,11 +418,11 @@ TEST_F(HttpServerTest, ToolsReachThePromptAndToolResultsAreAccepted) {
     const auto s = submitted();
     ASSERT_EQ(s.size(), 3u);
     EXPECT_GT(s[1].prompt.size(), s[0].prompt.size());
-    const std::string with_tools = qwen().decode(s[1].prompt);
+    const std::string with_tools = qwen3_tokenizer().decode(s[1].prompt);
     EXPECT_NE(with_tools.find("<tools>"), std::string::npos);
     EXPECT_NE(with_tools.find("\"name\": \"get_weather\""), std::string::npos);
     // Qwen3's template writes the call's arguments as the object they hold, and the result as a tool_response.
-    const std::string loop_prompt = qwen().decode(s[2].prompt);
+    const std::string loop_prompt = qwen3_tokenizer().decode(s[2].prompt);
     EXPECT_NE(loop_prompt.find("{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}"), std::string::npos)
         << loop_prompt;
     EXPECT_NE(loop_prompt.find("<tool_response>\n21 C\n</tool_response>"), std::string::npos) << loop_prompt;
@@ -436,7 +436,7 @@ TEST_F(HttpServerTest, ToolChoiceNoneAndMalformedCallsLeaveContent) {
     EXPECT_EQ(none["choices"][0]["message"]["content"], kQwenCalls);
     EXPECT_FALSE(none["choices"][0]["message"].contains("tool_calls"));
     EXPECT_EQ(none["choices"][0]["finish_reason"], "stop");
-    EXPECT_NE(qwen().decode(submitted().back().prompt).find("<tools>"), std::string::npos);  // still offered
+    EXPECT_NE(qwen3_tokenizer().decode(submitted().back().prompt).find("<tools>"), std::string::npos);  // still offered
 
     const std::string bad = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": }\n</tool_call>";
     script_ = updates_of(bad);
@@ -487,9 +487,9 @@ TEST_F(HttpServerTest, StopStringEndsTheRequest) {
     EXPECT_EQ(body["choices"][0]["finish_reason"], "stop");
     EXPECT_TRUE(last()->cancelled);  // the scheduler is told to free the sequence
     // Tokens up to the one that completed the stop string count.
-    const std::vector<int32_t> ids = qwen().encode("one two STOP three four");
+    const std::vector<int32_t> ids = qwen3_tokenizer().encode("one two STOP three four");
     int64_t n = 0;
-    while (qwen().decode(std::vector<int32_t>(ids.begin(), ids.begin() + n)).find("STOP") == std::string::npos) ++n;
+    while (qwen3_tokenizer().decode(std::vector<int32_t>(ids.begin(), ids.begin() + n)).find("STOP") == std::string::npos) ++n;
     EXPECT_EQ(body["usage"]["completion_tokens"], n);
 
     const auto s = post("/v1/completions", R"({"prompt": "count", "stop": ["STOP"], "stream": true})");
@@ -519,7 +519,7 @@ TEST_F(HttpServerTest, ALengthFinishIsReportedAndAnErrorFinishIsAServerError) {
 
 TEST_F(HttpServerTest, RequestedLogprobsReachTheSchedulerAndTheAnswer) {
     script_.clear();
-    const int32_t hello = *qwen().token_id("Hello"), hi = *qwen().token_id("Hi");
+    const int32_t hello = *qwen3_tokenizer().token_id("Hello"), hi = *qwen3_tokenizer().token_id("Hi");
     script_.push_back({{hello}, {{hello, -0.5f, {{hello, -0.5f}, {hi, -1.0f}}}}, Finish::None, "", {}});
     script_.push_back({{}, {}, Finish::Stop, "", {}});
     start();
@@ -589,9 +589,9 @@ TEST_F(HttpServerTest, TokenizeAndDetokenizeMatchTheGoldens) {
 TEST_F(HttpServerTest, TokenizeOfMessagesIsTheChatPrompt) {
     start();
     const std::string msgs = R"({"messages": [{"role": "user", "content": "What is the capital of France?"}])";
-    const std::vector<int32_t> turn = qwen().encode("<|im_start|>user\nWhat is the capital of France?<|im_end|>\n");
+    const std::vector<int32_t> turn = qwen3_tokenizer().encode("<|im_start|>user\nWhat is the capital of France?<|im_end|>\n");
     std::vector<int32_t> prompt = turn;
-    for (const int32_t id : qwen().encode("<|im_start|>assistant\n")) prompt.push_back(id);
+    for (const int32_t id : qwen3_tokenizer().encode("<|im_start|>assistant\n")) prompt.push_back(id);
     const auto with = post("/tokenize", msgs + "}");
     ASSERT_TRUE(with);
     ASSERT_EQ(with->status, 200) << with->body;
@@ -608,7 +608,7 @@ TEST_F(HttpServerTest, BadTokenizeAndDetokenizeRequestsAreNamed) {
     start("", false);
     expect_error(post("/tokenize", R"({"prompt": "x"})"), 503);
     make_ready();
-    const std::string vocab = std::to_string(qwen().vocab_size());
+    const std::string vocab = std::to_string(qwen3_tokenizer().vocab_size());
     expect_error(post("/detokenize", R"({"tokens": [1, -1]})"), 400, "tokens");
     expect_error(post("/detokenize", R"({"tokens": [1, )" + vocab + "]}"), 400, "tokens");
     expect_error(post("/detokenize", R"({"tokens": [1, 2.5]})"), 400, "tokens");
@@ -664,7 +664,7 @@ TEST_F(HttpServerTest, EmbeddingsMapTheInputsAndAnswerInOpenAIsShape) {
     ASSERT_TRUE(r);
     ASSERT_EQ(r->status, 200) << r->body;
     const json body = json::parse(r->body);
-    const std::vector<int32_t> hello = qwen().encode("Hello"), world = qwen().encode("Hello, world!");
+    const std::vector<int32_t> hello = qwen3_tokenizer().encode("Hello"), world = qwen3_tokenizer().encode("Hello, world!");
     ASSERT_EQ(submitted().size(), 2u);
     EXPECT_TRUE(submitted()[0].embed);
     EXPECT_EQ(submitted()[0].prompt, hello);
@@ -738,7 +738,7 @@ TEST_F(HttpServerTest, ChatTemplateKwargsReachTheTemplate) {
     ASSERT_EQ(post("/v1/chat/completions", msgs + R"(, "chat_template_kwargs": {"enable_thinking": false}})")->status,
               200);
     EXPECT_EQ(submitted().at(0).prompt,
-              qwen().encode("<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n"
+              qwen3_tokenizer().encode("<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n"
                             "<think>\n\n</think>\n\n"));
     expect_error(post("/v1/chat/completions", msgs + R"(, "chat_template_kwargs": 5})"), 400, "chat_template_kwargs");
     EXPECT_EQ(submitted().size(), 1u);
@@ -762,7 +762,7 @@ TEST_F(HttpServerTest, ATemplateErrorIsA400NamingTheTemplatesMessage) {
     EXPECT_NE(limited->body.find("limit"), std::string::npos) << limited->body;
     EXPECT_TRUE(submitted().empty());
     ASSERT_EQ(post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi"}]})")->status, 200);
-    EXPECT_EQ(submitted().at(0).prompt, qwen().encode("HI"));
+    EXPECT_EQ(submitted().at(0).prompt, qwen3_tokenizer().encode("HI"));
 }
 
 // add_generation_prompt and continue_final_message reach the template's rendering: a closed last turn, a new
@@ -776,9 +776,9 @@ TEST_F(HttpServerTest, ContinuingTheFinalMessageLeavesItOpen) {
     for (const char* extra : {"", R"(, "add_generation_prompt": false)", R"(, "continue_final_message": true)"})
         ASSERT_EQ(post("/v1/chat/completions", msgs + extra + "}")->status, 200) << extra;
     ASSERT_EQ(submitted().size(), 3u);
-    EXPECT_EQ(submitted()[0].prompt, qwen().encode("<user>hi</user><assistant>Once upon</assistant><assistant>"));
-    EXPECT_EQ(submitted()[1].prompt, qwen().encode("<user>hi</user><assistant>Once upon</assistant>"));
-    EXPECT_EQ(submitted()[2].prompt, qwen().encode("<user>hi</user><assistant>Once upon"));
+    EXPECT_EQ(submitted()[0].prompt, qwen3_tokenizer().encode("<user>hi</user><assistant>Once upon</assistant><assistant>"));
+    EXPECT_EQ(submitted()[1].prompt, qwen3_tokenizer().encode("<user>hi</user><assistant>Once upon</assistant>"));
+    EXPECT_EQ(submitted()[2].prompt, qwen3_tokenizer().encode("<user>hi</user><assistant>Once upon"));
     expect_error(post("/v1/chat/completions", msgs + R"(, "continue_final_message": true,
                                                         "add_generation_prompt": true})"),
                  400, "continue_final_message");
@@ -791,8 +791,8 @@ TEST_F(HttpServerTest, EchoPrependsThePrompt) {
     start();
     const json plain = json::parse(post("/v1/completions", R"({"prompt": "Say hi", "echo": true})")->body);
     EXPECT_EQ(plain["choices"][0]["text"], "Say hi" "Hello 世界 😀!");
-    EXPECT_EQ(plain["usage"]["completion_tokens"], qwen().encode("Hello 世界 😀!").size());
-    const std::vector<int32_t> ids = qwen().encode("Say hi");
+    EXPECT_EQ(plain["usage"]["completion_tokens"], qwen3_tokenizer().encode("Hello 世界 😀!").size());
+    const std::vector<int32_t> ids = qwen3_tokenizer().encode("Say hi");
     const json from_ids = json::parse(
         post("/v1/completions", R"({"prompt": )" + json(ids).dump() + R"(, "echo": true})")->body);
     EXPECT_EQ(from_ids["choices"][0]["text"], "Say hi" "Hello 世界 😀!");
@@ -818,7 +818,7 @@ TEST_F(HttpServerTest, SeveralPromptsAndChoicesAreIndexedInOrder) {
                                 "echo": true)";
     const json body = json::parse(post("/v1/completions", req + "}")->body);
     const std::string answer = "Hello 世界 😀!";
-    const std::vector<std::string> echoes = {"Say hi", "Say hi", qwen().decode({1, 2, 3}), qwen().decode({1, 2, 3})};
+    const std::vector<std::string> echoes = {"Say hi", "Say hi", qwen3_tokenizer().decode({1, 2, 3}), qwen3_tokenizer().decode({1, 2, 3})};
     ASSERT_EQ(body["choices"].size(), 4u) << body;
     const auto sent = submitted();
     ASSERT_EQ(sent.size(), 4u);
@@ -826,11 +826,11 @@ TEST_F(HttpServerTest, SeveralPromptsAndChoicesAreIndexedInOrder) {
         EXPECT_EQ(body["choices"][i]["index"], i);
         EXPECT_EQ(body["choices"][i]["text"], echoes[i] + answer);
         EXPECT_EQ(body["choices"][i]["finish_reason"], "stop");
-        EXPECT_EQ(sent[i].prompt, (i < 2 ? qwen().encode("Say hi") : std::vector<int32_t>{1, 2, 3}));
+        EXPECT_EQ(sent[i].prompt, (i < 2 ? qwen3_tokenizer().encode("Say hi") : std::vector<int32_t>{1, 2, 3}));
         EXPECT_EQ(sent[i].params.seed_lo, 9u + i % 2);
     }
-    const auto prompt_tokens = static_cast<int64_t>(qwen().encode("Say hi").size() + 3);
-    const auto completion_tokens = static_cast<int64_t>(4 * qwen().encode(answer).size());
+    const auto prompt_tokens = static_cast<int64_t>(qwen3_tokenizer().encode("Say hi").size() + 3);
+    const auto completion_tokens = static_cast<int64_t>(4 * qwen3_tokenizer().encode(answer).size());
     EXPECT_EQ(body["usage"]["prompt_tokens"], prompt_tokens);
     EXPECT_EQ(body["usage"]["completion_tokens"], completion_tokens);
 
@@ -867,9 +867,9 @@ TEST_F(HttpServerTest, SeveralPromptsAndChoicesAreIndexedInOrder) {
 // echo with logprobs: the prompt is scored (the scheduler's prompt_logprobs) and its tokens open the logprobs, the
 // first with null as OpenAI shows it; the answer's offsets count from the start of the echoed text.
 TEST_F(HttpServerTest, EchoWithLogprobsScoresThePrompt) {
-    const std::vector<int32_t> ids = qwen().encode("Say hi");
+    const std::vector<int32_t> ids = qwen3_tokenizer().encode("Say hi");
     ASSERT_GE(ids.size(), 2u);
-    const int32_t hello = *qwen().token_id("Hello");
+    const int32_t hello = *qwen3_tokenizer().token_id("Hello");
     std::vector<sampling::TokenLogprobs> scores;
     for (size_t i = 1; i < ids.size(); ++i) scores.push_back({ids[i], -1.5f * static_cast<float>(i), {{hello, -0.25f}}});
     script_.clear();
@@ -885,9 +885,9 @@ TEST_F(HttpServerTest, EchoWithLogprobsScoresThePrompt) {
     ASSERT_EQ(lp["tokens"].size(), ids.size() + 1) << lp;
     std::string prompt_text;
     for (size_t i = 0; i < ids.size(); ++i) {
-        EXPECT_EQ(lp["tokens"][i], qwen().decode({ids[i]}));
+        EXPECT_EQ(lp["tokens"][i], qwen3_tokenizer().decode({ids[i]}));
         EXPECT_EQ(lp["text_offset"][i], prompt_text.size());  // ASCII: characters are bytes
-        prompt_text += qwen().decode({ids[i]});
+        prompt_text += qwen3_tokenizer().decode({ids[i]});
         if (i == 0) {
             EXPECT_TRUE(lp["token_logprobs"][0].is_null());
             EXPECT_TRUE(lp["top_logprobs"][0].is_null());
@@ -939,7 +939,7 @@ TEST_F(HttpServerTest, MetricsCanBePublicUnderAnApiKey) {
 // As vLLM and OpenAI: a max_tokens the context cannot hold after the prompt is refused, not cut short.
 TEST_F(HttpServerTest, MaxTokensBeyondTheContextIsA400) {
     start();
-    const int64_t prompt = static_cast<int64_t>(qwen().encode("x").size()), room = kContext - prompt;
+    const int64_t prompt = static_cast<int64_t>(qwen3_tokenizer().encode("x").size()), room = kContext - prompt;
     const auto over = post("/v1/completions", R"({"prompt": "x", "max_tokens": )" + std::to_string(room + 1) + "}");
     expect_error(over, 400, "max_tokens");
     EXPECT_EQ(json::parse(over->body)["error"]["message"],
@@ -965,7 +965,7 @@ std::string raw_exchange(int port, const std::string& request, bool half_close =
     addr.sin_port = htons(static_cast<uint16_t>(port));
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-    EXPECT_EQ(write(fd, request.data(), request.size()), static_cast<ssize_t>(request.size()));
+    EXPECT_EQ(::write(fd, request.data(), request.size()), static_cast<ssize_t>(request.size()));
     if (half_close) shutdown(fd, SHUT_WR);
     std::string got;
     const auto deadline = std::chrono::steady_clock::now() + wait;
@@ -973,7 +973,7 @@ std::string raw_exchange(int port, const std::string& request, bool half_close =
         pollfd p{fd, POLLIN, 0};
         if (poll(&p, 1, 100) <= 0) continue;
         char buf[4096];
-        const ssize_t n = read(fd, buf, sizeof buf);
+        const ssize_t n = ::read(fd, buf, sizeof buf);
         if (n <= 0) break;
         got.append(buf, static_cast<size_t>(n));
     }
@@ -1063,7 +1063,7 @@ TEST_F(HttpServerTest, AHalfClosedClientGetsItsAnswer) {
 TEST_F(HttpServerTest, BodyLimitsAndLengthsAreCheckedWhileReading) {
     start();
     std::string chunked = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
-    for (int i = 0; i < 8; ++i) chunked += "400\r\n" + std::string(1024, 'a') + "\r\n";  // 8 KiB > 4096
+    for (int i = 0; i < 8; ++i) chunked.append("400\r\n").append(1024, 'a').append("\r\n");  // 8 KiB > 4096
     EXPECT_EQ(raw_exchange(port_, chunked).rfind("HTTP/1.1 413", 0), 0u);
     const auto status = [this](const std::string& headers) {
         return raw_exchange(port_, "POST /v1/completions HTTP/1.1\r\nHost: x\r\n" + headers + "\r\n{}").substr(0, 12);

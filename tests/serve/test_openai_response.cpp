@@ -11,7 +11,7 @@ namespace {
 
 using nlohmann::json;
 
-const Tokenizer& qwen() { return testing::qwen3_tokenizer(); }
+using testing::qwen3_tokenizer;
 
 const ResponseMeta kMeta{"chatcmpl-1", 1700000000, "smol"};
 
@@ -66,9 +66,9 @@ TEST(OpenAIResponse, StreamedChunksAndTheUsageChunkHaveOpenAIsShape) {
 }
 
 TEST(OpenAIResponse, ChatLogprobsHaveOpenAIsShapeWithBytes) {
-    const int32_t hello = *qwen().token_id("Hello"), hi = *qwen().token_id("Hi");
+    const int32_t hello = *qwen3_tokenizer().token_id("Hello"), hi = *qwen3_tokenizer().token_id("Hi");
     const std::vector<sampling::TokenLogprobs> lps = {{hello, -0.25f, {{hello, -0.25f}, {hi, -1.5f}}}, {hi, -INFINITY, {}}};
-    const json got = logprobs_json(Endpoint::ChatCompletions, qwen(), lps);
+    const json got = logprobs_json(Endpoint::ChatCompletions, qwen3_tokenizer(), lps);
     const json want = json::parse(R"({"content": [
         {"token": "Hello", "logprob": -0.25, "bytes": [72, 101, 108, 108, 111], "top_logprobs": [
             {"token": "Hello", "logprob": -0.25, "bytes": [72, 101, 108, 108, 111]},
@@ -79,13 +79,13 @@ TEST(OpenAIResponse, ChatLogprobsHaveOpenAIsShapeWithBytes) {
 
 TEST(OpenAIResponse, CompletionLogprobsShowAPartialCharacterAsUfffdWithItsBytes) {
     // The first byte of "你" (E4 BD A0) alone is not text: its token is U+FFFD, its bytes exact.
-    const int32_t part = *qwen().token_id("\xE4"), a = *qwen().token_id("a");
+    const int32_t part = *qwen3_tokenizer().token_id("\xE4"), a = *qwen3_tokenizer().token_id("a");
     const std::vector<sampling::TokenLogprobs> lps = {{a, -0.5f, {{a, -0.5f}, {part, -2.0f}}}, {part, -1.0f, {}}};
-    const json got = logprobs_json(Endpoint::Completions, qwen(), lps, {0, 1});
+    const json got = logprobs_json(Endpoint::Completions, qwen3_tokenizer(), lps, {0, 1});
     const json want = json::parse(R"({"tokens": ["a", "\ufffd"], "token_logprobs": [-0.5, -1.0],
         "top_logprobs": [{"a": -0.5, "\ufffd": -2.0}, {}], "text_offset": [0, 1]})");
     EXPECT_EQ(got, want);
-    const json chat = logprobs_json(Endpoint::ChatCompletions, qwen(), {{part, -1.0f, {}}});
+    const json chat = logprobs_json(Endpoint::ChatCompletions, qwen3_tokenizer(), {{part, -1.0f, {}}});
     EXPECT_EQ(chat["content"][0]["bytes"], json::array({0xE4}));
 }
 

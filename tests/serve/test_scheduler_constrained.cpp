@@ -30,13 +30,13 @@ const char* kSchema = R"({"type": "object", "properties": {"kind": {"enum": ["ca
     "age": {"type": "integer", "minimum": 0, "maximum": 30}, "tags": {"type": "array", "items": {"type": "string"},
     "maxItems": 2}}, "required": ["kind", "age"]})";
 
-struct Fixture {
+struct ConstrainedFixture {
     cpu::CpuBackend be{2};
     std::unique_ptr<Model> model = Model::load(testing::generated_checkpoint("tiny", 7, DType::F32), be);
     grammar::Compiler compiler{testing::qwen3_tokenizer(), model->config().vocab_size};
 };
 
-sampling::RowParams seeded(uint32_t seed) {
+sampling::RowParams seeded_row(uint32_t seed) {
     sampling::RowParams p;
     p.temperature = 0.9f;
     p.top_k = 50;
@@ -46,7 +46,7 @@ sampling::RowParams seeded(uint32_t seed) {
 
 // Request 0 is constrained by kSchema, seeded and biased; of the others every third is constrained to a JSON object,
 // every fourth biased, and the rest plain.
-std::vector<GenerationRequest> requests(const Fixture& s) {
+std::vector<GenerationRequest> requests(const ConstrainedFixture& s) {
     const std::vector<int32_t> stops = testing::qwen3_tokenizer().end_of_generation_ids();
     std::vector<GenerationRequest> rs;
     for (int i = 0; i < 16; ++i) {
@@ -54,7 +54,7 @@ std::vector<GenerationRequest> requests(const Fixture& s) {
         r.prompt = prompt_of(i, 5 + (i * 29) % 60);
         r.max_new_tokens = 40 - (i % 4) * 5;
         r.stop_ids = stops;
-        if (i % 2 == 0) r.params = seeded(500u + static_cast<uint32_t>(i));
+        if (i % 2 == 0) r.params = seeded_row(500u + static_cast<uint32_t>(i));
         if (i == 0) r.constraint = s.compiler.compile({grammar::Kind::JsonSchema, kSchema});
         if (i > 0 && i % 3 == 0) r.constraint = s.compiler.compile({grammar::Kind::JsonObject, ""});
         if (i % 4 == 0) r.logit_bias = {{220, 4.5f}, {1, -100.0f}, {90, 2.0f}};
@@ -65,7 +65,7 @@ std::vector<GenerationRequest> requests(const Fixture& s) {
 
 // max_seqs below the requests' number: rows are taken again by new sequences, whose prompts prefill over several
 // steps (max_batched_tokens) while the others decode.
-std::vector<Outcome> run(Fixture& s, const std::vector<GenerationRequest>& rs, bool capture, int max_seqs = 16) {
+std::vector<Outcome> run(ConstrainedFixture& s, const std::vector<GenerationRequest>& rs, bool capture, int max_seqs = 16) {
     SchedulerOptions o;
     o.max_seqs = max_seqs;
     o.context = 160;
@@ -80,7 +80,7 @@ std::vector<Outcome> run(Fixture& s, const std::vector<GenerationRequest>& rs, b
 }
 
 TEST(ConstrainedScheduler, AConstrainedRequestAloneEqualsItselfAmongFifteenOthers) {
-    Fixture s;
+    ConstrainedFixture s;
     const std::vector<GenerationRequest> rs = requests(s);
     const Outcome alone = run(s, {rs[0]}, true).front();
     const std::vector<Outcome> together = run(s, rs, true, 5);
@@ -105,7 +105,7 @@ TEST(ConstrainedScheduler, AConstrainedRequestAloneEqualsItselfAmongFifteenOther
 }
 
 TEST(ConstrainedScheduler, BiasOfMinus100BansATokenAndPlus100ForcesOne) {
-    Fixture s;
+    ConstrainedFixture s;
     GenerationRequest plain;
     plain.prompt = prompt_of(3, 20);
     plain.max_new_tokens = 12;
@@ -117,14 +117,14 @@ TEST(ConstrainedScheduler, BiasOfMinus100BansATokenAndPlus100ForcesOne) {
     EXPECT_EQ(without.tokens.size(), 12u);
     for (const int32_t id : without.tokens) EXPECT_NE(id, first.tokens[0]);
     GenerationRequest forced = plain;
-    forced.params = seeded(9);
+    forced.params = seeded_row(9);
     forced.logit_bias = {{4242, 100.0f}};
     const Outcome only = run(s, {forced}, true).front();
     EXPECT_EQ(only.tokens, std::vector<int32_t>(12, 4242));
 }
 
 TEST(ConstrainedScheduler, InvalidLogitBiasIsRefused) {
-    Fixture s;
+    ConstrainedFixture s;
     SchedulerOptions o;
     o.context = 64;
     Scheduler sch(*s.model, s.be, o);

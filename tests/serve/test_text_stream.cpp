@@ -17,7 +17,7 @@ namespace {
 
 using tokenizer_detail::is_valid_utf8;
 
-const Tokenizer& qwen() { return testing::qwen3_tokenizer(); }
+using testing::qwen3_tokenizer;
 
 struct Streamed {
     std::vector<std::string> chunks;  // one per push, then finish()'s
@@ -27,7 +27,7 @@ struct Streamed {
 };
 
 Streamed stream(const std::vector<int32_t>& ids, const std::vector<std::string>& stop) {
-    TextStream ts(qwen(), stop);
+    TextStream ts(qwen3_tokenizer(), stop);
     Streamed s;
     for (size_t i = 0; i < ids.size(); ++i) {
         s.chunks.push_back(ts.push(ids[i]));
@@ -44,7 +44,7 @@ Streamed stream(const std::vector<int32_t>& ids, const std::vector<std::string>&
 // The reference: the text of the first token prefix that contains a stop string, cut before the earliest one in it.
 std::string expected_text(const std::vector<int32_t>& ids, const std::vector<std::string>& stop, size_t* stop_token) {
     for (size_t k = 1; k <= ids.size(); ++k) {
-        const std::string prefix = qwen().decode(std::vector<int32_t>(ids.begin(), ids.begin() + k));
+        const std::string prefix = qwen3_tokenizer().decode(std::vector<int32_t>(ids.begin(), ids.begin() + k));
         size_t cut = std::string::npos;
         for (const std::string& s : stop) cut = std::min(cut, prefix.find(s));
         if (cut != std::string::npos) {
@@ -53,7 +53,7 @@ std::string expected_text(const std::vector<int32_t>& ids, const std::vector<std
         }
     }
     *stop_token = 0;
-    return qwen().decode(ids);
+    return qwen3_tokenizer().decode(ids);
 }
 
 void expect_streams_like_reference(const std::vector<int32_t>& ids, const std::vector<std::string>& stop) {
@@ -75,7 +75,7 @@ void expect_streams_like_reference(const std::vector<int32_t>& ids, const std::v
 std::vector<int32_t> byte_tokens(const std::string& text) {
     std::vector<int32_t> ids;
     for (size_t b = 0; b < text.size(); ++b) {
-        const auto id = qwen().token_id(text.substr(b, 1));
+        const auto id = qwen3_tokenizer().token_id(text.substr(b, 1));
         EXPECT_TRUE(id.has_value());
         ids.push_back(id.value_or(0));
     }
@@ -86,27 +86,27 @@ TEST(TextStream, CjkAndEmojiStreamByteExact) {
     const std::string text =
         "你好，世界！今天天气很好 😀🎉👩‍👩‍👧 emoji and 日本語のテキスト, 한국어 too. "
         "✓";
-    const std::vector<int32_t> ids = qwen().encode(text);
+    const std::vector<int32_t> ids = qwen3_tokenizer().encode(text);
     // The tokenizer splits some characters across tokens, which is what the test is about.
     bool split = false;
-    for (const int32_t id : ids) split |= !is_valid_utf8(qwen().token_text(id));
+    for (const int32_t id : ids) split |= !is_valid_utf8(qwen3_tokenizer().token_text(id));
     ASSERT_TRUE(split);
     const Streamed s = stream(ids, {});
     EXPECT_EQ(s.text, text);
-    EXPECT_EQ(s.text, qwen().decode(ids));
+    EXPECT_EQ(s.text, qwen3_tokenizer().decode(ids));
     for (const std::string& c : s.chunks) EXPECT_TRUE(is_valid_utf8(c));
     EXPECT_FALSE(s.stopped);
 }
 
 TEST(TextStream, StopStringAcrossTokensIsCutWithWhatFollows) {
-    const std::vector<int32_t> ids = qwen().encode("The answer is forty-two. Thank you for asking, goodbye!");
+    const std::vector<int32_t> ids = qwen3_tokenizer().encode("The answer is forty-two. Thank you for asking, goodbye!");
     ASSERT_GE(ids.size(), 8u);
     // A stop string made of the end of one token and the start of the next.
-    const std::string a = qwen().decode({ids[4]}), b = qwen().decode({ids[5]});
+    const std::string a = qwen3_tokenizer().decode({ids[4]}), b = qwen3_tokenizer().decode({ids[5]});
     ASSERT_GE(a.size(), 2u);
     const std::string stop = a.substr(a.size() - 2) + b.substr(0, 2);
     const Streamed s = stream(ids, {stop});
-    const std::string full = qwen().decode(ids);
+    const std::string full = qwen3_tokenizer().decode(ids);
     EXPECT_EQ(s.text, full.substr(0, full.find(stop)));
     EXPECT_TRUE(s.stopped);
     EXPECT_EQ(s.stopped_at, 6u);
@@ -118,12 +118,12 @@ TEST(TextStream, StopStringAcrossTokensIsCutWithWhatFollows) {
 }
 
 TEST(TextStream, HeldBackTextThatIsNoStopIsReleased) {
-    const std::vector<int32_t> ids = qwen().encode("wait for it... STO");
+    const std::vector<int32_t> ids = qwen3_tokenizer().encode("wait for it... STO");
     const Streamed s = stream(ids, {"STOP"});
     EXPECT_EQ(s.text, "wait for it... STO");
     EXPECT_FALSE(s.stopped);
     EXPECT_EQ(s.chunks.back(), "STO");  // held until the end
-    const Streamed t = stream(qwen().encode("wait for it... STONE"), {"STOP"});
+    const Streamed t = stream(qwen3_tokenizer().encode("wait for it... STONE"), {"STOP"});
     EXPECT_EQ(t.text, "wait for it... STONE");
 }
 
@@ -143,7 +143,7 @@ TEST(TextStream, FirstCompletedStopWins) {
     EXPECT_EQ(stream(ids, {"abcd", "bc"}).text, "xa");
     // Completed by the same token, the one that starts first wins.
     std::vector<int32_t> ids2 = byte_tokens("xab");
-    const auto cd = qwen().token_id("cd");
+    const auto cd = qwen3_tokenizer().token_id("cd");
     ASSERT_TRUE(cd.has_value());
     ids2.push_back(*cd);
     EXPECT_EQ(stream(ids2, {"bcd", "abcd"}).text, "x");
@@ -152,11 +152,11 @@ TEST(TextStream, FirstCompletedStopWins) {
 }
 
 TEST(TextStream, NothingIsEmittedAfterTheStop) {
-    TextStream ts(qwen(), {"b"});
-    EXPECT_EQ(ts.push(*qwen().token_id("a")), "a");
-    EXPECT_EQ(ts.push(*qwen().token_id("b")), "");
+    TextStream ts(qwen3_tokenizer(), {"b"});
+    EXPECT_EQ(ts.push(*qwen3_tokenizer().token_id("a")), "a");
+    EXPECT_EQ(ts.push(*qwen3_tokenizer().token_id("b")), "");
     EXPECT_TRUE(ts.stopped());
-    EXPECT_EQ(ts.push(*qwen().token_id("c")), "");
+    EXPECT_EQ(ts.push(*qwen3_tokenizer().token_id("c")), "");
     EXPECT_EQ(ts.finish(), "");
 }
 
@@ -182,7 +182,7 @@ TEST(TextStream, RandomSplitsMatchTheReference) {
             const size_t len = std::min<size_t>(1 + rng() % 6, text.size() - pos);
             const std::string piece = text.substr(pos, len);
             const std::vector<int32_t> part =
-                rng() % 2 && is_valid_utf8(piece) ? qwen().encode(piece) : byte_tokens(piece);
+                rng() % 2 && is_valid_utf8(piece) ? qwen3_tokenizer().encode(piece) : byte_tokens(piece);
             ids.insert(ids.end(), part.begin(), part.end());
             pos += len;
         }
@@ -192,22 +192,22 @@ TEST(TextStream, RandomSplitsMatchTheReference) {
 }
 
 TEST(TextStream, DecodedCharactersCountTheText) {
-    TextStream ts(qwen(), {});
+    TextStream ts(qwen3_tokenizer(), {});
     std::string all;
-    for (const int32_t id : qwen().encode("añ你😀")) all += ts.push(id);
+    for (const int32_t id : qwen3_tokenizer().encode("añ你😀")) all += ts.push(id);
     EXPECT_EQ(ts.decoded_chars(), 4u);
-    EXPECT_THROW(TextStream(qwen(), {""}), std::invalid_argument);
+    EXPECT_THROW(TextStream(qwen3_tokenizer(), {""}), std::invalid_argument);
 }
 
 TEST(TextStream, KeptSpecialTokensAreText) {
     // A tool call parser reads markers some tokenizers hold as special tokens (Mistral's [TOOL_CALLS]); Qwen3's
     // <|im_start|> stands in for one here. Other special tokens are still skipped.
-    const int32_t kept = *qwen().token_id("<|im_start|>"), skipped = *qwen().token_id("<|im_end|>");
-    ASSERT_TRUE(qwen().is_special(kept) && qwen().is_special(skipped));
+    const int32_t kept = *qwen3_tokenizer().token_id("<|im_start|>"), skipped = *qwen3_tokenizer().token_id("<|im_end|>");
+    ASSERT_TRUE(qwen3_tokenizer().is_special(kept) && qwen3_tokenizer().is_special(skipped));
     std::vector<int32_t> ids = {kept};
-    for (const int32_t id : qwen().encode("call")) ids.push_back(id);
+    for (const int32_t id : qwen3_tokenizer().encode("call")) ids.push_back(id);
     ids.push_back(skipped);
-    TextStream ts(qwen(), {}, {kept});
+    TextStream ts(qwen3_tokenizer(), {}, {kept});
     std::string text;
     for (const int32_t id : ids) text += ts.push(id);
     text += ts.finish();

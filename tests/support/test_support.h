@@ -12,6 +12,7 @@
 #include <iterator>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/kernels/cpu_features.h"
 #include "checkpoint/model_cache.h"
 #include "checkpoint/random_checkpoint.h"
 
@@ -227,6 +229,24 @@ inline std::vector<int32_t> random_tokens(int n, int64_t vocab, uint32_t seed) {
     std::vector<int32_t> t(static_cast<size_t>(n));
     for (auto& x : t) x = d(rng);
     return t;
+}
+
+// `s` n times over.
+inline std::string repeat(const std::string& s, int n) {
+    std::string out;
+    out.reserve(s.size() * static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) out += s;
+    return out;
+}
+
+inline bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+// The Isas whose kernels this CPU can run.
+inline std::vector<cpu::Isa> runnable_isas() {
+    std::vector<cpu::Isa> out;
+    for (cpu::Isa isa : {cpu::Isa::Portable, cpu::Isa::Avx2, cpu::Isa::Avx512})
+        if (static_cast<int>(isa) <= static_cast<int>(cpu::best_isa())) out.push_back(isa);
+    return out;
 }
 
 }  // namespace tracelm::testing

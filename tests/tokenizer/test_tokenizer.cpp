@@ -27,7 +27,7 @@ using tokenizer_detail::is_valid_utf8;
 const std::string kQwenJson = TRACELM_SOURCE_DIR "/models/qwen3-tokenizer/tokenizer.json";
 const std::string kGoldenPath = TRACELM_SOURCE_DIR "/testdata/tokenizer/qwen3_encode.jsonl";
 
-std::string read_text(const std::string& path) {
+std::string read_file(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     if (!in) throw std::runtime_error("cannot open " + path);
     std::ostringstream buffer;
@@ -49,7 +49,7 @@ struct Golden {
 const std::vector<Golden>& goldens() {
     static const std::vector<Golden> all = [] {
         std::vector<Golden> out;
-        std::istringstream in(read_text(kGoldenPath));
+        std::istringstream in(read_file(kGoldenPath));
         std::string line;
         for (int number = 1; std::getline(in, line); ++number) {
             if (line.empty()) continue;
@@ -458,7 +458,7 @@ TEST(TokenizerAddedTokens, OnlyNormalizedTokensMatchTextThatNormalizesToThem) {
 // ---------------------------------------------------------------------------------------------
 // Corrupt or unsupported files
 
-void expect_load_error(const std::string& text, const std::string& fragment,
+void expect_tokenizer_load_error(const std::string& text, const std::string& fragment,
                        const std::string& config = "") {
     try {
         Tokenizer::from_json_text(text, config);
@@ -470,7 +470,7 @@ void expect_load_error(const std::string& text, const std::string& fragment,
 }
 
 TEST(TokenizerCorruptJson, TruncatedQwenFileThrows) {
-    const std::string text = read_text(kQwenJson);
+    const std::string text = read_file(kQwenJson);
     for (size_t keep : {size_t{0}, size_t{1}, size_t{20}, size_t{5000}, text.size() / 3,
                         text.size() / 2, text.size() - 100, text.size() - 2}) {
         SCOPED_TRACE("kept " + std::to_string(keep) + " bytes");
@@ -479,11 +479,11 @@ TEST(TokenizerCorruptJson, TruncatedQwenFileThrows) {
 }
 
 TEST(TokenizerCorruptJson, ADocumentThatIsNotATokenizerIsRefused) {
-    expect_load_error("", "invalid JSON");
-    expect_load_error("garbage", "invalid JSON");
-    expect_load_error("null", "must be a JSON object");
-    expect_load_error("[1, 2]", "must be a JSON object");
-    expect_load_error("{}", "model is missing");
+    expect_tokenizer_load_error("", "invalid JSON");
+    expect_tokenizer_load_error("garbage", "invalid JSON");
+    expect_tokenizer_load_error("null", "must be a JSON object");
+    expect_tokenizer_load_error("[1, 2]", "must be a JSON object");
+    expect_tokenizer_load_error("{}", "model is missing");
 }
 
 TEST(TokenizerCorruptJson, EveryModelProblemIsRefusedNamingIt) {
@@ -493,44 +493,44 @@ TEST(TokenizerCorruptJson, EveryModelProblemIsRefusedNamingIt) {
         edit(doc);
         return doc.dump();
     };
-    expect_load_error(variant([](json& d) { d.erase("model"); }), "model is missing");
-    expect_load_error(variant([](json& d) { d["model"] = json::array(); }),
+    expect_tokenizer_load_error(variant([](json& d) { d.erase("model"); }), "model is missing");
+    expect_tokenizer_load_error(variant([](json& d) { d["model"] = json::array(); }),
                       "model must be a JSON object");
-    expect_load_error(variant([](json& d) { d["model"]["type"] = "WordPiece"; }), "WordPiece");
-    expect_load_error(variant([](json& d) { d["model"].erase("vocab"); }), "vocab is missing");
-    expect_load_error(variant([](json& d) { d["model"]["vocab"] = json::array(); }),
+    expect_tokenizer_load_error(variant([](json& d) { d["model"]["type"] = "WordPiece"; }), "WordPiece");
+    expect_tokenizer_load_error(variant([](json& d) { d["model"].erase("vocab"); }), "vocab is missing");
+    expect_tokenizer_load_error(variant([](json& d) { d["model"]["vocab"] = json::array(); }),
                       "model.vocab must be an object");
-    expect_load_error(variant([](json& d) { d["model"]["vocab"]["a"] = "97"; }),
+    expect_tokenizer_load_error(variant([](json& d) { d["model"]["vocab"]["a"] = "97"; }),
                       "is not an integer id");
-    expect_load_error(variant([](json& d) { d["model"]["vocab"]["a"] = -1; }), "negative");
-    expect_load_error(variant([](json& d) { d["model"]["vocab"]["a"] = 1.5; }),
+    expect_tokenizer_load_error(variant([](json& d) { d["model"]["vocab"]["a"] = -1; }), "negative");
+    expect_tokenizer_load_error(variant([](json& d) { d["model"]["vocab"]["a"] = 1.5; }),
                       "is not an integer id");
-    expect_load_error(variant([](json& d) { d["model"]["vocab"]["a"] = 1LL << 40; }),
+    expect_tokenizer_load_error(variant([](json& d) { d["model"]["vocab"]["a"] = 1LL << 40; }),
                       "does not fit");
-    expect_load_error(variant([](json& d) { d["model"]["vocab"]["big"] = 1 << 30; }), "far beyond");
-    expect_load_error(variant([](json& d) { d["model"].erase("merges"); }), "merges is missing");
-    expect_load_error(variant([](json& d) { d["model"]["merges"] = "a b"; }),
+    expect_tokenizer_load_error(variant([](json& d) { d["model"]["vocab"]["big"] = 1 << 30; }), "far beyond");
+    expect_tokenizer_load_error(variant([](json& d) { d["model"].erase("merges"); }), "merges is missing");
+    expect_tokenizer_load_error(variant([](json& d) { d["model"]["merges"] = "a b"; }),
                       "merges must be an array");
-    expect_load_error(variant([](json& d) {
+    expect_tokenizer_load_error(variant([](json& d) {
                           d["model"]["merges"].push_back({"a", "nope"});
                       }),
                       "references unknown token \"nope\"");
-    expect_load_error(variant([](json& d) {
+    expect_tokenizer_load_error(variant([](json& d) {
                           d["model"]["merges"].push_back({"x", "q"});
                       }),
                       "references unknown token \"xq\"");
-    expect_load_error(variant([](json& d) {
+    expect_tokenizer_load_error(variant([](json& d) {
                           d["model"]["merges"].push_back({"a", "b", "c"});
                       }),
                       "more than two tokens");
-    expect_load_error(variant([](json& d) { d["model"]["merges"].push_back({"a"}); }),
+    expect_tokenizer_load_error(variant([](json& d) { d["model"]["merges"].push_back({"a"}); }),
                       "does not have two tokens");
-    expect_load_error(variant([](json& d) { d["model"]["merges"].push_back(7); }),
+    expect_tokenizer_load_error(variant([](json& d) { d["model"]["merges"].push_back(7); }),
                       "not a pair of token strings");
-    expect_load_error(variant([](json& d) { d["model"]["merges"].push_back("a b c"); }),
+    expect_tokenizer_load_error(variant([](json& d) { d["model"]["merges"].push_back("a b c"); }),
                       "not of the form");
-    expect_load_error(variant([](json& d) { d["model"]["unk_token"] = "<unk>"; }), "unk_token");
-    expect_load_error(variant([](json& d) { d["model"]["continuing_subword_prefix"] = "##"; }),
+    expect_tokenizer_load_error(variant([](json& d) { d["model"]["unk_token"] = "<unk>"; }), "unk_token");
+    expect_tokenizer_load_error(variant([](json& d) { d["model"]["continuing_subword_prefix"] = "##"; }),
                       "continuing_subword_prefix");
 }
 
@@ -541,52 +541,52 @@ TEST(TokenizerCorruptJson, EveryPipelineProblemIsRefusedNamingIt) {
         edit(doc);
         return doc.dump();
     };
-    expect_load_error(variant([](json& d) {
+    expect_tokenizer_load_error(variant([](json& d) {
                           d["added_tokens"] = {{{"id", 260}}};
                       }),
                       "added_tokens[0].content is missing");
-    expect_load_error(variant([](json& d) {
+    expect_tokenizer_load_error(variant([](json& d) {
                           d["added_tokens"] = {{{"id", "7"}, {"content", "x"}}};
                       }),
                       "added_tokens[0].id must be a token id");
-    expect_load_error(variant([](json& d) {
+    expect_tokenizer_load_error(variant([](json& d) {
                           d["added_tokens"] = {added(260, "x", {{"lstrip", 1}})};
                       }),
                       "lstrip must be true or false");
-    expect_load_error(variant([](json& d) {
+    expect_tokenizer_load_error(variant([](json& d) {
                           d["normalizer"] = {{"type", "Lowercase"}};
                       }),
                       "Lowercase");
-    expect_load_error(
+    expect_tokenizer_load_error(
         variant([](json& d) { d["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(a"; }),
         "cannot compile pre-tokenizer regex");
-    expect_load_error(
+    expect_tokenizer_load_error(
         variant([](json& d) { d["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Sideways"; }),
         "Sideways");
-    expect_load_error(variant([](json& d) {
+    expect_tokenizer_load_error(variant([](json& d) {
                           d["pre_tokenizer"] = {{"type", "Whitespace"}};
                       }),
                       "Whitespace");
-    expect_load_error(variant([](json& d) { d.erase("pre_tokenizer"); }), "no ByteLevel step");
-    expect_load_error(variant([](json& d) {
+    expect_tokenizer_load_error(variant([](json& d) { d.erase("pre_tokenizer"); }), "no ByteLevel step");
+    expect_tokenizer_load_error(variant([](json& d) {
                           d["decoder"] = sentencepiece_style_tokenizer()["decoder"];
                       }),
                       "pre_tokenizer has a ByteLevel step but the decoder is not ByteLevel");
-    expect_load_error(variant([](json& d) {
+    expect_tokenizer_load_error(variant([](json& d) {
                           d["normalizer"] = {{"type", "Replace"}, {"pattern", {{"Regex", " +"}}}, {"content", "_"}};
                       }),
                       "normalizer.pattern must be a non-empty String");
-    expect_load_error(variant([](json& d) {
+    expect_tokenizer_load_error(variant([](json& d) {
                           const json step = {{"type", "Replace"}, {"pattern", {{"String", "a"}}}, {"content", "b"}};
                           d["normalizer"] = {{"type", "Sequence"}, {"normalizers", json(std::vector<json>(65, step))}};
                       }),
                       "normalizer.normalizers[64].type is one step too many");
-    expect_load_error(variant([](json& d) {
+    expect_tokenizer_load_error(variant([](json& d) {
                           d["decoder"] = {{"type", "Sequence"}, {"decoders", {{{"type", "Strip"}}}}};
                       }),
                       "decoder.decoders[0].type \"Strip\" is not supported");
-    expect_load_error(variant([](json& d) { d.erase("decoder"); }), "decoder is missing");
-    expect_load_error(variant([](json& d) {
+    expect_tokenizer_load_error(variant([](json& d) { d.erase("decoder"); }), "decoder is missing");
+    expect_tokenizer_load_error(variant([](json& d) {
                           d["decoder"] = {{"type", "WordPiece"}};
                       }),
                       "decoder.type");
@@ -635,9 +635,9 @@ TEST(TokenizerCorruptJson, ConfigEosIsReadInBothFormsAndBadConfigsAreRefused) {
     EXPECT_EQ(
         Tokenizer::from_json_text(doc, R"({"eos_token": {"content": "<eos>"}})").eos_token_id(),
         260);
-    expect_load_error(doc, "tokenizer_config.json: invalid JSON", "{");
-    expect_load_error(doc, "not a token", R"({"eos_token": "<nope>"})");
-    expect_load_error(doc, "add_bos_token must be true or false", R"({"add_bos_token": "yes"})");
+    expect_tokenizer_load_error(doc, "tokenizer_config.json: invalid JSON", "{");
+    expect_tokenizer_load_error(doc, "not a token", R"({"eos_token": "<nope>"})");
+    expect_tokenizer_load_error(doc, "add_bos_token must be true or false", R"({"add_bos_token": "yes"})");
 }
 
 TEST(TokenizerCorruptJson, AMissingFileIsNamedAndAFolderRefused) {
