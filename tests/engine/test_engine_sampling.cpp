@@ -57,8 +57,8 @@ TEST(SamplingEngine, TemperatureZeroIsGreedyBitForBit) {
 }
 
 // The same seeds give the same tokens eagerly and replayed over 300 steps (20 KV blocks), for 1 and 3 sequences with
-// different parameters per row; the replays allocate nothing. Under AddressSanitizer 100 steps (7 blocks): the same
-// code, a third of its 50 s there (most of it the 151,936-entry LM head and sampling over it).
+// different parameters per row; the replays allocate nothing. Under AddressSanitizer 100 steps (7 blocks), the same
+// code paths: 300 took 50 s there, most of it in the 151,936-entry LM head and sampling over it.
 TEST(SamplingEngine, SeededSamplingReplaysAsEager) {
 #if defined(__SANITIZE_ADDRESS__)
     constexpr int kSteps = 100;
