@@ -11,6 +11,7 @@ BUILD_DIR=${FUZZ_BUILD_DIR:-build-fuzz}
 HARNESSES=(gguf safetensors tokenizer_json chat_template tool_calls)
 
 bash scripts/install_deps.sh clang-14 libclang-rt-14-dev
+export CMAKE_GENERATOR=${CMAKE_GENERATOR:-Ninja}  # as scripts/build.sh
 
 CC=clang-14 CXX=clang++-14 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRACELM_FUZZ=ON \
   -DTRACELM_TESTS=OFF -DTRACELM_CUDA=OFF >/dev/null

@@ -8,6 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${TSAN_BUILD_DIR:-build-tsan}
 bash scripts/install_deps.sh
+export CMAKE_GENERATOR=${CMAKE_GENERATOR:-Ninja}  # as scripts/build.sh
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DTRACELM_WERROR=ON -DTRACELM_TSAN=ON \
   -DTRACELM_CUDA=OFF >/dev/null
 cmake --build "$BUILD_DIR" -j"$(nproc)" --target tracelm_tests

@@ -1,23 +1,19 @@
 #include "cli/bench_long_context.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <stdexcept>
 
-namespace tracelm::cli {
+#include "cli/bench_clock.h"
 
-namespace {
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-}  // namespace
+namespace tracelm::cli {
 
 template <typename F>
 void StepProfileBackend::timed(const char* part, F&& f) {
     if (!profiling_) return f();
-    const auto t0 = Clock::now();
+    const auto t0 = BenchClock::now();
     f();
-    parts_[part] += since(t0);
+    parts_[part] += seconds_since(t0);
 }
 
 bool StepProfileBackend::is_indexer(const Tensor& w) const {
@@ -98,10 +94,10 @@ ModeResult run_mode(const Model& model, Backend& backend, StepProfileBackend* pr
     ModeResult r;
     const auto timed_step = [&](Engine& e) {
         backend.synchronize();
-        const auto t0 = Clock::now();
+        const auto t0 = BenchClock::now();
         e.step();
         backend.synchronize();
-        return since(t0);
+        return seconds_since(t0);
     };
     if (profiler != nullptr) {
         eo.capture = false;

@@ -1,9 +1,9 @@
 #include "cli/bench_prefix_cache.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 
+#include "cli/bench_clock.h"
 #include "engine/engine.h"
 
 namespace tracelm::cli {
@@ -26,7 +26,6 @@ double median(std::vector<double> v) {
 }  // namespace
 
 nlohmann::json bench_prefix_cache(const Model& model, Backend& backend, const PrefixBenchOptions& opt) {
-    using Clock = std::chrono::steady_clock;
     const int vocab = model.config().vocab_size;
     const std::vector<int32_t> system = random_prompt(opt.system_tokens, vocab, 12345);
     EngineOptions eo;
@@ -40,9 +39,9 @@ nlohmann::json bench_prefix_cache(const Model& model, Backend& backend, const Pr
     // Time to first token: the prompt's prefill and the first sampled id on the host.
     auto ttft = [&](Engine& e, const std::vector<int32_t>& prompt, int32_t& first) {
         backend.synchronize();
-        const auto t0 = Clock::now();
+        const auto t0 = BenchClock::now();
         first = e.start({prompt}, 1).at(0);
-        const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+        const double s = seconds_since(t0);
         e.finish();
         return s;
     };

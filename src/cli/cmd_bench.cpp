@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -21,6 +20,7 @@
 #include "backends/registry.h"
 #include "engine/engine.h"
 #include "cli/model_flags.h"
+#include "cli/bench_clock.h"
 #include "cli/bench_long_context.h"
 #include "cli/bench_prefix_cache.h"
 #include "cli/commands.h"
@@ -46,9 +46,6 @@ struct BenchArgs {
     std::vector<int64_t> synthetic_context;  // non-empty: the long-context mode (bench_long_context.h)
 };
 
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
 // Best-of-5 read bandwidth over a 1 GiB buffer with `threads` threads, each sweeping its share. The buffer is
 // backend memory, like the weights, so both are read through the same kind of pages.
 double measure_read_bandwidth(cpu::CpuBackend& backend) {
@@ -60,7 +57,7 @@ double measure_read_bandwidth(cpu::CpuBackend& backend) {
     double best = 0.0;
     std::vector<double> sink(static_cast<size_t>(threads));
     for (int rep = 0; rep < 5; ++rep) {
-        const auto t0 = Clock::now();
+        const auto t0 = BenchClock::now();
         std::vector<std::thread> pool;
         for (int t = 0; t < threads; ++t) {
             pool.emplace_back([&, t] {
@@ -70,7 +67,7 @@ double measure_read_bandwidth(cpu::CpuBackend& backend) {
             });
         }
         for (auto& th : pool) th.join();
-        best = std::max(best, static_cast<double>(bytes) / since(t0));
+        best = std::max(best, static_cast<double>(bytes) / seconds_since(t0));
     }
     if (sink[0] < 0) std::puts("");  // keeps the sweeps observable
     backend.free(buf);
@@ -98,11 +95,11 @@ void timed_step(Engine& engine, Backend& backend, StepTimes& t) {
     const auto* cpu_backend = dynamic_cast<const cpu::CpuBackend*>(&backend);
     const double busy0 = cpu_backend != nullptr ? cpu_backend->busy_seconds() : 0.0;
     backend.synchronize();
-    const auto t0 = Clock::now();
+    const auto t0 = BenchClock::now();
     engine.step();
-    t.enqueue += since(t0);
+    t.enqueue += seconds_since(t0);
     backend.synchronize();
-    t.wall += since(t0);
+    t.wall += seconds_since(t0);
     t.busy += cpu_backend != nullptr ? cpu_backend->busy_seconds() - busy0 : 0.0;
     ++t.steps;
 }
@@ -163,10 +160,10 @@ DecodeRuns run_decode_runs(const Model& model, Backend& backend, const std::vect
     DecodeRuns out;
     std::vector<std::vector<int32_t>> first;
     for (Engine* e : {&eager, &replay}) {
-        const auto t0 = Clock::now();
+        const auto t0 = BenchClock::now();
         first.push_back(e->start(prompts, gen));
         (e == &eager ? out.eager : out.replay).prefill_tok_s =
-            static_cast<double>(prompt.size()) * batch / since(t0);
+            static_cast<double>(prompt.size()) * batch / seconds_since(t0);
     }
     sampled.start(prompts, gen, std::vector<sampling::RowParams>(prompts.size(), bench_sampling()));
     eager.step();
