@@ -309,6 +309,17 @@ TEST(QuantMatmul, IndependentOfRowRangeAndBatchSize) {
                     for (int64_t n = cuts[i]; n < cuts[i + 1]; ++n) split[t * N + n] = part[t * N + n];
             }
             EXPECT_TRUE(same_bits(whole, split));
+            // One quantization serving every range (as the CPU backend's threads reuse theirs across the row chunks
+            // they claim, and across q/k/v), the ranges in reverse order: quantize leaves act as product needs it,
+            // and product does not change it.
+            const cpu::QuantKernels& qk = *cpu::kernels_for(isa).quant;
+            std::vector<uint8_t> act(cpu::matmul_quant_act_bytes(w.dt, T, w.K));
+            qk.quantize(x.data(), T, w.K, w.dt, act.data());
+            std::vector<float> shared(static_cast<size_t>(T * N), -1.0f);
+            for (int i = 4; i >= 0; --i)
+                qk.product(act.data(), T, w.K, w.bytes.data(), w.dt, nullptr, shared.data(), N, cuts[i], cuts[i + 1],
+                           cpu::QuantOrder::VecDot);
+            EXPECT_TRUE(same_bits(whole, shared));
             std::vector<float> rows(static_cast<size_t>(T * N));
             for (int64_t t = 0; t < T; ++t) {
                 const std::vector<float> xt(x.begin() + t * w.K, x.begin() + (t + 1) * w.K);

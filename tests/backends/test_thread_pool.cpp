@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 namespace tracelm::cpu {
@@ -19,7 +20,7 @@ struct Counts {
 // An op whose items bump their own counter; `ctx` travels in the packed arguments.
 CpuOp counting_op(Counts* ctx, int64_t items, int64_t grain, int64_t chunk, bool barrier) {
     CpuOp op;
-    op.fn = [](const void* args, int64_t b, int64_t e) {
+    op.fn = [](const void* args, int64_t b, int64_t e, OpWorker) {
         Counts* c = nullptr;
         std::memcpy(&c, args, sizeof(c));
         for (int64_t i = b; i < e; ++i) c->hits[static_cast<size_t>(i)].fetch_add(1, std::memory_order_relaxed);
@@ -73,14 +74,14 @@ TEST_P(Pool, BarrierAfterChunkedOpPublishesItsWrites) {
     Pipe p{std::vector<int64_t>(n), std::vector<int64_t>(n), 0};
     Pipe* pp = &p;
     CpuOp produce, consume;
-    produce.fn = [](const void* args, int64_t b, int64_t e) {
+    produce.fn = [](const void* args, int64_t b, int64_t e, OpWorker) {
         Pipe* q = nullptr;
         std::memcpy(&q, args, sizeof(q));
         for (int64_t i = b; i < e; ++i) q->a[static_cast<size_t>(i)] = i + q->round;
     };
     produce.items = n;
     produce.chunk = 48;
-    consume.fn = [](const void* args, int64_t b, int64_t e) {
+    consume.fn = [](const void* args, int64_t b, int64_t e, OpWorker) {
         Pipe* q = nullptr;
         std::memcpy(&q, args, sizeof(q));
         const int64_t last = static_cast<int64_t>(q->a.size()) - 1;
@@ -94,6 +95,63 @@ TEST_P(Pool, BarrierAfterChunkedOpPublishesItsWrites) {
         p.round = round * 1000;
         pool.run(ops, 2);
         for (int64_t i = 0; i < n; ++i) ASSERT_EQ(p.b[static_cast<size_t>(i)], n - 1 - i + p.round) << "round " << round;
+    }
+}
+
+// OpWorker names the thread running a range (each index always the same thread, each thread one index) and
+// marks its first range of the op in each dispatch, static or chunked: what a chunked quantized matmul relies on
+// to quantize its input once per thread into that thread's scratch slice.
+struct WorkerLog {
+    std::vector<std::atomic<std::thread::id>> thread_of;  // per index
+    std::vector<std::atomic<int>> ranges, firsts;          // per index, this dispatch
+    std::atomic<int> errors{0};
+    explicit WorkerLog(size_t n) : thread_of(n), ranges(n), firsts(n) {}
+};
+
+TEST_P(Pool, WorkerNamesItsThreadAndMarksItsFirstRange) {
+    const int threads = GetParam();
+    ThreadPool pool(threads);
+    WorkerLog log(static_cast<size_t>(threads));
+    WorkerLog* lp = &log;
+    CpuOp chunked, fixed;
+    chunked.fn = fixed.fn = [](const void* args, int64_t, int64_t, OpWorker w) {
+        WorkerLog* l = nullptr;
+        std::memcpy(&l, args, sizeof(l));
+        const auto i = static_cast<size_t>(w.index);
+        if (i >= l->ranges.size()) {
+            l->errors.fetch_add(1);
+            return;
+        }
+        std::thread::id none;
+        if (!l->thread_of[i].compare_exchange_strong(none, std::this_thread::get_id()) &&
+            none != std::this_thread::get_id())
+            l->errors.fetch_add(1);
+        // Only this thread touches entry i, so "first" must be exactly its first range.
+        if (w.first != (l->ranges[i].fetch_add(1) == 0)) l->errors.fetch_add(1);
+        l->firsts[i].fetch_add(w.first ? 1 : 0);
+    };
+    chunked.items = 999;
+    chunked.chunk = 7;
+    fixed.items = 64;
+    for (CpuOp* op : {&chunked, &fixed}) std::memcpy(op->args, &lp, sizeof(lp));
+    for (int round = 0; round < 20; ++round) {
+        for (const CpuOp* op : {&chunked, &fixed}) {
+            for (size_t i = 0; i < log.ranges.size(); ++i) log.ranges[i] = log.firsts[i] = 0;
+            pool.run(op, 1);
+            int ranges = 0;
+            for (size_t i = 0; i < log.ranges.size(); ++i) {
+                ASSERT_LE(log.firsts[i].load(), 1) << "index " << i;
+                ranges += log.ranges[i].load();
+            }
+            // The fixed split gives each thread one range; chunks give each claim one.
+            ASSERT_EQ(ranges, op == &fixed ? threads : 143) << "round " << round;
+        }
+    }
+    EXPECT_EQ(log.errors.load(), 0);
+    for (int i = 0; i < threads; ++i) {
+        const std::thread::id ti = log.thread_of[static_cast<size_t>(i)].load();
+        if (ti == std::thread::id()) continue;  // this index never ran a range
+        for (int j = i + 1; j < threads; ++j) EXPECT_NE(ti, log.thread_of[static_cast<size_t>(j)].load());
     }
 }
 

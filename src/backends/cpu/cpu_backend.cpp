@@ -20,7 +20,7 @@ CpuBackend::CpuBackend(int threads) : pool_(threads) {
     // Every pool thread makes its kernel scratch now (item t runs on thread t), so that no thread's first use of
     // it, in a replay perhaps, allocates.
     struct NoArgs {};
-    submit<NoArgs>([](const NoArgs&, int64_t, int64_t) { reserve_thread_scratch(); }, NoArgs{}, Footprint{}, pool_.size());
+    submit(+[](const NoArgs&, int64_t, int64_t) { reserve_thread_scratch(); }, NoArgs{}, Footprint{}, pool_.size());
 }
 
 const BackendCapabilities& CpuBackend::static_capabilities() {

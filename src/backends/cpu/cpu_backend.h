@@ -102,10 +102,12 @@ class CpuBackend : public Backend {
 
    private:
     // Runs the op now, or appends it to the graph being recorded; `fp` decides whether the recorded
-    // op needs a barrier before it.
-    template <typename Args>
-    void submit(void (*fn)(const Args&, int64_t, int64_t), const Args& args, const Footprint& fp, int64_t items,
-                int64_t grain = 1, int64_t chunk = 0);
+    // op needs a barrier before it. fn takes an OpWorker after its range where it needs one.
+    template <typename Args, typename... Worker>
+    void submit(void (*fn)(const Args&, int64_t, int64_t, Worker...), const Args& args, const Footprint& fp,
+                int64_t items, int64_t grain = 1, int64_t chunk = 0);
+    // Products of x by one to three quantized matrices of one type, sharing x's quantization (ops/matmul.cpp).
+    void quant_matmuls(const Tensor& x, std::span<const MatmulOut> outs, int64_t batch_rows);
     // The backend-owned scratch buffer called `name` with at least `need` bytes (see the definition).
     Buffer* scratch_buffer(const char* name, size_t need);
     // dsa_topk (the window arrays given) and dsa_topk_causal (meta given) as one kernel (ops/dsa.cpp).

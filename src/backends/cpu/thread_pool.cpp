@@ -65,16 +65,18 @@ void ThreadPool::execute(int tid, const CpuOp* ops, size_t n) {
         const CpuOp& op = ops[i];
         if (op.chunk > 0) {
             std::atomic_ref<int64_t> claimed(op.claimed);
+            OpWorker w{tid, true};
             for (int64_t b = claimed.fetch_add(op.chunk, std::memory_order_relaxed); b < op.items;
                  b = claimed.fetch_add(op.chunk, std::memory_order_relaxed)) {
-                op.fn(op.args, b, b + op.chunk < op.items ? b + op.chunk : op.items);
+                op.fn(op.args, b, b + op.chunk < op.items ? b + op.chunk : op.items, w);
+                w.first = false;
             }
         } else {
             const int64_t units = (op.items + op.grain - 1) / op.grain;
             const int64_t b = units * tid / threads_ * op.grain;
             int64_t e = units * (tid + 1) / threads_ * op.grain;
             if (e > op.items) e = op.items;
-            if (b < e) op.fn(op.args, b, e);
+            if (b < e) op.fn(op.args, b, e, OpWorker{tid, true});
         }
         if (op.barrier || i + 1 == n) barrier_.arrive_and_wait();
     }

@@ -12,6 +12,14 @@
 
 namespace tracelm::cpu {
 
+// Who runs one call of an op's function: the pool thread (0 is run's caller, so each index has its own slice of
+// per-thread scratch), and whether this is that thread's first range of the op in this dispatch (where a thread
+// of a chunked op prepares what its later chunks reuse).
+struct OpWorker {
+    int index = 0;
+    bool first = true;
+};
+
 // A fully resolved op: a kernel entry point, its packed arguments and how many work items it has.
 // Thread `tid` of `n` runs items [items*tid/n, items*(tid+1)/n), rounded to multiples of `grain`; or, when
 // `chunk` > 0, the threads claim chunks of `chunk` items from a shared counter until none are left, so a
@@ -21,7 +29,7 @@ namespace tracelm::cpu {
 // clears it only when the next op touches no memory this one writes or reads-and-the-next-writes.
 struct CpuOp {
     static constexpr size_t kArgBytes = 192;
-    using Fn = void (*)(const void* args, int64_t begin, int64_t end);
+    using Fn = void (*)(const void* args, int64_t begin, int64_t end, OpWorker worker);
     Fn fn = nullptr;
     int64_t items = 0;
     int64_t grain = 1;

@@ -242,6 +242,17 @@ void matmul_quant(const float* x, int64_t T, int64_t K, const void* w, DType wt,
     active_kernels().quant->matmul(x, T, K, w, wt, bias, y, N, n0, n1, act, order);
 }
 
+void quantize_activations(const float* x, int64_t T, int64_t K, DType wt, void* act) {
+    check_quant_row(wt, K, "quantize_activations");
+    active_kernels().quant->quantize(x, T, K, wt, act);
+}
+
+void matmul_quantized(const void* act, int64_t T, int64_t K, const void* w, DType wt, const float* bias, float* y,
+                      int64_t N, int64_t n0, int64_t n1, QuantOrder order) {
+    check_quant_row(wt, K, "matmul_quantized");
+    active_kernels().quant->product(act, T, K, w, wt, bias, y, N, n0, n1, order);
+}
+
 double read_sweep(const void* data, size_t bytes) { return active_kernels().read_sweep(data, bytes); }
 
 }  // namespace tracelm::cpu

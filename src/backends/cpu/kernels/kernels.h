@@ -83,6 +83,10 @@ QuantOrder ggml_quant_order(DType wt, int64_t rows);
 size_t matmul_quant_act_bytes(DType wt, int64_t T, int64_t K);
 void matmul_quant(const float* x, int64_t T, int64_t K, const void* w, DType wt, const float* bias, float* y,
                   int64_t N, int64_t n0, int64_t n1, void* act, QuantOrder order = QuantOrder::VecDot);
+// matmul_quant's two halves (QuantKernels): quantize x into act, then the products of weight rows [n0, n1) from it.
+void quantize_activations(const float* x, int64_t T, int64_t K, DType wt, void* act);
+void matmul_quantized(const void* act, int64_t T, int64_t K, const void* w, DType wt, const float* bias, float* y,
+                      int64_t N, int64_t n0, int64_t n1, QuantOrder order = QuantOrder::VecDot);
 // Reads `bytes` of `data` and returns a checksum-like value so the read is not optimised away (measures
 // memory bandwidth).
 double read_sweep(const void* data, size_t bytes);
@@ -135,9 +139,16 @@ inline constexpr int kF16AttentionTile = 16;
 inline constexpr int kMaxHeadDim = 512;
 
 // The quantized-weight kernels of one Isa (quant_*.cpp); dequantization has one implementation for all.
+// matmul is quantize then product: a caller multiplying one input by several matrices of one type, or the same
+// matrix in several row ranges, quantizes it once (the activations depend on x and wt only).
 struct QuantKernels {
     void (*matmul)(const float* x, int64_t T, int64_t K, const void* w, DType wt, const float* bias, float* y,
                    int64_t N, int64_t n0, int64_t n1, void* act, QuantOrder order);
+    // The T rows of x quantized for products with weights of type wt, into act (matmul_quant_act_bytes).
+    void (*quantize)(const float* x, int64_t T, int64_t K, DType wt, void* act);
+    // matmul's outputs from act as quantize left it (same T, K, wt), which it only reads.
+    void (*product)(const void* act, int64_t T, int64_t K, const void* w, DType wt, const float* bias, float* y,
+                    int64_t N, int64_t n0, int64_t n1, QuantOrder order);
 };
 
 // One implementation of every kernel. Entries taking a DType expect F32, BF16 or F16 (the free functions

@@ -18,6 +18,6 @@ using namespace quant;
 
 namespace tracelm::cpu {
 
-const QuantKernels detail::avx2_quant = {avx2q::matmul};
+const QuantKernels detail::avx2_quant = {avx2q::matmul, avx2q::quantize, avx2q::product};
 
 }  // namespace tracelm::cpu

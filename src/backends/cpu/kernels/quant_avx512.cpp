@@ -27,11 +27,28 @@ void matmul_vnni_or_avx2(const float* x, int64_t T, int64_t K, const void* w, DT
         detail::avx2_quant.matmul(x, T, K, w, wt, bias, y, N, n0, n1, act, order);
 }
 
+// The two halves choose alike, as their activation layouts differ (the wide tiles' arrays).
+void quantize_vnni_or_avx2(const float* x, int64_t T, int64_t K, DType wt, void* act) {
+    if (cpu_features().avx512_vnni)
+        quantize(x, T, K, wt, act);
+    else
+        detail::avx2_quant.quantize(x, T, K, wt, act);
+}
+
+void product_vnni_or_avx2(const void* act, int64_t T, int64_t K, const void* w, DType wt, const float* bias, float* y,
+                          int64_t N, int64_t n0, int64_t n1, QuantOrder order) {
+    if (cpu_features().avx512_vnni)
+        product(act, T, K, w, wt, bias, y, N, n0, n1, order);
+    else
+        detail::avx2_quant.product(act, T, K, w, wt, bias, y, N, n0, n1, order);
+}
+
 }  // namespace
 }  // namespace tracelm::cpu::avx512q
 
 namespace tracelm::cpu {
 
-const QuantKernels detail::avx512_quant = {avx512q::matmul_vnni_or_avx2};
+const QuantKernels detail::avx512_quant = {avx512q::matmul_vnni_or_avx2, avx512q::quantize_vnni_or_avx2,
+                                           avx512q::product_vnni_or_avx2};
 
 }  // namespace tracelm::cpu

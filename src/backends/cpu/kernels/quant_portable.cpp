@@ -446,12 +446,15 @@ float dot_row_fast(DType bt, const uint8_t* w, int64_t N, int64_t nb, int64_t n,
     return has_m ? acc + macc : acc;
 }
 
-void matmul(const float* x, int64_t T, int64_t K, const void* w, DType wt, const float* bias, float* y, int64_t N,
-            int64_t n0, int64_t n1, void* act, QuantOrder order) {
+void quantize(const float* x, int64_t T, int64_t K, DType wt, void* act) {
+    if (T > 0) quantize_rows(x, T, K, dtype_is_repacked(wt) ? dtype_unpacked(wt) : wt, act);
+}
+
+void product(const void* act, int64_t T, int64_t K, const void* w, DType wt, const float* bias, float* y, int64_t N,
+             int64_t n0, int64_t n1, QuantOrder order) {
     if (T <= 0 || n1 <= n0) return;
     if (dtype_is_repacked(wt)) {
         const DType bt = dtype_unpacked(wt);
-        quantize_rows(x, T, K, bt, act);
         const int64_t nb = K / dtype_block_elems(bt);
         const auto* wb = static_cast<const uint8_t*>(w);
         for (int64_t n = n0; n < n1; ++n)
@@ -465,7 +468,6 @@ void matmul(const float* x, int64_t T, int64_t K, const void* w, DType wt, const
             }
         return;
     }
-    quantize_rows(x, T, K, wt, act);
     const int64_t nb = K / dtype_block_elems(wt);
     const size_t act_row = static_cast<size_t>(nb) * (dtype_block_elems(wt) == 32 ? sizeof(ActBlock32)
                                                                                     : sizeof(ActBlock256));
@@ -481,6 +483,13 @@ void matmul(const float* x, int64_t T, int64_t K, const void* w, DType wt, const
             y[t * N + n] = bias != nullptr ? s + bias[n] : s;
         }
     }
+}
+
+void matmul(const float* x, int64_t T, int64_t K, const void* w, DType wt, const float* bias, float* y, int64_t N,
+            int64_t n0, int64_t n1, void* act, QuantOrder order) {
+    if (T <= 0 || n1 <= n0) return;
+    quantize(x, T, K, wt, act);
+    product(act, T, K, w, wt, bias, y, N, n0, n1, order);
 }
 
 }  // namespace
@@ -511,6 +520,6 @@ void detail::dequantize_repacked_row(const void* table, DType dt, int64_t N, int
     }
 }
 
-const QuantKernels detail::portable_quant = {portable::matmul};
+const QuantKernels detail::portable_quant = {portable::matmul, portable::quantize, portable::product};
 
 }  // namespace tracelm::cpu

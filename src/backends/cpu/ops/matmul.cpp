@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cstdint>
+#include <span>
 
 #include "backends/cpu/ops/op_support.h"
 
@@ -30,43 +31,61 @@ int64_t matmul_row_chunk(int64_t K, DType wt) {
     return (grains > 1 ? grains : 1) * kMatmulRowGrain;
 }
 
-// Quantized weights: the items are the pool's threads (item i runs on thread i). Each quantizes all T
-// activation rows into its own slice of the backend's scratch (act + i * act_stride) and computes its share
-// of the weight rows, split as float matmuls are. Quantizing the few activation rows on every thread costs
-// far less than a barrier between a shared quantization and the dot products would.
-struct QuantMatmulArgs {
-    const float* x;
+// Quantized weights: every product first quantizes its input rows to int8 (QuantKernels), once per thread or token
+// chunk, for every output that shares the input and weight type (q, k and v; gate and up).
+constexpr int kMaxQuantOuts = 3;
+struct QuantOut {
     const void* w;
     const float* bias;
     float* y;
+    int64_t N;
+};
+struct QuantMatmulArgs {
+    const float* x;
     char* act;
-    int64_t T, K, N, act_stride, threads;
+    int64_t T, K, act_stride, rows;
     DType wt;
     QuantOrder order;
+    int32_t outs;
+    QuantOut out[kMaxQuantOuts];
 };
-void run_quant_matmul(const QuantMatmulArgs& a, int64_t b, int64_t e) {
-    const int64_t units = (a.N + kMatmulRowGrain - 1) / kMatmulRowGrain;
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Decode-sized products: an item is `rows` weight rows of one output (outputs in order), and the threads claim
+// items as they finish, so that a thread the machine slows down does less of the product instead of holding up
+// the barrier. Each thread quantizes all T input rows into its own slice of the backend's scratch before its first
+// item (the few rows cost far less than a barrier between a shared quantization and the products would).
+void run_quant_rows(const QuantMatmulArgs& a, int64_t b, int64_t e, OpWorker worker) {
+    char* act = a.act + worker.index * a.act_stride;
+    if (worker.first) quantize_activations(a.x, a.T, a.K, a.wt, act);
     for (int64_t i = b; i < e; ++i) {
-        const int64_t n0 = units * i / a.threads * kMatmulRowGrain;
-        const int64_t n1 = std::min(a.N, units * (i + 1) / a.threads * kMatmulRowGrain);
-        if (n0 < n1)
-            matmul_quant(a.x, a.T, a.K, a.w, a.wt, a.bias, a.y, a.N, n0, n1, a.act + i * a.act_stride, a.order);
+        int j = 0;
+        int64_t c = i;
+        for (; c >= ceil_div(a.out[j].N, a.rows); ++j) c -= ceil_div(a.out[j].N, a.rows);
+        const QuantOut& o = a.out[j];
+        matmul_quantized(act, a.T, a.K, o.w, a.wt, o.bias, o.y, o.N, c * a.rows, std::min(o.N, (c + 1) * a.rows),
+                         a.order);
     }
 }
+// Items per thread: enough that the last claims even out a slowed thread, few enough that each is a long run of
+// weight rows (a claim restarts the hardware prefetchers' streams).
+constexpr int64_t kClaimsPerThread = 4;
 
 // Prefill-sized products go to the threads by tokens instead: item i quantizes tokens [i * chunk, (i + 1) * chunk)
-// into its own region of the scratch and multiplies them by every weight row. No thread quantizes another's
-// tokens, and the threads claim items as they finish (a fixed split of the rows left one thread waiting at the
-// barrier on a busy machine). Each item streams all the weights, from cache at these sizes. Every output depends
-// on its own row and token only (and the order, which the whole product's batch_rows picks), so the bits are those of
-// the split by rows.
-// The arguments are QuantMatmulArgs', act_stride the bytes of one item's region (threads is not used).
+// into its own region of the scratch and multiplies them by every weight row of every output. No thread quantizes
+// another's tokens, and the threads claim items as they finish. Each item streams all the weights, from cache at
+// these sizes. Every output depends on its own row and token only (and the order, which the whole product's
+// batch_rows picks), so the bits are those of the split by rows.
 constexpr int64_t kTokenChunk = 32;
-void run_quant_matmul_tokens(const QuantMatmulArgs& a, int64_t b, int64_t e) {
+void run_quant_tokens(const QuantMatmulArgs& a, int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
         const int64_t t0 = i * kTokenChunk, n = std::min(kTokenChunk, a.T - t0);
-        matmul_quant(a.x + t0 * a.K, n, a.K, a.w, a.wt, a.bias, a.y + t0 * a.N, a.N, 0, a.N, a.act + i * a.act_stride,
-                     a.order);
+        char* act = a.act + i * a.act_stride;
+        quantize_activations(a.x + t0 * a.K, n, a.K, a.wt, act);
+        for (int j = 0; j < a.outs; ++j) {
+            const QuantOut& o = a.out[j];
+            matmul_quantized(act, n, a.K, o.w, a.wt, o.bias, o.y + t0 * o.N, o.N, 0, o.N, a.order);
+        }
     }
 }
 bool split_by_tokens(int64_t T, int threads) { return threads > 1 && T >= 2 * threads * kTokenChunk; }
@@ -74,49 +93,73 @@ bool split_by_tokens(int64_t T, int threads) { return threads > 1 && T >= 2 * th
 }  // namespace
 
 void CpuBackend::do_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out, int64_t batch_rows) {
+    if (dtype_is_quantized(w.dtype)) {
+        const MatmulOut one{&w, bias, out};
+        quant_matmuls(x, std::span(&one, 1), batch_rows);
+        return;
+    }
     const float* bias_ptr = bias ? bias->ptr<float>() : nullptr;
     const Footprint fp =
         bias ? Footprint().read(x).read(w).read(*bias).write(out) : Footprint().read(x).read(w).write(out);
-    if (!dtype_is_quantized(w.dtype)) {
-        submit(run_matmul,
-               MatmulArgs{x.ptr<float>(), w.raw(), bias_ptr, out.ptr<float>(), x.rows, x.cols, w.rows, w.dtype}, fp,
-               w.rows, kMatmulRowGrain, matmul_row_chunk(x.cols, w.dtype));
-        return;
-    }
+    submit(run_matmul, MatmulArgs{x.ptr<float>(), w.raw(), bias_ptr, out.ptr<float>(), x.rows, x.cols, w.rows, w.dtype},
+           fp, w.rows, kMatmulRowGrain, matmul_row_chunk(x.cols, w.dtype));
+}
+
+void CpuBackend::quant_matmuls(const Tensor& x, std::span<const MatmulOut> outs, int64_t batch_rows) {
+    const DType wt = outs[0].w->dtype;
     // llama.cpp's order for a product of batch_rows rows: every row of x, alone in a piece or a token chunk here,
     // sums as in that product.
-    const QuantOrder order = ggml_quant_order(w.dtype, batch_rows);
+    QuantMatmulArgs args{x.ptr<float>(), nullptr, x.rows, x.cols, 0, 0, wt, ggml_quant_order(wt, batch_rows),
+                         static_cast<int32_t>(outs.size()), {}};
+    Footprint fp = Footprint().read(x);
+    int64_t rows = 0;
+    for (size_t j = 0; j < outs.size(); ++j) {
+        const MatmulOut& o = outs[j];
+        args.out[j] = QuantOut{o.w->raw(), o.bias ? o.bias->ptr<float>() : nullptr, o.out.ptr<float>(), o.w->rows};
+        fp.read(*o.w).write(o.out);
+        if (o.bias) fp.read(*o.bias);
+        rows += o.w->rows;
+    }
     if (split_by_tokens(x.rows, threads())) {
-        const int64_t items = (x.rows + kTokenChunk - 1) / kTokenChunk;
-        const size_t stride = (matmul_quant_act_bytes(w.dtype, kTokenChunk, x.cols) + 63) / 64 * 64;
+        const int64_t items = ceil_div(x.rows, kTokenChunk);
+        const size_t stride = (matmul_quant_act_bytes(wt, kTokenChunk, x.cols) + 63) / 64 * 64;
         Buffer* scratch = scratch_buffer(kQuantScratchName, stride * static_cast<size_t>(items));
-        // Any thread may run any item, so the scratch is written as a whole: a barrier parts this matmul from
+        args.act = static_cast<char*>(scratch->data);
+        args.act_stride = static_cast<int64_t>(stride);
+        // Any thread may run any item, so the scratch is written as a whole: a barrier parts this product from
         // any other that shares the scratch.
         const auto begin = reinterpret_cast<uintptr_t>(scratch->data);
-        Footprint tfp = fp;
-        submit(run_quant_matmul_tokens,
-               QuantMatmulArgs{x.ptr<float>(), w.raw(), bias_ptr, out.ptr<float>(), static_cast<char*>(scratch->data),
-                               x.rows, x.cols, w.rows, static_cast<int64_t>(stride), threads(), w.dtype, order},
-               tfp.write(ByteRange{begin, begin + scratch->bytes}), items, 1, 1);
+        submit(run_quant_tokens, args, fp.write(ByteRange{begin, begin + scratch->bytes}), items, 1, 1);
         return;
     }
-    const size_t need = (matmul_quant_act_bytes(w.dtype, x.rows, x.cols) + 63) / 64 * 64;
+    const size_t need = (matmul_quant_act_bytes(wt, x.rows, x.cols) + 63) / 64 * 64;
     Buffer* scratch = scratch_buffer(kQuantScratchName, need * static_cast<size_t>(threads()));
-    const size_t stride = scratch_slice_bytes(*scratch, threads());
-    // Item i runs on thread i and uses slice i only, so two such matmuls sharing a phase never touch each other's
-    // slices from different threads: the scratch is listed as read, which parts them only from a split by tokens.
+    args.act = static_cast<char*>(scratch->data);
+    args.act_stride = static_cast<int64_t>(scratch_slice_bytes(*scratch, threads()));
+    args.rows = std::max(kMatmulRowGrain, ceil_div(ceil_div(rows, threads() * kClaimsPerThread), kMatmulRowGrain) *
+                                              kMatmulRowGrain);
+    int64_t items = 0;
+    for (const MatmulOut& o : outs) items += ceil_div(o.w->rows, args.rows);
+    // Thread i uses slice i only, so two such products sharing a phase never touch each other's slices from
+    // different threads: the scratch is listed as read, which parts them only from a split by tokens.
     const auto begin = reinterpret_cast<uintptr_t>(scratch->data);
-    Footprint rfp = fp;
-    submit(run_quant_matmul,
-           QuantMatmulArgs{x.ptr<float>(), w.raw(), bias_ptr, out.ptr<float>(), static_cast<char*>(scratch->data),
-                           x.rows, x.cols, w.rows, static_cast<int64_t>(stride), threads(), w.dtype, order},
-           rfp.read(ByteRange{begin, begin + scratch->bytes}), threads());
+    submit(run_quant_rows, args, fp.read(ByteRange{begin, begin + scratch->bytes}), items, 1, 1);
 }
 
 void CpuBackend::do_matmuls(const Tensor& x, std::span<const MatmulOut> outs, int64_t batch_rows) {
-    // Separate recorded ops: they read the same input and write disjoint outputs, so barrier elision
-    // already runs them in one phase.
-    for (const MatmulOut& o : outs) matmul(x, *o.w, o.bias, o.out, batch_rows);
+    // Quantized outputs of one weight type share one quantization of x, up to kMaxQuantOuts at a time; the rest
+    // are separate recorded ops, which read the same input and write disjoint outputs, so barrier elision runs
+    // them in one phase.
+    for (size_t i = 0; i < outs.size();) {
+        size_t n = 1;
+        if (dtype_is_quantized(outs[i].w->dtype)) {
+            while (i + n < outs.size() && n < kMaxQuantOuts && outs[i + n].w->dtype == outs[i].w->dtype) ++n;
+            quant_matmuls(x, outs.subspan(i, n), batch_rows);
+        } else {
+            matmul(x, *outs[i].w, outs[i].bias, outs[i].out, batch_rows);
+        }
+        i += n;
+    }
 }
 
 void CpuBackend::do_glu_matmul(const Tensor& gate, const Tensor& up, Activation act, const Tensor& w,

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <tuple>
 #include <type_traits>
 
 #include "backends/cpu/cpu_backend.h"
@@ -13,20 +14,25 @@
 
 namespace tracelm::cpu {
 
-template <typename Args>
-void CpuBackend::submit(void (*fn)(const Args&, int64_t, int64_t), const Args& args, const Footprint& fp,
+template <typename Args, typename... Worker>
+void CpuBackend::submit(void (*fn)(const Args&, int64_t, int64_t, Worker...), const Args& args, const Footprint& fp,
                         int64_t items, int64_t grain, int64_t chunk) {
+    static_assert(sizeof...(Worker) == 0 || std::is_same_v<std::tuple<Worker...>, std::tuple<OpWorker>>);
     static_assert(sizeof(Args) + sizeof(fn) <= CpuOp::kArgBytes, "op arguments too large");
     static_assert(std::is_trivially_copyable_v<Args>);
     CpuOp op;
     // Type erasure without casting function types: the packed bytes hold the typed entry point
     // followed by its arguments, and one trampoline per Args type unpacks them.
-    op.fn = [](const void* packed, int64_t b, int64_t e) {
-        void (*typed)(const Args&, int64_t, int64_t);
+    op.fn = [](const void* packed, int64_t b, int64_t e, OpWorker w) {
+        void (*typed)(const Args&, int64_t, int64_t, Worker...);
         Args a;
         std::memcpy(&typed, packed, sizeof(typed));
         std::memcpy(&a, static_cast<const unsigned char*>(packed) + sizeof(typed), sizeof(Args));
-        typed(a, b, e);
+        if constexpr (sizeof...(Worker) == 0) {
+            typed(a, b, e);
+        } else {
+            typed(a, b, e, w);
+        }
     };
     op.items = items;
     op.grain = grain < 1 ? 1 : grain;
