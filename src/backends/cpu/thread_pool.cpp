@@ -1,5 +1,6 @@
 #include "backends/cpu/thread_pool.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -26,6 +27,11 @@ void spin_then_wait(std::atomic<uint32_t>& word, uint32_t old, Pred done) {
     while (!done()) word.wait(old, std::memory_order_acquire);
 }
 }  // namespace
+
+int64_t guided_claim(int64_t left, int64_t chunk, int threads) {
+    const int64_t share = left / (kGuidedShare * threads);
+    return std::min(left, std::max(chunk, share));
+}
 
 void Barrier::arrive_and_wait() {
     if (n_ == 1) return;
@@ -66,10 +72,13 @@ void ThreadPool::execute(int tid, const CpuOp* ops, size_t n) {
         if (op.chunk > 0) {
             std::atomic_ref<int64_t> claimed(op.claimed);
             OpWorker w{tid, true};
-            for (int64_t b = claimed.fetch_add(op.chunk, std::memory_order_relaxed); b < op.items;
-                 b = claimed.fetch_add(op.chunk, std::memory_order_relaxed)) {
-                op.fn(op.args, b, b + op.chunk < op.items ? b + op.chunk : op.items, w);
+            int64_t b = claimed.load(std::memory_order_relaxed);
+            while (b < op.items) {
+                const int64_t e = b + guided_claim(op.items - b, op.chunk, threads_);
+                if (!claimed.compare_exchange_weak(b, e, std::memory_order_relaxed)) continue;
+                op.fn(op.args, b, e, w);
                 w.first = false;
+                b = claimed.load(std::memory_order_relaxed);
             }
         } else {
             const int64_t units = (op.items + op.grain - 1) / op.grain;

@@ -22,7 +22,7 @@ struct OpWorker {
 
 // A fully resolved op: a kernel entry point, its packed arguments and how many work items it has.
 // Thread `tid` of `n` runs items [items*tid/n, items*(tid+1)/n), rounded to multiples of `grain`; or, when
-// `chunk` > 0, the threads claim chunks of `chunk` items from a shared counter until none are left, so a
+// `chunk` > 0, the threads claim ranges from a shared counter until none are left (guided_claim), so a
 // thread the machine slows down (another process, the hypervisor) does less of the op instead of holding
 // up the barrier. Only ops whose items are independent of the thread that runs them may use chunks.
 // `barrier` false lets threads go on to the next op without waiting for each other: the recorder
@@ -38,6 +38,14 @@ struct CpuOp {
     bool barrier = true;
     alignas(16) unsigned char args[kArgBytes] = {};
 };
+
+// The items a claim of a chunked op takes when `left` items are left: 1 / (kGuidedShare * threads) of them, at
+// least `chunk` (guided self-scheduling). Early claims are long runs (each restarts the prefetch streams); the
+// last ones are single chunks, so the threads reach the barrier about a chunk apart instead of up to a long claim
+// apart. A claim depends only on the counter's value, so an op's ranges are the same whichever thread claims
+// them.
+constexpr int64_t kGuidedShare = 2;
+int64_t guided_claim(int64_t left, int64_t chunk, int threads);
 
 // Sense-reversing barrier: spins briefly (threads are usually a few microseconds apart), then
 // sleeps on a futex so an oversubscribed machine is not burnt by spinning.

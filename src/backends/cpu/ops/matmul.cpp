@@ -20,10 +20,9 @@ void run_matmul(const MatmulArgs& a, int64_t b, int64_t e) { matmul(a.x, a.T, a.
 
 // Rows of a matmul go to threads in units of this many (float weights: the op's grain).
 constexpr int64_t kMatmulRowGrain = 16;
-// Float-weight matmuls are split dynamically in chunks of whole grains holding about this many bytes of
-// weights. Each chunk starts a fresh stream whose first rows nothing has prefetched: 128 KiB chunks made
-// qwen3-0.6b bf16 decode about a tenth slower than 512 KiB ones, which still leave hundreds of chunks per
-// step to balance two threads with.
+// Float-weight matmuls are claimed dynamically in ranges of at least this many bytes of weights (whole grains;
+// ThreadPool's guided claims). Each range starts a fresh stream whose first rows nothing has prefetched: 128 KiB
+// chunks made qwen3-0.6b bf16 decode about a tenth slower than 512 KiB ones.
 constexpr int64_t kMatmulChunkBytes = int64_t{512} << 10;
 int64_t matmul_row_chunk(int64_t K, DType wt) {
     const int64_t row_bytes = K * static_cast<int64_t>(dtype_size(wt));
@@ -43,7 +42,7 @@ struct QuantOut {
 struct QuantMatmulArgs {
     const float* x;
     char* act;
-    int64_t T, K, act_stride, rows;
+    int64_t T, K, act_stride;
     DType wt;
     QuantOrder order;
     int32_t outs;
@@ -51,25 +50,27 @@ struct QuantMatmulArgs {
 };
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Decode-sized products: an item is `rows` weight rows of one output (outputs in order), and the threads claim
-// items as they finish, so that a thread the machine slows down does less of the product instead of holding up
-// the barrier. Each thread quantizes all T input rows into its own slice of the backend's scratch before its first
-// item (the few rows cost far less than a barrier between a shared quantization and the products would).
+// Decode-sized products: an item is kMatmulRowGrain weight rows of one output (outputs in order), and the threads
+// claim ranges of items as they finish (long ones first, single items last: guided_claim), so that a thread the
+// machine slows down does less of the product instead of holding up the barrier. Each thread quantizes all T input
+// rows into its own slice of the backend's scratch before its first range (the few rows cost far less than a
+// barrier between a shared quantization and the products would).
 void run_quant_rows(const QuantMatmulArgs& a, int64_t b, int64_t e, OpWorker worker) {
     char* act = a.act + worker.index * a.act_stride;
     if (worker.first) quantize_activations(a.x, a.T, a.K, a.wt, act);
-    for (int64_t i = b; i < e; ++i) {
-        int j = 0;
-        int64_t c = i;
-        for (; c >= ceil_div(a.out[j].N, a.rows); ++j) c -= ceil_div(a.out[j].N, a.rows);
+    // The range's rows of each output it reaches, in one product call per output.
+    for (int64_t j = 0, first = 0; j < a.outs && b < e; ++j) {
         const QuantOut& o = a.out[j];
-        matmul_quantized(act, a.T, a.K, o.w, a.wt, o.bias, o.y, o.N, c * a.rows, std::min(o.N, (c + 1) * a.rows),
-                         a.order);
+        const int64_t end = first + ceil_div(o.N, kMatmulRowGrain);
+        if (b < end) {
+            const int64_t stop = std::min(e, end);
+            matmul_quantized(act, a.T, a.K, o.w, a.wt, o.bias, o.y, o.N, (b - first) * kMatmulRowGrain,
+                             std::min(o.N, (stop - first) * kMatmulRowGrain), a.order);
+            b = stop;
+        }
+        first = end;
     }
 }
-// Items per thread: enough that the last claims even out a slowed thread, few enough that each is a long run of
-// weight rows (a claim restarts the hardware prefetchers' streams).
-constexpr int64_t kClaimsPerThread = 4;
 
 // Prefill-sized products go to the threads by tokens instead: item i quantizes tokens [i * chunk, (i + 1) * chunk)
 // into its own region of the scratch and multiplies them by every weight row of every output. No thread quantizes
@@ -109,16 +110,14 @@ void CpuBackend::quant_matmuls(const Tensor& x, std::span<const MatmulOut> outs,
     const DType wt = outs[0].w->dtype;
     // llama.cpp's order for a product of batch_rows rows: every row of x, alone in a piece or a token chunk here,
     // sums as in that product.
-    QuantMatmulArgs args{x.ptr<float>(), nullptr, x.rows, x.cols, 0, 0, wt, ggml_quant_order(wt, batch_rows),
+    QuantMatmulArgs args{x.ptr<float>(), nullptr, x.rows, x.cols, 0, wt, ggml_quant_order(wt, batch_rows),
                          static_cast<int32_t>(outs.size()), {}};
     Footprint fp = Footprint().read(x);
-    int64_t rows = 0;
     for (size_t j = 0; j < outs.size(); ++j) {
         const MatmulOut& o = outs[j];
         args.out[j] = QuantOut{o.w->raw(), o.bias ? o.bias->ptr<float>() : nullptr, o.out.ptr<float>(), o.w->rows};
         fp.read(*o.w).write(o.out);
         if (o.bias) fp.read(*o.bias);
-        rows += o.w->rows;
     }
     if (split_by_tokens(x.rows, threads())) {
         const int64_t items = ceil_div(x.rows, kTokenChunk);
@@ -136,10 +135,8 @@ void CpuBackend::quant_matmuls(const Tensor& x, std::span<const MatmulOut> outs,
     Buffer* scratch = scratch_buffer(kQuantScratchName, need * static_cast<size_t>(threads()));
     args.act = static_cast<char*>(scratch->data);
     args.act_stride = static_cast<int64_t>(scratch_slice_bytes(*scratch, threads()));
-    args.rows = std::max(kMatmulRowGrain, ceil_div(ceil_div(rows, threads() * kClaimsPerThread), kMatmulRowGrain) *
-                                              kMatmulRowGrain);
     int64_t items = 0;
-    for (const MatmulOut& o : outs) items += ceil_div(o.w->rows, args.rows);
+    for (const MatmulOut& o : outs) items += ceil_div(o.w->rows, kMatmulRowGrain);
     // Thread i uses slice i only, so two such products sharing a phase never touch each other's slices from
     // different threads: the scratch is listed as read, which parts them only from a split by tokens.
     const auto begin = reinterpret_cast<uintptr_t>(scratch->data);
