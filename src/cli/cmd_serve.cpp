@@ -216,14 +216,15 @@ Action add_serve(CLI::App& app) {
                    "steadier inter-token latency while prompts arrive; higher: shorter time to first token)")
         ->check(CLI::Range(1, 1 << 20));
     app.add_option("--max-step-stretch", a->max_step_stretch,
-                   "a step that carries prompt pieces takes at most this many times the running batch's decode step "
-                   "(lower: steadier inter-token latency; higher: shorter time to first token and more throughput "
-                   "while prompts arrive; 0: only --max-batched-tokens bounds the pieces)")
+                   "a step that carries prompt pieces takes at most this many times the running batch's decode step, "
+                   "beyond the prompt tokens that keep up with the rate prompts arrive at (lower: steadier inter-token "
+                   "latency while a wave of prompts arrives; higher: shorter time to first token and more throughput "
+                   "then; 0: only --max-batched-tokens bounds the pieces)")
         ->capture_default_str()
         ->check(CLI::Range(0.0, 100.0));
     app.add_option("--prefill-steps", a->prefill_steps,
                    "a prompt computed in decode steps is spread evenly over this many of them from its admission, "
-                   "no slower than prompts arrive and as far as --max-step-stretch allows (lower: shorter time to "
+                   "as far as --max-step-stretch allows but no slower than prompts arrive (lower: shorter time to "
                    "first token; higher: steadier inter-token latency; 0: each step carries all the stretch allows)")
         ->capture_default_str()
         ->check(CLI::Range(0, 1 << 20));

@@ -21,9 +21,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Spread prompts are prefilled at least this times the rate they arrive at (StepPacer::prompt_rate).
-constexpr double kCatchUp = 1.5;
-
 // Wakes the scheduler thread; shared with the streams, which may outlive the scheduler.
 struct Signal {
     std::mutex mu;
@@ -503,10 +500,7 @@ bool Scheduler::Impl::mixed_step() {
             if (x->row >= 0 && !x->joined)
                 pending.push_back({engine.prefill_left(x->row), x->join_by - engine.decode_steps()});
         }
-        // At least the rate prompts arrive at (with room to catch up), so that steady traffic does not queue
-        // prompts to their last step, leaving their rows idle meanwhile.
-        const auto keep_up = static_cast<int64_t>(std::ceil(kCatchUp * pacer.prompt_rate()));
-        tokens = std::min(tokens, std::max(even_prefill_tokens(pending), keep_up));
+        tokens = mixed_prefill_tokens(tokens, even_prefill_tokens(pending), pacer.prompt_rate(), budget);
     }
     const int64_t n = engine.next_prefill_tokens(s->row, std::max(tokens, engine.min_prefill_budget(s->row)));
     const int bucket = engine.bucket();

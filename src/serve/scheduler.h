@@ -35,13 +35,15 @@ namespace tracelm::serve {
 struct SchedulerOptions {
     int max_seqs = 16;              // sequences decoded together
     int max_batched_tokens = 512;   // tokens per scheduler step: one per decoding sequence, the rest prompt pieces
-    // A step that carries prompt pieces takes at most this times the running set's decode step (StepPacer); 0: only
-    // max_batched_tokens bounds the pieces.
-    double max_step_stretch = 4;
+    // A step that carries prompt pieces takes at most this times the running set's decode step (StepPacer), beyond
+    // what keeps up with the rate prompts arrive at (mixed_prefill_tokens); 0: only max_batched_tokens bounds the
+    // pieces. 2.5 keeps the inter-token latency p99 of streams beside a wave of prompts near 2.5 times its median
+    // (docs/performance.md, "The step stretch").
+    double max_step_stretch = 2.5;
     // A prompt whose pieces go into decode steps (mixed_steps) is spread evenly over this many steps from its
-    // admission (even_prefill_tokens), but prefilled no slower than 1.5 times the rate prompt tokens arrive at
-    // (StepPacer::prompt_rate) and no faster than the stretch allows, so that the steps of the decoding streams stay
-    // even; 0: each step takes all the stretch allows.
+    // admission (even_prefill_tokens), no faster than the stretch allows but no slower than 1.5 times the rate prompt
+    // tokens arrive at (mixed_prefill_tokens), so that the steps of the decoding streams stay even; 0: each step
+    // takes all the stretch allows.
     int prefill_steps = 32;
     int64_t context = 4096;         // tokens per sequence (prompt + generated); capped by the model
     int64_t kv_blocks = 0;          // KV pool size in blocks; 0: max_seqs full contexts

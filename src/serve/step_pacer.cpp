@@ -15,6 +15,8 @@ constexpr double kPieceWeight = 0.25;
 // Prompts arrive in bursts (a wave of requests, then none while they decode), so the rate of prompt tokens per step
 // averages over about as many steps as a request decodes for.
 constexpr double kPromptRateWeight = 1.0 / 128;
+// Prompts in mixed steps are prefilled at least this times the rate they arrive at (mixed_prefill_tokens).
+constexpr double kCatchUp = 1.5;
 // The variance of piece sizes (tokens squared) below which no slope is fitted.
 constexpr double kMinSpread = 4.0;
 }  // namespace
@@ -90,6 +92,11 @@ int64_t even_prefill_tokens(const std::vector<PendingPrompt>& prompts) {
         rate = std::max(rate, (ahead + steps - 1) / steps);
     }
     return rate;
+}
+
+int64_t mixed_prefill_tokens(int64_t paced, int64_t even, double prompt_rate, int64_t budget) {
+    const auto keep_up = std::min(budget, static_cast<int64_t>(std::ceil(kCatchUp * prompt_rate)));
+    return std::max(std::min(paced, even), keep_up);
 }
 
 int64_t StepPacer::tokens_for(double seconds, int64_t cap, PieceForward where) const {

@@ -33,6 +33,14 @@ struct PendingPrompt {
 // pieces cost what one large piece costs.
 int64_t even_prefill_tokens(const std::vector<PendingPrompt>& prompts);
 
+// Prompt tokens a mixed step carries: the even spread (`even`, even_prefill_tokens) as far as the stretch allows
+// (`paced`, StepPacer::tokens_for), and, whatever the stretch, at least 1.5 times the rate prompt tokens arrive at
+// (StepPacer::prompt_rate; the room lets a backlog drain), up to the step's token budget. Steady traffic whose
+// prompts need longer steps than the stretch gets them: holding its prompts back would only queue them, with their
+// rows idle and time to first token growing without bound. So the stretch bounds what goes beyond that rate, such as
+// a wave of prompts that arrive together.
+int64_t mixed_prefill_tokens(int64_t paced, int64_t even, double prompt_rate, int64_t budget);
+
 // Where a prompt piece ran: a forward of its own, or the decode step's (Engine::mixed_step).
 enum class PieceForward { Own, DecodeStep };
 

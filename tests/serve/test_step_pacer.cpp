@@ -136,6 +136,20 @@ TEST(EvenPrefill, EachPromptIsSpreadOverTheStepsLeftToIt) {
     EXPECT_EQ(even_prefill_tokens({{50, -3}}), 50);
 }
 
+TEST(MixedPrefill, TheStretchBoundsAWaveButNotTheRatePromptsArriveAt) {
+    // paced: what the stretch allows; even: the prompts' even spread; then the arrival rate and the token budget.
+    EXPECT_EQ(mixed_prefill_tokens(100, 40, 10.0, 512), 40);  // the even spread, within the stretch
+    EXPECT_EQ(mixed_prefill_tokens(30, 54, 10.0, 512), 30);   // a wave: the stretch bounds it
+    EXPECT_EQ(mixed_prefill_tokens(30, 54, 0.0, 512), 30);
+    // Steady traffic that needs more than the stretch allows gets 1.5 times its rate (rounded up) all the same...
+    EXPECT_EQ(mixed_prefill_tokens(20, 54, 70.0, 512), 105);
+    EXPECT_EQ(mixed_prefill_tokens(20, 54, 70.1, 512), 106);
+    // ...within the step's token budget.
+    EXPECT_EQ(mixed_prefill_tokens(20, 54, 70.0, 80), 80);
+    // The rate lifts a spread slower than it even where the stretch would allow more.
+    EXPECT_EQ(mixed_prefill_tokens(200, 8, 10.0, 512), 15);
+}
+
 TEST(EvenPrefill, APromptWaitsForThoseBeforeIt) {
     // FCFS: the second prompt is computed after the first, so its rate covers both; the first's own is lower.
     EXPECT_EQ(even_prefill_tokens({{100, 8}, {300, 2}}), 200);
