@@ -341,7 +341,7 @@ void BM_DecodeAttention(benchmark::State& state) {
                                             ctx, 1, static_cast<int>(table.size()), kBlock, heads, kv_heads, hd, 0.125f};
             if (f16)
                 cpu::paged_attention_f16_range(
-                    {a, cpu::active_kernels().f16_attention, ws.data(), floats, 1, 1, false, true}, 0, 1);
+                    {a, cpu::active_kernels().f16_attention, ws.data(), floats, false, true}, 0, heads, {});
             else
                 cpu::paged_attention_range(a, 0, heads);
         }

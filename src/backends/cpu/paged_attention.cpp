@@ -13,6 +13,7 @@ QueryRow query_row(const PagedAttentionArgs& a, int64_t t) {
     while (s < a.num_seqs && !(a.query_start[s] <= t && t < a.query_start[s + 1])) ++s;
     QueryRow row;
     if (s == a.num_seqs) return row;
+    row.first = a.query_start[s];
     row.q_len = a.query_start[s + 1] - a.query_start[s];
     const int64_t end = static_cast<int64_t>(a.seq_lens[s]) - row.q_len + (t - a.query_start[s]) + 1;
     // Never read past the block table row: keys beyond it were never reserved.
@@ -212,108 +213,100 @@ void run_tile(const F16AttentionArgs& f, float* ws, const int64_t* offsets, int6
         for (int d = 0; d < hd; ++d) outs[i][d] = reduce_lanes(acc + i * 8 * static_cast<int64_t>(hd) + d, hd, 8);
 }
 
-}  // namespace
+// Which cache offsets a thread's workspace holds between the units it runs: a tiled sequence's (named by its first
+// row) or an untiled row's.
+struct HeldOffsets {
+    int64_t sequence = -1;
+    int64_t row = -1;
+    bool any = false;  // the row's: whether it has a key to attend to
+};
 
-void paged_attention_f16_range(const F16AttentionArgs& f, int64_t begin, int64_t end) {
+// Item (t, h) of a sequence in tiles: when row t starts a tile and head h starts a tile's query heads (of one kv
+// head), that tile; otherwise nothing (the tile's first item computes it).
+void tiled_item(const F16AttentionArgs& f, float* ws, HeldOffsets& held, const QueryRow& row, int64_t t, int h) {
+    const PagedAttentionArgs& a = f.a;
+    const int group = a.heads / a.kv_heads, g = h / group;
+    const int tile_heads = std::min(group, kF16AttentionTile), tile_rows = kF16AttentionTile / tile_heads;
+    if ((t - row.first) % tile_rows != 0 || (h - g * group) % tile_heads != 0) return;
+    auto* offsets = reinterpret_cast<int64_t*>(ws);
+    if (held.sequence != row.first) {
+        const int64_t last = row.first + row.q_len - 1;
+        cache_offsets(a, query_row(a, last), offsets, lane_aligned(query_row(a, row.first).start), 0);
+        held = {row.first, -1, false};
+    }
+    run_tile(f, ws, offsets, t, static_cast<int>(std::min<int64_t>(tile_rows, row.first + row.q_len - t)), h,
+             std::min(tile_heads, (g + 1) * group - h));
+}
+
+// Query heads [h, h + nq) of an untiled row t, all of one kv head and at most kGroup: each K and V row is loaded
+// once for all of them.
+void row_heads(const F16AttentionArgs& f, float* ws, HeldOffsets& held, const QueryRow& row, int64_t t, int h,
+               int nq) {
     const PagedAttentionArgs& a = f.a;
     const F16AttentionKernels& k = *f.kernels;
     const int hd = a.head_dim, half = hd / 2;
+    const int64_t scores_stride = scores_floats(static_cast<int64_t>(a.max_blocks) * a.block_size);
+    auto* offsets = reinterpret_cast<int64_t*>(ws);  // the row's key/value offsets, -1 where masked
+    float* p = ws + 2 * scores_stride;
+    float* acc = p + kGroup * scores_stride;
+    auto* q16 = reinterpret_cast<uint16_t*>(acc + kGroup * kMaxLanes * hd);
+    const int64_t a0 = lane_aligned(row.start);
+    if (held.row != t) {  // the heads of one row share its positions
+        held = {-1, t, cache_offsets(a, row, offsets, a0, row.start) < row.visible};
+    }
+    float* out = a.out + (t * a.heads + h) * hd;
+    if (!held.any) {
+        std::fill(out, out + nq * hd, 0.0f);
+        return;
+    }
+    for (int i = 0; i < nq; ++i) {
+        const float* q = a.q + (t * a.heads + h + i) * hd;
+        float q_ggml[kMaxHeadDim];
+        if (f.interleaved) {  // q into ggml's element order, so that only k is read interleaved
+            for (int e = 0; e < half; ++e) {
+                q_ggml[2 * e] = q[e];
+                q_ggml[2 * e + 1] = q[half + e];
+            }
+            q = q_ggml;
+        }
+        k.to_f16(q, q16 + i * hd, hd);
+    }
+    const bool batch = row.q_len >= 2;
+    // tinyBLAS declines a dot whose length is not a multiple of 8.
+    const GgmlDot kq_order = batch && hd % 8 == 0 ? GgmlDot::Tinyblas : GgmlDot::VecDot;
+    const int64_t n = row.visible - a0;
+    const int64_t kv_off = static_cast<int64_t>(h / (a.heads / a.kv_heads)) * hd;
     const auto* k_cache = static_cast<const uint16_t*>(a.k_cache);
     const auto* v_cache = static_cast<const uint16_t*>(a.v_cache);
+    k.scores(k_cache + kv_off, offsets + a0, n, q16, nq, hd, kq_order, f.interleaved, p + a0, scores_stride);
+    for (int i = 0; i < nq; ++i) k.soft_max(p + i * scores_stride + a0, n, a.scale);
+    const int lanes = batch ? 8 : kMaxLanes;
+    std::fill(acc, acc + static_cast<int64_t>(nq) * lanes * hd, 0.0f);
+    k.accumulate(p + a0, scores_stride, nq, v_cache + kv_off, offsets + a0, n, lanes, acc, hd);
+    for (int i = 0; i < nq; ++i)
+        for (int d = 0; d < hd; ++d)
+            out[i * hd + d] = reduce_lanes(acc + static_cast<int64_t>(i) * lanes * hd + d, hd, lanes);
+}
+
+}  // namespace
+
+void paged_attention_f16_range(const F16AttentionArgs& f, int64_t begin, int64_t end, OpWorker worker) {
+    const PagedAttentionArgs& a = f.a;
+    float* ws = f.workspace + worker.index * f.workspace_floats;
     const int group = a.heads / a.kv_heads;
-    const int tile_heads = std::min(group, kF16AttentionTile), tile_rows = kF16AttentionTile / tile_heads;
-    for (int64_t item = begin; item < end; ++item) {
-        float* ws = f.workspace + item * f.workspace_floats;
-        // Tiles: the query heads of one kv head times consecutive rows, dealt out in turn so that the growing
-        // causal rows of a prefill spread evenly.
-        int64_t unit = 0;
-        for (int s = 0; s < a.num_seqs; ++s) {
-            const int64_t t0 = a.query_start[s], q_len = a.query_start[s + 1] - t0;
-            if (!tiled(f, q_len)) continue;
-            auto* offsets = reinterpret_cast<int64_t*>(ws);  // the sequence's, once its first tile here needs them
-            bool have_offsets = false;
-            for (int g = 0; g < a.kv_heads; ++g)
-                for (int h0 = g * group; h0 < (g + 1) * group; h0 += tile_heads)
-                    for (int64_t r = 0; r < q_len; r += tile_rows, ++unit) {
-                        if (unit % f.threads != item) continue;
-                        if (!have_offsets) {
-                            cache_offsets(a, query_row(a, t0 + q_len - 1), offsets,
-                                          lane_aligned(query_row(a, t0).start), 0);
-                            have_offsets = true;
-                        }
-                        run_tile(f, ws, offsets, t0 + r, static_cast<int>(std::min<int64_t>(tile_rows, q_len - r)), h0,
-                                 std::min(tile_heads, (g + 1) * group - h0));
-                    }
+    HeldOffsets held;
+    for (int64_t w = begin; w < end;) {
+        const int64_t t = w / a.heads;
+        const int h = static_cast<int>(w % a.heads);
+        const QueryRow row = query_row(a, t);
+        if (tiled(f, row.q_len)) {
+            tiled_item(f, ws, held, row, t, h);
+            ++w;
+            continue;
         }
-        // The rest (row, head) pairs, each thread an even, contiguous share of them, the query heads of one kv head
-        // of a row up to kGroup at a time: each K and V row is loaded once for all of them.
-        const int64_t scores_stride = scores_floats(static_cast<int64_t>(a.max_blocks) * a.block_size);
-        auto* offsets = reinterpret_cast<int64_t*>(ws);  // a row's key/value offsets, -1 where masked
-        float* p = ws + 2 * scores_stride;
-        float* acc = p + kGroup * scores_stride;
-        auto* q16 = reinterpret_cast<uint16_t*>(acc + kGroup * kMaxLanes * hd);
-        int64_t pairs = f.rows * a.heads;
-        for (int s = 0; s < a.num_seqs; ++s) {
-            const int64_t q_len = a.query_start[s + 1] - a.query_start[s];
-            if (tiled(f, q_len)) pairs -= q_len * a.heads;
-        }
-        const int64_t first = pairs * item / f.threads, last = pairs * (item + 1) / f.threads;
-        int64_t offsets_row = -1, seen = 0;
-        bool any = false;
-        for (int64_t w = 0; w < f.rows * a.heads && seen < last;) {
-            const int64_t t = w / a.heads;
-            const int h = static_cast<int>(w % a.heads);
-            const QueryRow row = query_row(a, t);
-            if (tiled(f, row.q_len)) {
-                w += a.heads - h;  // the row's other heads are tiled too
-                continue;
-            }
-            if (seen < first) {  // another thread's
-                const int64_t skip = std::min<int64_t>(first - seen, a.heads - h);
-                seen += skip;
-                w += skip;
-                continue;
-            }
-            const int kv = h / group;
-            const int nq = static_cast<int>(std::min<int64_t>({kGroup, (kv + 1) * group - h, last - seen}));
-            float* out = a.out + w * hd;
-            w += nq;
-            seen += nq;
-            const int64_t a0 = lane_aligned(row.start);
-            if (offsets_row != t) {  // the heads of one row share its positions
-                offsets_row = t;
-                any = cache_offsets(a, row, offsets, a0, row.start) < row.visible;
-            }
-            if (!any) {
-                std::fill(out, out + nq * hd, 0.0f);
-                continue;
-            }
-            for (int i = 0; i < nq; ++i) {
-                const float* q = a.q + (t * a.heads + h + i) * hd;
-                float q_ggml[kMaxHeadDim];
-                if (f.interleaved) {  // q into ggml's element order, so that only k is read interleaved
-                    for (int e = 0; e < half; ++e) {
-                        q_ggml[2 * e] = q[e];
-                        q_ggml[2 * e + 1] = q[half + e];
-                    }
-                    q = q_ggml;
-                }
-                k.to_f16(q, q16 + i * hd, hd);
-            }
-            const bool batch = row.q_len >= 2;
-            // tinyBLAS declines a dot whose length is not a multiple of 8.
-            const GgmlDot kq_order = batch && hd % 8 == 0 ? GgmlDot::Tinyblas : GgmlDot::VecDot;
-            const int64_t n = row.visible - a0;
-            const int64_t kv_off = static_cast<int64_t>(kv) * hd;
-            k.scores(k_cache + kv_off, offsets + a0, n, q16, nq, hd, kq_order, f.interleaved, p + a0, scores_stride);
-            for (int i = 0; i < nq; ++i) k.soft_max(p + i * scores_stride + a0, n, a.scale);
-            const int lanes = batch ? 8 : kMaxLanes;
-            std::fill(acc, acc + static_cast<int64_t>(nq) * lanes * hd, 0.0f);
-            k.accumulate(p + a0, scores_stride, nq, v_cache + kv_off, offsets + a0, n, lanes, acc, hd);
-            for (int i = 0; i < nq; ++i)
-                for (int d = 0; d < hd; ++d)
-                    out[i * hd + d] = reduce_lanes(acc + static_cast<int64_t>(i) * lanes * hd + d, hd, lanes);
-        }
+        const int nq = static_cast<int>(std::min<int64_t>({kGroup, (h / group + 1) * group - h, end - w}));
+        row_heads(f, ws, held, row, t, h, nq);
+        w += nq;
     }
 }
 

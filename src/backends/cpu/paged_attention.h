@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/thread_pool.h"
 
 namespace tracelm::cpu {
 
@@ -24,11 +25,12 @@ struct PagedAttentionArgs {
 };
 
 // The cached positions query row t may see: [start, visible) (causal, within its block table row, and within the
-// sliding window when there is one; none when the row belongs to no sequence), and the number of query rows its
-// sequence has in this call.
+// sliding window when there is one; none when the row belongs to no sequence), and its sequence's first query row
+// and number of query rows in this call.
 struct QueryRow {
     int64_t start = 0;
     int64_t visible = 0;
+    int64_t first = 0;
     int64_t q_len = 0;
     const int32_t* table = nullptr;  // the sequence's block table row
 };
@@ -74,10 +76,8 @@ class PagedAttentionItem {
 struct F16AttentionArgs {
     PagedAttentionArgs a;
     const F16AttentionKernels* kernels;
-    float* workspace;          // `threads` slices of f16_attention_workspace_floats
+    float* workspace;          // a slice of f16_attention_workspace_floats per pool thread
     int64_t workspace_floats;
-    int64_t rows;              // T
-    int threads;
     bool interleaved;          // q/k heads as tracelm keeps llama-architecture GGUF heads (see F16AttentionKernels)
     // Rows of sequences with >= 2 query rows (tinyBLAS's orders, head_dim a multiple of 8) in tiles of up to
     // kF16AttentionTile queries: the query heads of one kv head times consecutive rows, so that each cached row
@@ -86,9 +86,10 @@ struct F16AttentionArgs {
 };
 // Floats of one thread's workspace for rows that see up to max_keys positions: the scores and the P.V accumulators.
 int64_t f16_attention_workspace_floats(int64_t max_keys, int head_dim);
-// Items are the threads: item i runs on pool thread i, uses workspace slice i and computes tiles i, i + threads, ...
-// (interleaved, so that the growing causal rows of a prefill spread evenly), then share i of the untiled (row, head)
-// pairs, contiguous, so that the query heads of a kv head mostly fall in one share.
-void paged_attention_f16_range(const F16AttentionArgs& a, int64_t begin, int64_t end);
+// Items are t * heads + h for query row t in [0, T) and head h, as for f32 caches; where t's sequence goes through
+// tiles, the item of a tile's first row and first head computes the tile, the others nothing. A range computes the
+// query heads of one kv head in it together. A fixed item space, whatever the rows' lengths, so that threads may
+// claim ranges of it in a captured step; the worker's index picks its workspace slice.
+void paged_attention_f16_range(const F16AttentionArgs& a, int64_t begin, int64_t end, OpWorker worker);
 
 }  // namespace tracelm::cpu

@@ -113,19 +113,25 @@ void CpuBackend::do_attention(const Tensor& q, const Tensor& k_cache, const Tens
     const PagedAttentionArgs a =
         attention_args(q, k_cache, v_cache, meta, heads, kv_heads, head_dim, scale, out);
     const Footprint fp = attention_footprint(q, k_cache, v_cache, meta, out);
+    // Threads claim (row, head) items as they go where a step has enough rows: a row's cost grows with its length,
+    // which differs between the rows of a step. A claim takes a kv head's query heads at least (one load of its keys
+    // and values serves them all); a step of few rows has too few of those to share out that way and splits its
+    // items evenly.
+    const int64_t group = heads / kv_heads;
+    const int64_t chunk = q.rows * kv_heads >= 4 * threads() ? group : 0;
     if (k_cache.dtype == DType::F32) {
-        submit(paged_attention_range, a, fp, q.rows * heads);
+        submit(paged_attention_range, a, fp, q.rows * heads, 1, chunk);
         return;
     }
-    // The workspace stays out of the footprint for the reason the quantized matmul's scratch does: item i runs
-    // on thread i and uses slice i only.
+    // The workspace stays out of the footprint for the reason the quantized matmul's scratch does: a thread uses
+    // its own slice only.
     const int64_t need = f16_attention_workspace_floats(meta.block_tables.cols * meta.block_size, head_dim);
     Buffer* ws = scratch_buffer(kAttentionScratchName, static_cast<size_t>(need * threads()) * sizeof(float));
     const auto floats = static_cast<int64_t>(scratch_slice_bytes(*ws, threads()) / sizeof(float));
     submit(paged_attention_f16_range,
-           F16AttentionArgs{a, active_kernels().f16_attention, static_cast<float*>(ws->data), floats, q.rows,
-                            threads(), meta.interleaved_pairs, true},
-           fp, threads());
+           F16AttentionArgs{a, active_kernels().f16_attention, static_cast<float*>(ws->data), floats,
+                            meta.interleaved_pairs, true},
+           fp, q.rows * heads, 1, chunk);
 }
 
 }  // namespace tracelm::cpu
