@@ -342,7 +342,8 @@ TEST(GgmlConformanceKernels, TracelmF16AttentionKernelsOfEveryIsaMatch) {
 // portable kernels' on every Isa: prompt chunks of 1 to 33 rows past position 0 (a full and a partial tile of each GQA
 // ratio below: a tile holds 16 query heads, so 16, 5, 4 or 1 rows) beside a decode row, over 16-position blocks in
 // shuffled order with one unassigned (rows that see only it attend to nothing), GQA ratios 1, 3, 4 and 18 (more query
-// heads than a tile holds), both q/k layouts, the items run as one range and as ranges of 1 to 3 items by 3 workers
+// heads than a tile holds), head dims 40 (not a multiple of 16: the 256-bit values pass on every Isa), 64 and 128,
+// both q/k layouts, the items run as one range and as ranges of 1 to 3 items by 3 workers
 // in turn (how threads claim them; a unit's bits must not depend on which range or workspace computes it).
 TEST(GgmlConformanceKernels, TracelmF16AttentionTilesMatchOneQueryPath) {
     constexpr int kBlock = 16, kBlocks = 8, kSeqs = 2, kDecodePos = 40;
@@ -354,7 +355,7 @@ TEST(GgmlConformanceKernels, TracelmF16AttentionTilesMatchOneQueryPath) {
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
     std::vector<int32_t> pool(kSeqs * kBlocks);
     for (size_t i = 0; i < pool.size(); ++i) pool[i] = static_cast<int32_t>(i);
-    for (const int hd : {64, 128})
+    for (const int hd : {40, 64, 128})
         for (const Heads g : {Heads{4, 4}, Heads{6, 2}, Heads{8, 2}, Heads{18, 1}}) {
             const int64_t kv_dim = static_cast<int64_t>(g.kv_heads) * hd, q_dim = g.heads * hd;
             std::vector<uint16_t> kc(static_cast<size_t>(kSlots * kv_dim)), vc(kc.size());
