@@ -108,17 +108,23 @@ int64_t lane_aligned(int64_t start) { return start / kMaxLanes * kMaxLanes; }
 
 int64_t scores_floats(int64_t max_keys) { return (max_keys + 7) / 8 * 8; }
 
-// Output element d from its lane accumulators acc[l * hd + d], reduced as the dot order does.
-float reduce_lanes(const float* acc, int64_t hd, int lanes) {
-    const auto a = [&](int l) { return acc[l * hd]; };
+// Outputs [0, hd) from their lane accumulators acc[l * hd + d], each reduced as the dot order does. Element-wise
+// across d (the compiler's vectors), so every output takes the same additions in the same order.
+void reduce_lanes(const float* __restrict acc, int64_t hd, int lanes, float* __restrict out) {
+    const auto a = [&](int l, int64_t d) { return acc[l * hd + d]; };
     if (lanes == 8) {  // tinyBLAS hsum
-        const float t0 = a(4) + a(0), t1 = a(5) + a(1), t2 = a(6) + a(2), t3 = a(7) + a(3);
-        return (t0 + t2) + (t1 + t3);
+        for (int64_t d = 0; d < hd; ++d) {
+            const float t0 = a(4, d) + a(0, d), t1 = a(5, d) + a(1, d), t2 = a(6, d) + a(2, d), t3 = a(7, d) + a(3, d);
+            out[d] = (t0 + t2) + (t1 + t3);
+        }
+        return;
     }
-    float s[8];  // GGML_F32x8_REDUCE: (acc0 + acc2) + (acc1 + acc3), then two hadds
-    for (int l = 0; l < 8; ++l) s[l] = (a(l) + a(16 + l)) + (a(8 + l) + a(24 + l));
-    const float t0 = s[0] + s[4], t1 = s[1] + s[5], t2 = s[2] + s[6], t3 = s[3] + s[7];
-    return (t0 + t1) + (t2 + t3);
+    for (int64_t d = 0; d < hd; ++d) {
+        float s[8];  // GGML_F32x8_REDUCE: (acc0 + acc2) + (acc1 + acc3), then two hadds
+        for (int l = 0; l < 8; ++l) s[l] = (a(l, d) + a(16 + l, d)) + (a(8 + l, d) + a(24 + l, d));
+        const float t0 = s[0] + s[4], t1 = s[1] + s[5], t2 = s[2] + s[6], t3 = s[3] + s[7];
+        out[d] = (t0 + t1) + (t2 + t3);
+    }
 }
 
 }  // namespace
@@ -145,10 +151,16 @@ int64_t cache_offsets(const PagedAttentionArgs& a, const QueryRow& row, int64_t*
                       int64_t masked_before) {
     const int64_t kv_stride = static_cast<int64_t>(a.kv_heads) * a.head_dim;
     int64_t first = row.visible;
-    for (int64_t j = from; j < row.visible; ++j) {
-        const int64_t slot = j < masked_before ? -1 : slot_of(a, row, j);
-        offsets[j] = slot < 0 ? -1 : slot * kv_stride;
-        if (slot >= 0 && first == row.visible) first = j;
+    // slot_of block by block: one table lookup per block, not a division per position.
+    for (int64_t j = from; j < row.visible;) {
+        const int64_t b = j / a.block_size, end = std::min(row.visible, (b + 1) * a.block_size);
+        const int32_t block = row.table[b];
+        for (; j < end; ++j) {
+            const int64_t slot = block < 0 ? -1 : static_cast<int64_t>(block) * a.block_size + (j - b * a.block_size);
+            const bool present = j >= masked_before && slot >= 0 && slot < a.num_slots;
+            offsets[j] = present ? slot * kv_stride : -1;
+            if (present && first == row.visible) first = j;
+        }
     }
     return first;
 }
@@ -209,8 +221,7 @@ void run_tile(const F16AttentionArgs& f, float* ws, const int64_t* offsets, int6
     std::fill(acc, acc + static_cast<int64_t>(nq) * 8 * hd, 0.0f);
     k.accumulate_tile(p, scores_stride, static_cast<const uint16_t*>(a.v_cache) + kv_off, offsets + a0, counts, nq, acc,
                       hd);
-    for (int i = 0; i < nq; ++i)
-        for (int d = 0; d < hd; ++d) outs[i][d] = reduce_lanes(acc + i * 8 * static_cast<int64_t>(hd) + d, hd, 8);
+    for (int i = 0; i < nq; ++i) reduce_lanes(acc + i * 8 * static_cast<int64_t>(hd), hd, 8, outs[i]);
 }
 
 // Which cache offsets a thread's workspace holds between the units it runs: a tiled sequence's (named by its first
@@ -283,9 +294,7 @@ void row_heads(const F16AttentionArgs& f, float* ws, HeldOffsets& held, const Qu
     const int lanes = batch ? 8 : kMaxLanes;
     std::fill(acc, acc + static_cast<int64_t>(nq) * lanes * hd, 0.0f);
     k.accumulate(p + a0, scores_stride, nq, v_cache + kv_off, offsets + a0, n, lanes, acc, hd);
-    for (int i = 0; i < nq; ++i)
-        for (int d = 0; d < hd; ++d)
-            out[i * hd + d] = reduce_lanes(acc + static_cast<int64_t>(i) * lanes * hd + d, hd, lanes);
+    for (int i = 0; i < nq; ++i) reduce_lanes(acc + static_cast<int64_t>(i) * lanes * hd, hd, lanes, out + i * hd);
 }
 
 }  // namespace
