@@ -23,11 +23,17 @@ QueryRow query_row(const PagedAttentionArgs& a, int64_t t) {
     return row;
 }
 
-int64_t slot_of(const PagedAttentionArgs& a, const QueryRow& row, int64_t pos) {
-    const int32_t block = row.table[pos / a.block_size];
+namespace {
+// The slot of position `within` of cache block `block` (-1: unassigned or out of range).
+int64_t slot_in_block(const PagedAttentionArgs& a, int32_t block, int64_t within) {
     if (block < 0) return -1;
-    const int64_t slot = static_cast<int64_t>(block) * a.block_size + pos % a.block_size;
+    const int64_t slot = static_cast<int64_t>(block) * a.block_size + within;
     return slot < a.num_slots ? slot : -1;
+}
+}  // namespace
+
+int64_t slot_of(const PagedAttentionArgs& a, const QueryRow& row, int64_t pos) {
+    return slot_in_block(a, row.table[pos / a.block_size], pos % a.block_size);
 }
 
 PagedAttentionItem::PagedAttentionItem(const PagedAttentionArgs& a, int64_t item)
@@ -156,10 +162,9 @@ int64_t cache_offsets(const PagedAttentionArgs& a, const QueryRow& row, int64_t*
         const int64_t b = j / a.block_size, end = std::min(row.visible, (b + 1) * a.block_size);
         const int32_t block = row.table[b];
         for (; j < end; ++j) {
-            const int64_t slot = block < 0 ? -1 : static_cast<int64_t>(block) * a.block_size + (j - b * a.block_size);
-            const bool present = j >= masked_before && slot >= 0 && slot < a.num_slots;
-            offsets[j] = present ? slot * kv_stride : -1;
-            if (present && first == row.visible) first = j;
+            const int64_t slot = j < masked_before ? -1 : slot_in_block(a, block, j - b * a.block_size);
+            offsets[j] = slot < 0 ? -1 : slot * kv_stride;
+            if (slot >= 0 && first == row.visible) first = j;
         }
     }
     return first;
