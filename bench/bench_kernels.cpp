@@ -351,6 +351,38 @@ void BM_DecodeAttention(benchmark::State& state) {
                                                    benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
+// Args: geometry (as BM_DecodeAttention), prompt tokens. One whole prompt's causal attention over an f16 cache on
+// one thread, in tiles (the prefill path): every query row of the prompt against the rows before it, one layer.
+void BM_PrefillAttention(benchmark::State& state) {
+    namespace cpu = tracelm::cpu;
+    const int heads = state.range(0) == 0 ? 9 : 16, kv_heads = state.range(0) == 0 ? 3 : 8;
+    const int hd = state.range(0) == 0 ? 64 : 128;
+    const auto len = static_cast<int32_t>(state.range(1));
+    constexpr int kBlock = 16;
+    const size_t row = static_cast<size_t>(kv_heads * hd) * 2;
+    std::vector<uint16_t> caches(2 * static_cast<size_t>(len) * row / 2);
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    for (uint16_t& c : caches) c = tracelm::f32_to_f16(u(rng));
+    std::vector<int32_t> table(static_cast<size_t>((len + kBlock - 1) / kBlock));
+    for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
+    std::vector<float> q(static_cast<size_t>(len) * heads * hd), out(q.size());
+    for (float& v : q) v = u(rng);
+    const int32_t query_start[2] = {0, len};
+    const int64_t floats = cpu::f16_attention_workspace_floats(len, hd);
+    std::vector<float> ws(static_cast<size_t>(floats));
+    const char* k = reinterpret_cast<const char*>(caches.data());
+    const cpu::PagedAttentionArgs a{q.data(), k, k + len * row, table.data(), &len, query_start, out.data(),
+                                    len, 1, static_cast<int>(table.size()), kBlock, heads, kv_heads, hd, 0.125f};
+    for (auto _ : state) {
+        cpu::paged_attention_f16_range({a, cpu::active_kernels().f16_attention, ws.data(), floats, true, true}, 0,
+                                       static_cast<int64_t>(len) * heads, {});
+        benchmark::DoNotOptimize(out.data());
+    }
+    state.counters["tok/s"] = benchmark::Counter(static_cast<double>(state.iterations()) * len,
+                                                 benchmark::Counter::kIsRate);
+}
+
 // Args: op (0: argmax, 1: sample with greedy parameters), threads. The decode step's last op before
 // advance_decode, replayed from a graph on a CpuBackend over one row of SmolLM2's 49152 logits: what a greedy
 // request pays for going through `sample` instead of `argmax`.
@@ -457,6 +489,11 @@ BENCHMARK(BM_QuantMatmulCompute)
 BENCHMARK(BM_DecodeAttention)
     ->ArgsProduct({{0, 1}, {0, 1}, {256, 2048}})
     ->ArgNames({"f16", "geometry", "context"})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PrefillAttention)
+    ->ArgsProduct({{0, 1}, {256, 1024}})
+    ->ArgNames({"geometry", "prompt"})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_TokenChoice)

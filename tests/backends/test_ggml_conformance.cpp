@@ -340,7 +340,7 @@ TEST(GgmlConformanceKernels, TracelmF16AttentionKernelsOfEveryIsaMatch) {
 
 // Prefill rows in tiles (F16AttentionArgs::tiled) give the one-query path's bits on every Isa, and those are the
 // portable kernels' on every Isa: prompt chunks of 1 to 33 rows past position 0 (a full and a partial tile of each GQA
-// ratio below: a tile holds 16 query heads, so 16, 5, 4 or 1 rows) beside a decode row, over 16-position blocks in
+// ratio below: a tile holds 16 query heads, so 16, 5, 4 or 1 rows), some in sliding windows, beside a decode row, over 16-position blocks in
 // shuffled order with one unassigned (rows that see only it attend to nothing), GQA ratios 1, 3, 4 and 18 (more query
 // heads than a tile holds), head dims 40 (not a multiple of 16: the 256-bit values pass on every Isa), 64 and 128,
 // both q/k layouts, the items run as one range and as ranges of 1 to 3 items by 3 workers
@@ -371,9 +371,10 @@ TEST(GgmlConformanceKernels, TracelmF16AttentionTilesMatchOneQueryPath) {
                 tables[static_cast<size_t>(n % 3)] = -1;
                 const int past = 1 + n * 7 % 37;
                 const int32_t seq_lens[kSeqs] = {past + n, kDecodePos + 1}, query_start[kSeqs + 1] = {0, n, n + 1};
-                const cpu::PagedAttentionArgs a{q.data(),    kc.data(), vc.data(),  tables.data(), seq_lens,
-                                                query_start, nullptr,   kSlots,     kSeqs,         kBlocks,
-                                                kBlock,      g.heads,   g.kv_heads, hd,            0.1f};
+                cpu::PagedAttentionArgs a{q.data(),    kc.data(), vc.data(),  tables.data(), seq_lens,
+                                          query_start, nullptr,   kSlots,     kSeqs,         kBlocks,
+                                          kBlock,      g.heads,   g.kv_heads, hd,            0.1f};
+                a.window = n % 4 == 1 ? 6 + n : 0;  // rows whose window starts inside the tile's keys
                 const int64_t floats = cpu::f16_attention_workspace_floats(kBlocks * kBlock, hd);
                 std::vector<float> ws(static_cast<size_t>(3 * floats));
                 // Outputs left unwritten hold `unset`, different in every run.

@@ -217,15 +217,8 @@ void run_tile(const F16AttentionArgs& f, float* ws, const int64_t* offsets, int6
         }
     }
     if (nq == 0) return;
-    k.scores_tile(static_cast<const uint16_t*>(a.k_cache) + kv_off, offsets + a0, counts, nq, qs, hd, f.interleaved, p,
-                  scores_stride);
-    for (int i = 0; i < nq; ++i) {
-        std::fill(p + i * scores_stride, p + i * scores_stride + starts[i], -std::numeric_limits<float>::infinity());
-        k.soft_max(p + i * scores_stride, counts[i], a.scale);
-    }
-    std::fill(acc, acc + static_cast<int64_t>(nq) * 8 * hd, 0.0f);
-    k.accumulate_tile(p, scores_stride, static_cast<const uint16_t*>(a.v_cache) + kv_off, offsets + a0, counts, nq, acc,
-                      hd);
+    k.attend_tile(static_cast<const uint16_t*>(a.k_cache) + kv_off, static_cast<const uint16_t*>(a.v_cache) + kv_off,
+                  offsets + a0, counts, starts, nq, qs, hd, f.interleaved, a.scale, p, scores_stride, acc);
     for (int i = 0; i < nq; ++i) reduce_lanes(acc + i * 8 * static_cast<int64_t>(hd), hd, 8, outs[i]);
 }
 

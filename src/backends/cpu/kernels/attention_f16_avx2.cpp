@@ -16,9 +16,8 @@ namespace {
 
 namespace tracelm::cpu {
 
-const F16AttentionKernels detail::avx2_f16_attention = {avx2_f16_attention::to_f16, avx2_f16_attention::scores,
-                                                        avx2_f16_attention::soft_max, avx2_f16_attention::accumulate,
-                                                        avx2_f16_attention::scores_tile,
-                                                        avx2_f16_attention::accumulate_tile};
+const F16AttentionKernels detail::avx2_f16_attention = {
+    avx2_f16_attention::to_f16, avx2_f16_attention::scores, avx2_f16_attention::soft_max, avx2_f16_attention::accumulate,
+    avx2_f16_attention::attend_tile};
 
 }  // namespace tracelm::cpu

@@ -22,7 +22,7 @@ namespace {
 namespace tracelm::cpu {
 
 const F16AttentionKernels detail::avx512_f16_attention = {
-    avx512_f16_attention::to_f16,          avx512_f16_attention::scores,     avx512_f16_attention::soft_max,
-    avx512_f16_attention::accumulate,      avx512_f16_attention::scores_tile, avx512_f16_attention::accumulate_tile};
+    avx512_f16_attention::to_f16, avx512_f16_attention::scores, avx512_f16_attention::soft_max, avx512_f16_attention::accumulate,
+    avx512_f16_attention::attend_tile};
 
 }  // namespace tracelm::cpu

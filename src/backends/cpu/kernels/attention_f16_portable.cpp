@@ -1,5 +1,6 @@
 // The f16 attention kernels (kernels.h, F16AttentionKernels) in plain C++: each lane of ggml's AVX2 code as a scalar,
 // with std::fma where it fuses, so that they give the AVX2 build's bits on any CPU.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -91,18 +92,19 @@ void accumulate(const float* p, int64_t p_stride, int nq, const uint16_t* base, 
 }
 
 // The tiles query by query: these kernels load every row once per query anyway.
-void scores_tile(const uint16_t* base, const int64_t* keys, const int64_t* counts, int nq, const float* q, int64_t n,
-                 bool interleaved, float* p, int64_t p_stride) {
+void attend_tile(const uint16_t* k_base, const uint16_t* v_base, const int64_t* offsets, const int64_t* counts,
+                 const int64_t* starts, int nq, const float* q, int64_t n, bool interleaved, float scale, float* p,
+                 int64_t, float* acc) {
     std::vector<uint16_t> q16(static_cast<size_t>(n));
     for (int i = 0; i < nq; ++i) {
         to_f16(q + i * n, q16.data(), n);
-        scores_one(base, keys, counts[i], q16.data(), n, GgmlDot::Tinyblas, interleaved, p + i * p_stride);
+        scores_one(k_base, offsets, counts[i], q16.data(), n, GgmlDot::Tinyblas, interleaved, p);
+        std::fill(p, p + starts[i], -std::numeric_limits<float>::infinity());
+        soft_max(p, counts[i], scale);
+        float* a = acc + i * 8 * n;
+        std::fill(a, a + 8 * n, 0.0f);
+        accumulate_one(p, v_base, offsets, counts[i], 8, a, n);
     }
-}
-
-void accumulate_tile(const float* p, int64_t p_stride, const uint16_t* base, const int64_t* values,
-                     const int64_t* counts, int nq, float* acc, int64_t n) {
-    for (int i = 0; i < nq; ++i) accumulate_one(p + i * p_stride, base, values, counts[i], 8, acc + i * 8 * n, n);
 }
 
 }  // namespace
@@ -111,8 +113,7 @@ void accumulate_tile(const float* p, int64_t p_stride, const uint16_t* base, con
 namespace tracelm::cpu {
 
 const F16AttentionKernels detail::portable_f16_attention = {
-    portable_f16_attention::to_f16, portable_f16_attention::scores, portable_f16_attention::soft_max,
-    portable_f16_attention::accumulate, portable_f16_attention::scores_tile,
-    portable_f16_attention::accumulate_tile};
+    portable_f16_attention::to_f16, portable_f16_attention::scores, portable_f16_attention::soft_max, portable_f16_attention::accumulate,
+    portable_f16_attention::attend_tile};
 
 }  // namespace tracelm::cpu

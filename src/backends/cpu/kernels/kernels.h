@@ -124,14 +124,15 @@ struct F16AttentionKernels {
     // partial sums per output d.
     void (*accumulate)(const float* p, int64_t p_stride, int nq, const uint16_t* base, const int64_t* values,
                        int64_t count, int lanes, float* acc, int64_t n);
-    // scores (Tinyblas order) and accumulate (8 lanes) for nq <= kF16AttentionTile queries at once, n a multiple
-    // of 8: each key or value row is loaded once for all of them, and each (query, position) pair gets exactly the
-    // operations the one-query kernels give it. Query i sees positions [0, counts[i]); its q (ggml's element order,
-    // values exact in f16) is q + i * n, its scores p + i * p_stride, its accumulators acc + i * 8 * n.
-    void (*scores_tile)(const uint16_t* base, const int64_t* keys, const int64_t* counts, int nq, const float* q,
-                        int64_t n, bool interleaved, float* p, int64_t p_stride);
-    void (*accumulate_tile)(const float* p, int64_t p_stride, const uint16_t* base, const int64_t* values,
-                            const int64_t* counts, int nq, float* acc, int64_t n);
+    // A prefill tile: for nq <= kF16AttentionTile queries sharing the key and value rows (n a multiple of 8), what
+    // scores (Tinyblas order), soft_max and accumulate (8 lanes) give each query, each row loaded once for all of
+    // them. Query i (its q in ggml's element order, values exact in f16, at q + i * n) sees positions
+    // [starts[i], counts[i]) of offsets (keys from k_base, values from v_base); its accumulators are
+    // acc + i * 8 * n. p: room for the tile's scores, kF16AttentionTile * p_stride floats, p_stride at least the
+    // largest count rounded up to 8.
+    void (*attend_tile)(const uint16_t* k_base, const uint16_t* v_base, const int64_t* offsets, const int64_t* counts,
+                        const int64_t* starts, int nq, const float* q, int64_t n, bool interleaved, float scale,
+                        float* p, int64_t p_stride, float* acc);
 };
 // The most queries of one tile call: their scores and accumulators stay in the L1/L2 caches.
 inline constexpr int kF16AttentionTile = 16;
