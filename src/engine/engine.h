@@ -197,6 +197,8 @@ class Engine {
     int mixed_steps() const { return mixed_steps_; }
     // Rows the next decode step runs over (0 when nothing decodes).
     int bucket() const { return bucket_; }
+    // The rows that decode, ascending: the rows a mixed step's forward runs over (the bucket's others are inert).
+    std::vector<int> decoding_rows() const;
     // Rows the decode step will run over once every admitted row decodes (0 when none is admitted).
     int bucket_once_joined() const;
 

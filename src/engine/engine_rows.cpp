@@ -481,6 +481,14 @@ void Engine::set_token_mask(int row, const uint32_t* words) {
     rows_written_ = true;
 }
 
+std::vector<int> Engine::decoding_rows() const {
+    std::vector<int> out;
+    for (int row = 0; row < num_seqs_; ++row) {
+        if (rows_[static_cast<size_t>(row)].decoding) out.push_back(row);
+    }
+    return out;
+}
+
 int Engine::bucket_once_joined() const {
     int rows = 0;
     for (int row = 0; row < static_cast<int>(rows_.size()); ++row) {

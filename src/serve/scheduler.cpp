@@ -492,7 +492,10 @@ bool Scheduler::Impl::mixed_step() {
     // The budgets of prefill(), for one piece.
     const auto decoding = std::count_if(running.begin(), running.end(), [](const auto& x) { return x->joined; });
     const int64_t budget = std::max<int64_t>(options.max_batched_tokens - decoding, 3);
-    const double seconds = pacer.piece_seconds(engine.bucket(), engine.bucket_once_joined());
+    // The step's decode part runs over the decoding rows only (Engine::mixed_step): it costs about a decode step of
+    // their bucket.
+    const int decode_bucket = Engine::batch_bucket(static_cast<int>(engine.decoding_rows().size()));
+    const double seconds = pacer.piece_seconds(decode_bucket, engine.bucket_once_joined());
     int64_t tokens = pacer.tokens_for(seconds, budget, PieceForward::DecodeStep);
     if (options.prefill_steps > 0) {
         std::vector<PendingPrompt> pending;
@@ -503,7 +506,6 @@ bool Scheduler::Impl::mixed_step() {
         tokens = mixed_prefill_tokens(tokens, even_prefill_tokens(pending), pacer.prompt_rate(), budget);
     }
     const int64_t n = engine.next_prefill_tokens(s->row, std::max(tokens, engine.min_prefill_budget(s->row)));
-    const int bucket = engine.bucket();
     int32_t first = 0;
     const Clock::time_point t0 = Clock::now();
     bool joined = false;
@@ -517,10 +519,10 @@ bool Scheduler::Impl::mixed_step() {
         return true;
     }
     const std::vector<int32_t> ids = engine.sampled();
-    // What a decode step of the bucket costs is the step's; the rest is the piece's (smaller than a piece alone:
-    // the pass over the weights is shared).
+    // What a decode step of the decoding rows' bucket costs is the step's; the rest is the piece's (smaller than a
+    // piece alone: the pass over the weights is shared).
     const double took = std::chrono::duration<double>(Clock::now() - t0).count();
-    pacer.piece_done(n, std::max(took - pacer.decode_cost(bucket), 0.0), PieceForward::DecodeStep);
+    pacer.piece_done(n, std::max(took - pacer.decode_cost(decode_bucket), 0.0), PieceForward::DecodeStep);
     pacer.step_ended();
     deliver_step(ids);
     s->joined = joined;

@@ -68,60 +68,79 @@ void expect_same(const Run& want, const Run& got, const std::string& what) {
 void check_model(const Model& m, Backend& be, int block_size = 16) {
     const int64_t V = m.config().vocab_size;
     constexpr int kSteps = 12;
-    // A decodes from the start; B's 40-token prompt goes in pieces of at most 9 tokens beside A's steps; C's 21-token
-    // prompt beside A's and B's (greedy A, seeded B and C).
+    // A (row 0) and D (row 2) decode from the start, beside G (row 1), which ends after one step; B's 40-token
+    // prompt then goes into G's row in pieces of at most 9 tokens beside A's and D's steps, so the decoding rows of
+    // those mixed steps are not the bucket's first rows (a mixed step's forward leaves row 1 and 3 out); C's 21-token
+    // prompt (row 3) beside A's, B's and D's (greedy A, seeded B, C and D).
     const std::vector<std::vector<int32_t>> prompts = {random_tokens(7, V, 1), random_tokens(40, V, 2),
-                                                       random_tokens(21, V, 3)};
-    std::vector<sampling::RowParams> params(3);
-    params[1].temperature = params[2].temperature = 0.8f;
-    params[1].seed_lo = 11;
-    params[2].seed_lo = 12;
+                                                       random_tokens(21, V, 3), random_tokens(11, V, 4)};
+    std::vector<sampling::RowParams> params(prompts.size());
+    for (size_t i = 1; i < params.size(); ++i) {
+        params[i].temperature = 0.8f;
+        params[i].seed_lo = static_cast<uint32_t>(10 + i);
+    }
     std::vector<Run> want;
     for (size_t i = 0; i < prompts.size(); ++i) want.push_back(alone(m, be, prompts[i], params[i], kSteps, block_size));
 
     Engine e(m, be, options(block_size));
     ASSERT_TRUE(e.can_mix());
-    std::vector<Run> got(3);
-    std::vector<int> rows(3, -1);
-    std::vector<bool> joined(3, false);
+    std::vector<Run> got(prompts.size());
+    std::vector<int> rows(prompts.size(), -1);
+    std::vector<bool> joined(prompts.size(), false);
     const auto admit = [&](size_t i) {
         rows[i] = e.admit(prompts[i], {}, params[i], static_cast<int64_t>(prompts[i].size()) + kSteps + 1);
         ASSERT_GE(rows[i], 0);
     };
-    admit(0);
     int32_t first = -1;
-    while (!e.prefill(rows[0], &first)) {
-    }
+    const auto prefill_whole = [&](int row) {
+        while (!e.prefill(row, &first)) {
+        }
+    };
+    admit(0);
+    prefill_whole(rows[0]);
     got[0].tokens.push_back(first);
     joined[0] = true;
+    const int g = e.admit(random_tokens(5, V, 5), {}, {}, 5 + kSteps + 1);
+    ASSERT_EQ(g, 1);
+    prefill_whole(g);
+    admit(3);
+    ASSERT_EQ(rows[3], 2);
+    prefill_whole(rows[3]);
+    got[3].tokens.push_back(first);
+    joined[3] = true;
     int mixed = 0;
+    const auto done = [&](size_t i) { return got[i].tokens.size() >= static_cast<size_t>(kSteps + 1); };
     // Each loop is one step: a mixed one while a prompt is pending (B's pieces, then C's), else a decode step.
-    for (int step = 0; got[0].tokens.size() < static_cast<size_t>(kSteps + 1); ++step) {
-        if (step == 2) admit(1);
+    for (int step = 0; !done(0); ++step) {
+        if (step == 1) e.release(g);
+        if (step == 2) {
+            admit(1);
+            ASSERT_EQ(rows[1], 1);
+        }
         if (step == 5) admit(2);
         ASSERT_TRUE(e.grow().empty());
         const auto pending = [&](size_t i) { return rows[i] >= 0 && !joined[i]; };
-        const size_t p = pending(1) ? 1 : pending(2) ? 2 : 3;
+        const size_t p = pending(1) ? 1 : pending(2) ? 2 : prompts.size();
         std::vector<bool> decoding = joined;
-        if (p < 3) {
+        if (p < prompts.size()) {
             joined[p] = e.mixed_step(rows[p], &first, 9);
             ++mixed;
             if (joined[p]) got[p].tokens.push_back(first);
         } else {
             e.step();
         }
-        for (size_t i = 0; i < 3; ++i)
-            if (decoding[i] && got[i].tokens.size() < static_cast<size_t>(kSteps + 1)) record_step(e, rows[i], V, got[i]);
+        for (size_t i = 0; i < prompts.size(); ++i)
+            if (decoding[i] && !done(i)) record_step(e, rows[i], V, got[i]);
     }
     // B and C decode on to their own kSteps.
-    while (got[1].tokens.size() < static_cast<size_t>(kSteps + 1) || got[2].tokens.size() < static_cast<size_t>(kSteps + 1)) {
+    while (!done(1) || !done(2)) {
         ASSERT_TRUE(e.grow().empty());
         e.step();
-        for (size_t i = 1; i < 3; ++i)
-            if (got[i].tokens.size() < static_cast<size_t>(kSteps + 1)) record_step(e, rows[i], V, got[i]);
+        for (size_t i = 1; i < prompts.size(); ++i)
+            if (!done(i)) record_step(e, rows[i], V, got[i]);
     }
     EXPECT_GE(mixed, 5 + 3);  // B's 40 tokens in pieces of at most 9, C's 21
-    for (size_t i = 0; i < 3; ++i) expect_same(want[i], got[i], "request " + std::to_string(i));
+    for (size_t i = 0; i < prompts.size(); ++i) expect_same(want[i], got[i], "request " + std::to_string(i));
 }
 
 TEST(MixedSteps, APromptBesideDecodingRowsAndTheRowsBesideItEachAnswerAsAlone) {
