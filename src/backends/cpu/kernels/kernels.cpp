@@ -38,18 +38,39 @@ void with_weight_reader(DType wt, F f) {
     }
 }
 
+// ggml's order for rms_norm's sum of squares: a serial chain of double additions per row, about 4 cycles an element.
+// The chains of kRows rows advance together (a fixed count, so the sums stay in registers), so that the core
+// overlaps them; each keeps its own order.
+template <int kRows>
+void sums_of_squares(const float* x, int64_t cols, double* sums) {
+    double acc[kRows] = {};
+    for (int64_t i = 0; i < cols; ++i)
+        for (int k = 0; k < kRows; ++k) {
+            const float v = x[k * cols + i];
+            acc[k] += static_cast<double>(v * v);
+        }
+    for (int k = 0; k < kRows; ++k) sums[k] = acc[k];
+}
+
 // rms_norm's rows with weights read by load(i) as f32.
 template <class Load>
 void rms_norm_rows(const float* x, Load load, float eps, float* out, int64_t cols, int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-        const float* xr = x + r * cols;
-        float* o = out + r * cols;
-        // ggml's order: a serial chain of double additions (about 4 cycles an element; ~1 us for 1000).
-        double sum = 0.0;
-        for (int64_t i = 0; i < cols; ++i) sum += static_cast<double>(xr[i] * xr[i]);
-        const auto mean = static_cast<float>(sum / static_cast<double>(cols));
-        const float scale = 1.0f / std::sqrt(mean + eps);
-        for (int64_t i = 0; i < cols; ++i) o[i] = xr[i] * scale * load(i);
+    constexpr int kRows = 8;
+    for (int64_t g = r0; g < r1;) {
+        double sums[kRows];
+        const int n = r1 - g >= kRows ? kRows : 1;
+        if (n == kRows) {
+            sums_of_squares<kRows>(x + g * cols, cols, sums);
+        } else {
+            sums_of_squares<1>(x + g * cols, cols, sums);
+        }
+        for (int k = 0; k < n; ++k, ++g) {
+            const float* xr = x + g * cols;
+            float* o = out + g * cols;
+            const auto mean = static_cast<float>(sums[k] / static_cast<double>(cols));
+            const float scale = 1.0f / std::sqrt(mean + eps);
+            for (int64_t i = 0; i < cols; ++i) o[i] = xr[i] * scale * load(i);
+        }
     }
 }
 
