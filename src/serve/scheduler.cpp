@@ -494,7 +494,7 @@ bool Scheduler::Impl::mixed_step() {
     const int64_t budget = std::max<int64_t>(options.max_batched_tokens - decoding, 3);
     // The step's decode part runs over the decoding rows only (Engine::mixed_step): it costs about a decode step of
     // their bucket.
-    const int decode_bucket = Engine::batch_bucket(static_cast<int>(engine.decoding_rows().size()));
+    const int decode_bucket = Engine::batch_bucket(static_cast<int>(decoding));
     const double seconds = pacer.piece_seconds(decode_bucket, engine.bucket_once_joined());
     int64_t tokens = pacer.tokens_for(seconds, budget, PieceForward::DecodeStep);
     if (options.prefill_steps > 0) {
