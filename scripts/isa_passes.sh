@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the end-to-end decode tests of an existing build (${BUILD_DIR:-build}) again for every ISA this CPU has
 # below its best one, through TRACELM_ISA (the default run already covers the best): portable on an AVX2 machine,
-# portable and avx2 on an AVX-512 one. Extra ctest arguments are passed on.
+# portable and avx2 on an AVX-512 one, and avxvnni wherever the CPU has AVX-VNNI and it is not the best. Extra ctest
+# arguments are passed on.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
@@ -16,7 +17,10 @@ has() { for f in "$@"; do [[ "$flags" == *" $f "* ]] || return 1; done; }
 isas=()
 if has avx2 fma f16c; then
   isas+=(portable)
-  if has avx512f avx512bw avx512vl avx512dq; then isas+=(avx2); fi
+  avx512=false
+  if has avx512f avx512bw avx512vl avx512dq; then avx512=true; fi
+  if $avx512 || has avx_vnni; then isas+=(avx2); fi
+  if $avx512 && has avx_vnni; then isas+=(avxvnni); fi
 fi
 for isa in "${isas[@]}"; do
   echo "--- TRACELM_ISA=$isa"

@@ -77,7 +77,7 @@ using testing::same_bits;
 class KernelTest : public ::testing::TestWithParam<Isa> {
    protected:
     void SetUp() override {
-        if (static_cast<int>(GetParam()) > static_cast<int>(best_isa()))
+        if (!can_run(GetParam()))
             GTEST_SKIP() << "this CPU cannot run " << isa_name(GetParam());
     }
     const KernelTable& k() const { return kernels_for(GetParam()); }
@@ -89,7 +89,7 @@ class KernelTest : public ::testing::TestWithParam<Isa> {
     }
 };
 
-INSTANTIATE_TEST_SUITE_P(Isas, KernelTest, ::testing::Values(Isa::Portable, Isa::Avx2, Isa::Avx512),
+INSTANTIATE_TEST_SUITE_P(Isas, KernelTest, ::testing::Values(Isa::Portable, Isa::Avx2, Isa::AvxVnni, Isa::Avx512),
                          [](const ::testing::TestParamInfo<Isa>& p) { return std::string(isa_name(p.param)); });
 
 const DType kWeightTypes[] = {DType::F32, DType::BF16, DType::F16};
@@ -473,12 +473,17 @@ TEST(CpuFeatures, IsaSelectionIsConsistent) {
     const CpuFeatures& f = cpu_features();
     const Isa best = best_isa();
     EXPECT_EQ(best != Isa::Portable, f.avx2 && f.fma && f.f16c);
-    EXPECT_EQ(best == Isa::Avx512, f.avx2 && f.fma && f.f16c && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq);
+    const bool avx512 = f.avx2 && f.fma && f.f16c && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq;
+    EXPECT_EQ(best == Isa::Avx512, avx512);
+    EXPECT_EQ(best == Isa::AvxVnni, !avx512 && f.avx2 && f.fma && f.f16c && f.avx_vnni);
+    EXPECT_EQ(can_run(Isa::AvxVnni), f.avx2 && f.fma && f.f16c && f.avx_vnni);
     EXPECT_TRUE(f.avx512f || !f.avx512_bf16);
+    EXPECT_TRUE(can_run(active_isa()));
     EXPECT_LE(static_cast<int>(active_isa()), static_cast<int>(best));
     EXPECT_EQ(active_kernels().isa, active_isa());
-    for (Isa isa : {Isa::Portable, Isa::Avx2, Isa::Avx512}) {
-        if (static_cast<int>(isa) <= static_cast<int>(best)) {
+    for (Isa isa : {Isa::Portable, Isa::Avx2, Isa::AvxVnni, Isa::Avx512}) {
+        if (can_run(isa)) {
+            EXPECT_LE(static_cast<int>(isa), static_cast<int>(best));
             EXPECT_EQ(kernels_for(isa).isa, isa);
         } else {
             EXPECT_THROW(kernels_for(isa), std::invalid_argument);
@@ -486,16 +491,20 @@ TEST(CpuFeatures, IsaSelectionIsConsistent) {
     }
     EXPECT_STREQ(isa_name(Isa::Portable), "portable");
     EXPECT_STREQ(isa_name(Isa::Avx2), "avx2");
+    EXPECT_STREQ(isa_name(Isa::AvxVnni), "avxvnni");
     EXPECT_STREQ(isa_name(Isa::Avx512), "avx512");
 }
 
-// What TRACELM_ISA asks for, clamped to the CPU; best_isa() when unset.
+// What TRACELM_ISA asks for, clamped to the CPU (the widest Isa it runs at or below it); best_isa() when unset.
 Isa expected_active_isa() {
     const char* env = std::getenv("TRACELM_ISA");
     Isa isa = best_isa();
-    for (Isa each : {Isa::Portable, Isa::Avx2, Isa::Avx512})
-        if (env != nullptr && std::string(env) == isa_name(each)) isa = each;
-    return static_cast<int>(isa) < static_cast<int>(best_isa()) ? isa : best_isa();
+    for (Isa each : {Isa::Portable, Isa::Avx2, Isa::AvxVnni, Isa::Avx512})
+        if (env != nullptr && std::string(env) == isa_name(each) && each < best_isa()) isa = each;
+    const Isa down[] = {Isa::Avx512, Isa::AvxVnni, Isa::Avx2, Isa::Portable};
+    for (Isa each : down)
+        if (each <= isa && can_run(each)) return each;
+    return Isa::Portable;
 }
 
 TEST(CpuFeatures, ActiveIsaMatchesEnvironment) { EXPECT_EQ(active_isa(), expected_active_isa()); }
@@ -503,7 +512,7 @@ TEST(CpuFeatures, ActiveIsaMatchesEnvironment) { EXPECT_EQ(active_isa(), expecte
 // active_isa() reads the environment once per process, so each setting is checked in a child process.
 TEST(CpuFeatures, TracelmIsaLowersTheActiveIsaAndBogusValuesAreIgnored) {
     const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-    for (const char* isa : {"portable", "avx2", "avx512", "bogus"}) {
+    for (const char* isa : {"portable", "avx2", "avxvnni", "avx512", "bogus"}) {
         const std::string cmd = std::string("TRACELM_ISA=") + isa + " '" + self +
                                 "' --gtest_filter=CpuFeatures.ActiveIsaMatchesEnvironment 2>&1";
         FILE* pipe = popen(cmd.c_str(), "r");

@@ -244,8 +244,8 @@ TEST(QuantMatmul, EveryIsaAgreesWithPortableBitForBit) {
             const auto x = make_activations(T, w.K, 5 + static_cast<uint32_t>(T));
             const auto want = run_quant(Isa::Portable, x, T, w, nullptr, 0, w.N);
             const auto want_bias = run_quant(Isa::Portable, x, T, w, bias.data(), 0, w.N);
-            for (const Isa isa : {Isa::Avx2, Isa::Avx512}) {
-                if (static_cast<int>(isa) > static_cast<int>(cpu::best_isa())) continue;
+            for (const Isa isa : {Isa::Avx2, Isa::AvxVnni, Isa::Avx512}) {
+                if (!cpu::can_run(isa)) continue;
                 SCOPED_TRACE(type_name(dt) + " T " + std::to_string(T) + " " + cpu::isa_name(isa));
                 EXPECT_TRUE(same_bits(want, run_quant(isa, x, T, w, nullptr, 0, w.N)));
                 EXPECT_TRUE(same_bits(want_bias, run_quant(isa, x, T, w, bias.data(), 0, w.N)));
@@ -280,8 +280,8 @@ TEST(QuantMatmul, EveryIsaAgreesWithPortableAtTheLargestSums) {
             for (const int64_t T : {1, 2, 4, 8}) {
                 const std::vector<float> x(static_cast<size_t>(T * K), sign);
                 const auto want = run_quant(Isa::Portable, x, T, w, nullptr, 0, N);
-                for (const Isa isa : {Isa::Avx2, Isa::Avx512}) {
-                    if (static_cast<int>(isa) > static_cast<int>(cpu::best_isa())) continue;
+                for (const Isa isa : {Isa::Avx2, Isa::AvxVnni, Isa::Avx512}) {
+                    if (!cpu::can_run(isa)) continue;
                     SCOPED_TRACE(type_name(dt) + " T " + std::to_string(T) + " x " + std::to_string(sign) + " " +
                                  cpu::isa_name(isa));
                     EXPECT_TRUE(same_bits(want, run_quant(isa, x, T, w, nullptr, 0, N)));
@@ -507,11 +507,6 @@ GgmlDot load_ggml_dot(DType dt) {
     return g;
 }
 
-std::vector<Isa> tested_isas() {
-    std::vector<Isa> v{Isa::Portable};
-    if (cpu::active_isa() != Isa::Portable) v.push_back(cpu::active_isa());
-    return v;
-}
 
 // The fixture's rows through one ISA's quantized matmul, all tokens in one call; also returns the activation blocks.
 void run_ggml_dot_matmul(const GgmlDot& g, DType dt, Isa isa, std::vector<float>& y, std::vector<uint8_t>& act) {
@@ -528,7 +523,7 @@ TEST(GgmlDot, ActivationQuantizationEqualsGgml) {
         const GgmlDot g = load_ggml_dot(dt);
         const int64_t be = dtype_block_elems(dt), blocks = g.A * g.K / be;
         const size_t gb = ggml_act_block_bytes(g.act_type);
-        for (Isa isa : tested_isas()) {
+        for (Isa isa : runnable_isas()) {
             SCOPED_TRACE(type_name(dt) + " " + cpu::isa_name(isa));
             std::vector<float> y;
             std::vector<uint8_t> act;
@@ -562,7 +557,7 @@ TEST(GgmlDot, ActivationQuantizationEqualsGgml) {
 TEST(GgmlDot, MatmulEqualsGgmlVecDot) {
     for (DType dt : kQuantTypes) {
         const GgmlDot g = load_ggml_dot(dt);
-        for (Isa isa : tested_isas()) {
+        for (Isa isa : runnable_isas()) {
             SCOPED_TRACE(type_name(dt) + " " + cpu::isa_name(isa));
             std::vector<float> y;
             std::vector<uint8_t> act;
@@ -605,7 +600,7 @@ TEST(GgmlDot, TiledMatmulEqualsGgmlVecDot) {
             const auto src = g.x.begin() + (t % g.A) * g.K;
             x.insert(x.end(), src, src + g.K);
         }
-        for (Isa isa : tested_isas()) {
+        for (Isa isa : runnable_isas()) {
             SCOPED_TRACE(type_name(dt) + " " + cpu::isa_name(isa));
             std::vector<float> y(static_cast<size_t>(T * N));
             std::vector<uint8_t> act(cpu::matmul_quant_act_bytes(dt, T, g.K));
@@ -690,7 +685,7 @@ TEST(GgmlMulMat, ProductsOfSeveralRowsEqualGgml) {
             for (int64_t r : rows) x.insert(x.end(), g.x.begin() + r * g.K, g.x.begin() + (r + 1) * g.K);
             for (int64_t t = 0; t < T; ++t)
                 differ_from_vec_dot += std::memcmp(m.y[p].data() + t * g.R, g.dots.data() + rows[t] * g.R, 4 * g.R) != 0;
-            for (Isa isa : tested_isas()) {
+            for (Isa isa : runnable_isas()) {
                 SCOPED_TRACE(type_name(dt) + " " + cpu::isa_name(isa) + ", a product of " + std::to_string(T) + " rows");
                 std::vector<float> y(static_cast<size_t>(T * g.R));
                 std::vector<uint8_t> act(cpu::matmul_quant_act_bytes(dt, T, g.K));
@@ -729,7 +724,7 @@ TEST(GgmlMulMat, TiledOrderInTilesOfEveryShapeEqualsGgml) {
             x.insert(x.end(), src, src + g.K);
         }
         const auto want = [&](int64_t t, int64_t n) { return &ref[(t % g.A) * g.R + n % g.R]; };
-        for (Isa isa : tested_isas()) {
+        for (Isa isa : runnable_isas()) {
             SCOPED_TRACE(type_name(dt) + " " + cpu::isa_name(isa));
             const auto run = [&](int64_t t0, int64_t tn, int64_t n0, int64_t n1) {
                 std::vector<float> y(static_cast<size_t>(tn * N), -1.0f);

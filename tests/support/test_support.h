@@ -244,8 +244,8 @@ inline bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) =
 // The Isas whose kernels this CPU can run.
 inline std::vector<cpu::Isa> runnable_isas() {
     std::vector<cpu::Isa> out;
-    for (cpu::Isa isa : {cpu::Isa::Portable, cpu::Isa::Avx2, cpu::Isa::Avx512})
-        if (static_cast<int>(isa) <= static_cast<int>(cpu::best_isa())) out.push_back(isa);
+    for (cpu::Isa isa : {cpu::Isa::Portable, cpu::Isa::Avx2, cpu::Isa::AvxVnni, cpu::Isa::Avx512})
+        if (cpu::can_run(isa)) out.push_back(isa);
     return out;
 }
 

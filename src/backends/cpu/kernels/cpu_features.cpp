@@ -40,16 +40,16 @@ CpuFeatures detect() {
     __cpuid_count(7, 0, a, b, c, d);
     const unsigned sub_leaves = a;
     f.avx2 = (b >> 5) & 1u;
+    unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;  // sub-leaf 1
+    if (sub_leaves >= 1) __cpuid_count(7, 1, a1, b1, c1, d1);
+    f.avx_vnni = (a1 >> 4) & 1u;
     if (zmm_state) {
         f.avx512f = (b >> 16) & 1u;
         f.avx512dq = (b >> 17) & 1u;
         f.avx512bw = (b >> 30) & 1u;
         f.avx512vl = (b >> 31) & 1u;
         f.avx512_vnni = (c >> 11) & 1u;
-        if (sub_leaves >= 1) {
-            __cpuid_count(7, 1, a, b, c, d);
-            f.avx512_bf16 = (a >> 5) & 1u;
-        }
+        f.avx512_bf16 = (a1 >> 5) & 1u;
     }
     return f;
 }
@@ -58,7 +58,7 @@ CpuFeatures detect() { return {}; }
 #endif
 
 std::optional<Isa> parse_isa(std::string_view s) {
-    for (Isa isa : {Isa::Portable, Isa::Avx2, Isa::Avx512})
+    for (Isa isa : {Isa::Portable, Isa::Avx2, Isa::AvxVnni, Isa::Avx512})
         if (s == isa_name(isa)) return isa;
     return std::nullopt;
 }
@@ -69,10 +69,12 @@ Isa choose_active() {
     if (env == nullptr || *env == '\0') return best;
     const std::optional<Isa> want = parse_isa(env);
     if (!want) {
-        std::fprintf(stderr, "tracelm: ignoring TRACELM_ISA=%s (expected portable, avx2 or avx512)\n", env);
+        std::fprintf(stderr, "tracelm: ignoring TRACELM_ISA=%s (expected portable, avx2, avxvnni or avx512)\n", env);
         return best;
     }
-    return static_cast<int>(*want) < static_cast<int>(best) ? *want : best;
+    Isa isa = static_cast<int>(*want) < static_cast<int>(best) ? *want : best;
+    while (!can_run(isa)) isa = static_cast<Isa>(static_cast<int>(isa) - 1);
+    return isa;
 }
 
 }  // namespace
@@ -82,11 +84,21 @@ const CpuFeatures& cpu_features() {
     return f;
 }
 
-Isa best_isa() {
+bool can_run(Isa isa) {
     const CpuFeatures& f = cpu_features();
     const bool avx2 = f.avx2 && f.fma && f.f16c;
-    if (avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq) return Isa::Avx512;
-    if (avx2) return Isa::Avx2;
+    switch (isa) {
+        case Isa::Portable: return true;
+        case Isa::Avx2: return avx2;
+        case Isa::AvxVnni: return avx2 && f.avx_vnni;
+        case Isa::Avx512: return avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq;
+    }
+    return false;
+}
+
+Isa best_isa() {
+    for (Isa isa : {Isa::Avx512, Isa::AvxVnni, Isa::Avx2})
+        if (can_run(isa)) return isa;
     return Isa::Portable;
 }
 
@@ -99,6 +111,7 @@ const char* isa_name(Isa isa) {
     switch (isa) {
         case Isa::Portable: return "portable";
         case Isa::Avx2: return "avx2";
+        case Isa::AvxVnni: return "avxvnni";
         case Isa::Avx512: return "avx512";
     }
     return "?";

@@ -16,16 +16,21 @@ struct CpuFeatures {
     bool avx512dq = false;
     bool avx512_bf16 = false;
     bool avx512_vnni = false;
+    bool avx_vnni = false;  // vpdpbusd on VEX-coded 128/256-bit vectors (Intel's cores since Alder Lake)
 };
 
 const CpuFeatures& cpu_features();
 
-// Kernel implementations, each needing a superset of the one before.
-enum class Isa { Portable, Avx2, Avx512 };
+// Kernel implementations, from the narrowest. AvxVnni is the AVX2 one whose quantized products sum with AVX-VNNI's
+// vpdpbusd (the same integers, so the same results): the int8 path of AVX2-only CPUs that have it. Avx512 does not
+// need AVX-VNNI, so a CPU may run Avx512 and not AvxVnni; every other Isa needs what the ones before it need.
+enum class Isa { Portable, Avx2, AvxVnni, Avx512 };
 
+bool can_run(Isa isa);
 // The widest implementation this machine can run.
 Isa best_isa();
-// best_isa(), or TRACELM_ISA=portable|avx2|avx512 clamped to best_isa(); read once.
+// best_isa(), or TRACELM_ISA=portable|avx2|avxvnni|avx512: the widest Isa this machine runs at or below it; read
+// once.
 Isa active_isa();
 const char* isa_name(Isa isa);
 

@@ -107,11 +107,12 @@ void* detail::scratch(size_t bytes) {
 void reserve_thread_scratch() { detail::scratch(kScratchFloor); }
 
 const KernelTable& kernels_for(Isa isa) {
-    if (static_cast<int>(isa) > static_cast<int>(best_isa()))
+    if (!can_run(isa))
         throw std::invalid_argument(std::string("this CPU cannot run the ") + isa_name(isa) + " kernels");
     switch (isa) {
         case Isa::Portable: return detail::portable_kernels;
         case Isa::Avx2: return detail::avx2_kernels;
+        case Isa::AvxVnni: return detail::avxvnni_kernels;
         case Isa::Avx512: return detail::avx512_kernels;
     }
     throw std::invalid_argument("unknown Isa");

@@ -210,5 +210,10 @@ const KernelTable detail::avx2_kernels = {
     Isa::Avx2, avx2::matmul, avx2::add, avx2::silu_mul, avx2::gelu_mul_f16, avx2::dot_f32, avx2::matmul_f32_ggml, avx2::axpy_f32, avx2::rope_rotate,
     avx2::row_to_f32, avx2::read_sweep, &detail::avx2_quant, &detail::avx2_f16_attention,
 };
+// The same kernels but the quantized products' (quant_avxvnni.cpp).
+const KernelTable detail::avxvnni_kernels = {
+    Isa::AvxVnni, avx2::matmul, avx2::add, avx2::silu_mul, avx2::gelu_mul_f16, avx2::dot_f32, avx2::matmul_f32_ggml, avx2::axpy_f32, avx2::rope_rotate,
+    avx2::row_to_f32, avx2::read_sweep, &detail::avxvnni_quant, &detail::avx2_f16_attention,
+};
 
 }  // namespace tracelm::cpu

@@ -1,6 +1,6 @@
 // Shared between the per-ISA kernel files and the dispatcher; not for other users.
 //
-// The ISA files (*_avx2.cpp, *_avx512.cpp) must keep everything they define at internal linkage and call
+// The ISA files (*_avx2.cpp, *_avxvnni.cpp, *_avx512.cpp) must keep everything they define at internal linkage and call
 // no inline function or template from shared headers: the linker keeps one copy of such a function, and
 // if it picked the AVX2-compiled one, baseline code would execute AVX2 instructions.
 #pragma once
@@ -13,9 +13,11 @@ namespace tracelm::cpu::detail {
 
 extern const KernelTable portable_kernels;
 extern const KernelTable avx2_kernels;
+extern const KernelTable avxvnni_kernels;
 extern const KernelTable avx512_kernels;
 extern const QuantKernels portable_quant;
 extern const QuantKernels avx2_quant;
+extern const QuantKernels avxvnni_quant;
 extern const QuantKernels avx512_quant;
 extern const F16AttentionKernels portable_f16_attention;
 extern const F16AttentionKernels avx2_f16_attention;
