@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/kernels/cpu_features.h"
 #include "backends/cuda/capabilities.h"
 #ifdef TRACELM_HAVE_CUDA
 #include "backends/cuda/cuda_backend.h"
@@ -28,7 +29,8 @@ std::unique_ptr<Backend> make_cpu(const BackendOptions& o) {
     return std::make_unique<cpu::CpuBackend>(o.threads > 0 ? o.threads : cpu::ThreadPool::default_threads());
 }
 std::vector<std::string> cpu_devices() {
-    return {"0: host CPU (" + std::to_string(cpu::ThreadPool::default_threads()) + " threads)"};
+    return {"0: host CPU (" + std::to_string(cpu::ThreadPool::default_threads()) + " threads, " +
+            cpu::isa_name(cpu::active_isa()) + " kernels)"};
 }
 
 #ifdef TRACELM_HAVE_CUDA

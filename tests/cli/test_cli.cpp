@@ -444,6 +444,9 @@ TEST(Cli, DevicesListsEachBackendsDevices) {
     const Result r = run("devices");
     ASSERT_EQ(r.code, 0) << r.out;
     EXPECT_NE(r.out.find("cpu:\n  0: host CPU ("), std::string::npos) << r.out;
+    // The kernels the child chose: it reads the same machine and TRACELM_ISA.
+    EXPECT_NE(r.out.find(std::string(" threads, ") + cpu::isa_name(cpu::active_isa()) + " kernels)\n"), std::string::npos)
+        << r.out;
     for (const BackendInfo& b : backend_registry()) {
         const std::string why = b.unavailable();
         EXPECT_NE(r.out.find(why.empty() ? b.name + ":\n  0: " : b.name + ": unavailable: " + why), std::string::npos)
