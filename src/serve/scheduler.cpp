@@ -451,6 +451,14 @@ void Scheduler::Impl::prefill() {
             pacer.piece_done(n, took);
             seconds -= took;
             if (s->joined && !prefilled(s, first)) break;
+            if (s->joined) {
+                // It decodes from now, so the rest of this step's pieces would delay its next token (a wave of
+                // prompts at an idle server would be prefilled whole, one forward after another): where pieces can
+                // go into decode steps, the next prompt's do, paced as beside any decoding stream; otherwise they get
+                // what the pacer allows beside its decode step.
+                if (options.mixed_steps && engine.can_mix()) return;
+                seconds = std::min(seconds, pacer.piece_seconds(engine.bucket(), engine.bucket_once_joined()));
+            }
         }
         if (s->row >= 0 && !s->joined) return;  // the next sequence waits for this one (FCFS)
     }

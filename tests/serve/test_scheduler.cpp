@@ -131,6 +131,29 @@ TEST(Scheduler, APromptIsSpreadOverPrefillStepsDecodeSteps) {
     }
 }
 
+// Prompts admitted together while nothing decodes: once the first joins, it decodes while the next is computed in its
+// decode steps' forwards (not a forward of its own after another, each a delay to the first stream's next token);
+// both answer as alone. Unbounded in time (no stretch), so the pieces follow from the spread alone.
+TEST(Scheduler, PromptsArrivingTogetherAtAnIdleServerGoIntoTheFirstOnesDecodeSteps) {
+    cpu::CpuBackend be(2);
+    const auto model = Model::load(testing::generated_checkpoint("tiny", 7, DType::F32), be);
+    SchedulerOptions o;
+    o.max_seqs = 2;
+    o.context = 256;
+    o.max_step_stretch = 0;
+    o.prefill_steps = 4;
+    Scheduler s(*model, be, o);
+    std::vector<GenerationRequest> rs(2);
+    rs[0].prompt = prompt_of(3, 40);
+    rs[0].max_new_tokens = 16;
+    rs[1].prompt = prompt_of(4, 64);
+    rs[1].max_new_tokens = 4;
+    std::vector<Outcome> got;
+    for (const auto& st : s.submit(rs)) got.push_back(drain(*st));  // queued together: admitted in one step
+    EXPECT_GE(s.stats().mixed_steps, 3u);
+    expect_all_alone(*model, be, rs, got, o.context);
+}
+
 // A mixture-of-experts model (experts chosen on the device per row): 16 requests on 8 rows, each as alone.
 TEST(Scheduler, MixtureOfExpertsRequestsEachCompleteAsAlone) {
     cpu::CpuBackend be(2);
